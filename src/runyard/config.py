@@ -1,0 +1,129 @@
+"""Settings: one typed object built from CLI > config file > environment (and ``.env``) > defaults.
+
+Example::
+
+    settings = Settings.load(cli={"workspace_dir": "/data/ws"})
+    settings.workspace_dir   # Path('/data/ws')
+
+The config file is ``--config``, else ``RUNYARD_CONFIG``, else ``./runyard.yaml`` if present.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from runyard.errors import ConfigError
+
+DEFAULT_ENV_ALLOWLIST = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "SYSTEMROOT",
+)
+
+
+class Target(BaseModel):
+    """A remote runyard a Job API call may be forwarded to."""
+
+    url: str
+    token: str | None = None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="RUNYARD_", env_file=".env", extra="ignore", env_nested_delimiter="__"
+    )
+
+    workspace_dir: Path = Path(".runyard")
+    log_dir: Path = Path("logs")
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    token: str | None = None
+    targets: dict[str, Target] = Field(default_factory=dict)
+    max_concurrent_tasks: int = Field(8, ge=1, le=1024)
+    cancel_grace_seconds: float = Field(5.0, gt=0)
+    env_allowlist: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))
+    worker_env: dict[str, str] = Field(default_factory=dict)
+    prefork: bool = True
+    max_body_bytes: int = Field(1 << 20, ge=1024)
+    # agent-run backend
+    upload_max_bytes: int = Field(4 << 30, ge=1)
+    allowed_mount_roots: list[Path] = Field(default_factory=list)
+    agent_package: Path | None = None
+    agent_packages_dir: Path | None = None
+    agent_sandbox: str = Field("auto", pattern="^(auto|bwrap|none)$")
+    agent_network: bool = False
+    agent_run_uid: int | None = None
+    agent_run_gid: int | None = None
+    agent_max_final_answer_bytes: int = Field(256 * 1024, ge=1024)
+    agent_run_timeout_seconds: float = Field(3600.0, gt=0)
+    agent_executor: str = Field("local", pattern="^(local|kubernetes)$")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _FileSource(settings_cls), env_settings, dotenv_settings)
+
+    @classmethod
+    def load(cls, cli: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
+        """Build settings; ``cli`` holds only the options the user actually gave."""
+        overrides = {k: v for k, v in (cli or {}).items() if v is not None}
+        _FileSource.path = _config_path(config_file)
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            raise ConfigError(f"Invalid settings: {exc}") from exc
+        finally:
+            _FileSource.path = None
+
+    @property
+    def agent_root(self) -> Path:
+        return self.workspace_dir / "agent"
+
+
+def _config_path(explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"Config file {explicit} does not exist")
+        return explicit
+    from_env = os.environ.get("RUNYARD_CONFIG")
+    if from_env:
+        return _config_path(Path(from_env))
+    default = Path("runyard.yaml")
+    return default if default.is_file() else None
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    path: Path | None = None
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        try:
+            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"Cannot read config file {self.path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"Config file {self.path} must hold a mapping")
+        return data

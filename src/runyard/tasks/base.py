@@ -1,0 +1,152 @@
+"""The task definition API.
+
+A task is a class with a docstring (its description), a ``task_type``, a pydantic input
+model derived from :class:`TaskInput`, an output model derived from :class:`TaskOutput`,
+ordered ``steps`` and a ``run`` method::
+
+    class Square(Task):
+        \"\"\"Square a number.\"\"\"
+
+        task_type = TaskType.BASE
+        Input = SquareInput          # TaskInput subclass with ``n: int``
+        Output = SquareOutput        # TaskOutput subclass with ``value: int``
+        steps = ("compute",)
+
+        def run(self, inputs: SquareInput, run: TaskRun) -> SquareOutput:
+            with run.step("compute"):
+                return SquareOutput(value=inputs.n ** 2)
+
+Plugins register in the entry-point group ``runyard.tasks`` as ``name = "module:Class"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runyard.workspace.identity import (
+    TaskType,
+    normalise_source_tasks,
+    validate_task_name,
+)
+
+
+class TaskInput(BaseModel):
+    """Inputs every task accepts; unknown fields fail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_name: str | None = Field(
+        None,
+        description="Fixed instance name (1-32 letters, digits, '-'); omitted or empty: generated",
+    )
+    source_tasks: str = Field(
+        "", description="Full upstream task ids, comma-separated (a string, not a list)"
+    )
+
+    @field_validator("task_name")
+    @classmethod
+    def _task_name(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        return validate_task_name(value)
+
+    @field_validator("source_tasks", mode="before")
+    @classmethod
+    def _source_tasks(cls, value: object) -> str:
+        return normalise_source_tasks(value)
+
+
+class ArtifactRef(BaseModel):
+    path: str
+    size: int
+    sha256: str
+
+
+class TaskOutput(BaseModel):
+    """Outputs; ``artifacts`` is filled from what the task recorded."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    artifacts: dict[str, ArtifactRef] = Field(default_factory=dict)
+
+
+class TaskRun(ABC):
+    """What a running task body sees: its folder, progress reporting, artifact recording."""
+
+    task_id: str
+    run_id: str
+    task_dir: Path
+
+    @abstractmethod
+    def step(self, name: str) -> AbstractContextManager[None]:
+        """Mark step ``name`` started on enter and 100 % finished on exit."""
+
+    @abstractmethod
+    def progress(self, name: str, percentage: float) -> None:
+        """Report progress of a step; it never goes backwards."""
+
+    @abstractmethod
+    def record_artifact(self, name: str, path: str) -> ArtifactRef:
+        """Record a finished file (path relative to the task folder) under ``name``."""
+
+    @abstractmethod
+    def log(self, message: str) -> None:
+        """Write a line to this run's log."""
+
+
+class Task(ABC):
+    """Base class of every task definition."""
+
+    name: ClassVar[str] = ""
+    task_type: ClassVar[TaskType] = TaskType.BASE
+    Input: ClassVar[type[TaskInput]] = TaskInput
+    Output: ClassVar[type[TaskOutput]] = TaskOutput
+    steps: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    def run(self, inputs: Any, run: TaskRun) -> TaskOutput:
+        """Do the work; raise to fail; return the output model."""
+
+
+class TaskDefinition(BaseModel):
+    name: str
+    source: Literal["native", "plugin"]
+    plugin: str | None = None
+    task_type: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+
+
+def describe(task_cls: type[Task], name: str, plugin: str | None) -> TaskDefinition:
+    """The public definition of a task class; raises ``TypeError`` for a malformed class."""
+    if not (inspect.isclass(task_cls) and issubclass(task_cls, Task)):
+        raise TypeError(f"{task_cls!r} is not a runyard Task class")
+    doc = inspect.getdoc(task_cls)
+    if not doc or task_cls.__doc__ is None:
+        raise TypeError(f"Task {name} has no class docstring to describe it")
+    if not issubclass(task_cls.Input, TaskInput) or not issubclass(task_cls.Output, TaskOutput):
+        raise TypeError(f"Task {name}: Input/Output must derive from TaskInput/TaskOutput")
+    return TaskDefinition(
+        name=name,
+        source="plugin" if plugin else "native",
+        plugin=plugin,
+        task_type=TaskType(task_cls.task_type).value,
+        description=doc,
+        input_schema=task_cls.Input.model_json_schema(),
+        output_schema=task_cls.Output.model_json_schema(),
+    )
+
+
+class TaskExit(Exception):
+    """Raised by a task body to fail with a specific exit code (e.g. a command's own)."""
+
+    def __init__(self, exit_code: int, message: str) -> None:
+        self.exit_code = exit_code
+        super().__init__(message)

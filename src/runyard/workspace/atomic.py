@@ -1,0 +1,79 @@
+"""The one helper for durable file writes, and the tolerant JSON read.
+
+Every record write goes through :func:`write_json_atomic`: a temp file in the same folder,
+flush, fsync, ``os.replace``. A reader therefore sees the old or the new file, never half.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, sync_dir: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically; ``sync_dir`` also makes the rename durable."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def dump_json(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def write_json_atomic(path: Path, obj: Any, *, sync_dir: bool = False) -> None:
+    write_bytes_atomic(path, dump_json(obj), sync_dir=sync_dir)
+
+
+def read_bytes_tolerant(path: Path) -> bytes | None:
+    """The file's bytes, or None when it is missing, a symlink or not a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not os.path.stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return None
+            return fh.read()
+    except OSError:
+        return None
+
+
+def read_json_tolerant(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None for anything that is not one."""
+    raw = read_bytes_tolerant(path)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,118 @@
+"""Task identity: ``task_id = "<task_type>#<task>#<task_name>"`` and its rules.
+
+>>> build_task_id("base", "demo", "api-demo")
+'base#demo#api-demo'
+>>> parse_task_id("base#demo#api-demo").task_name
+'api-demo'
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from enum import StrEnum
+from typing import NamedTuple
+
+from runyard.errors import InvalidInput, InvalidTaskId
+
+
+class TaskType(StrEnum):
+    BASE = "base"
+    ETL = "etl"
+    TRAIN = "train"
+    PREDICT = "predict"
+    BACKTEST = "backtest"
+    ANALYSIS = "analysis"
+    INFERENCE = "inference"
+
+
+TASK_TYPES = frozenset(t.value for t in TaskType)
+REG_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TASK_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,32}$")
+
+
+class TaskId(NamedTuple):
+    task_type: str
+    task: str
+    task_name: str
+
+    def __str__(self) -> str:
+        return f"{self.task_type}#{self.task}#{self.task_name}"
+
+
+def validate_task_name(name: str) -> str:
+    if not TASK_NAME_RE.match(name):
+        raise InvalidInput(
+            f"Invalid task_name {name!r}: use 1-32 English letters, digits or hyphens"
+        )
+    return name
+
+
+def validate_reg_name(name: str) -> str:
+    if not REG_NAME_RE.match(name):
+        raise InvalidInput(
+            f"Invalid task registration name {name!r}: use letters, digits, '_' or '-'"
+        )
+    return name
+
+
+def build_task_id(task_type: str, task: str, task_name: str) -> str:
+    return str(_checked(f"{task_type}#{task}#{task_name}", task_type, task, task_name))
+
+
+def parse_task_id(task_id: object) -> TaskId:
+    if not isinstance(task_id, str):
+        raise InvalidTaskId(repr(task_id), "a task id is a string")
+    parts = task_id.split("#")
+    if len(parts) != 3:
+        raise InvalidTaskId(task_id, "expected '<task_type>#<task>#<task_name>'")
+    return _checked(task_id, *parts)
+
+
+def is_task_id(task_id: object) -> bool:
+    try:
+        parse_task_id(task_id)
+    except InvalidInput:
+        return False
+    return True
+
+
+def _checked(task_id: str, task_type: str, task: str, task_name: str) -> TaskId:
+    if task_type not in TASK_TYPES:
+        raise InvalidTaskId(task_id, f"task type must be one of {', '.join(sorted(TASK_TYPES))}")
+    if not REG_NAME_RE.match(task):
+        raise InvalidTaskId(task_id, "task must be letters, digits, '_' or '-'")
+    if not TASK_NAME_RE.match(task_name):
+        raise InvalidTaskId(task_id, "task_name must be 1-32 English letters, digits or hyphens")
+    return TaskId(task_type, task, task_name)
+
+
+def generate_task_name() -> str:
+    """A fresh anonymous name: UTC time plus randomness, 24 chars of ``[A-Za-z0-9-]``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+def parse_source_tasks(value: object) -> list[str]:
+    """Split and validate a comma-separated list of full upstream task ids."""
+    if value is None:
+        return []
+    if not isinstance(value, str):
+        raise InvalidInput("source_tasks must be a comma-separated string of full task ids")
+    ids = [part.strip() for part in value.split(",") if part.strip()]
+    seen: set[str] = set()
+    for item in ids:
+        if not is_task_id(item):
+            raise InvalidInput(
+                f"source_tasks entry {item!r} is not a full task id "
+                "('<task_type>#<task>#<task_name>')"
+            )
+        if item in seen:
+            raise InvalidInput(f"source_tasks lists {item!r} more than once")
+        seen.add(item)
+    return ids
+
+
+def normalise_source_tasks(value: object) -> str:
+    return ",".join(parse_source_tasks(value))

@@ -1,0 +1,85 @@
+"""Bounded byte windows over a log file (TaskLogChunk). Cost is O(window), not O(file).
+
+Windows never split a UTF-8 character: the start moves forward past continuation bytes
+and the end moves back to the last complete character.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel
+
+DEFAULT_LIMIT = 65536
+MIN_LIMIT = 1024
+MAX_LIMIT = 262144
+
+
+class TaskLogChunk(BaseModel):
+    content: str
+    start_offset: int
+    next_offset: int
+    file_size: int
+    has_more_before: bool
+    has_more_after: bool
+    reset: bool
+
+
+def read_log_window(
+    path: Path | str | None, offset: int = -1, limit: int = DEFAULT_LIMIT
+) -> TaskLogChunk:
+    """Read up to ``limit`` bytes from ``offset`` (-1: the tail; past the end: reset + tail)."""
+    try:
+        fd = os.open(path, os.O_RDONLY) if path else -1
+    except OSError:
+        fd = -1
+    if fd < 0:
+        return TaskLogChunk(
+            content="", start_offset=0, next_offset=0, file_size=0,
+            has_more_before=False, has_more_after=False, reset=offset > 0,
+        )
+    try:
+        size = os.fstat(fd).st_size
+        reset = offset > size
+        tail = offset < 0 or reset
+        start = max(0, size - limit) if tail else offset
+        data = os.pread(fd, min(limit, size - start), start) if start < size else b""
+    finally:
+        os.close(fd)
+    head = _skip_continuation(data, start)
+    body = data[head:]
+    body = body[: _complete_prefix(body)]
+    begin = start + head
+    end = begin + len(body)
+    return TaskLogChunk(
+        content=body.decode("utf-8", errors="replace"),
+        start_offset=begin,
+        next_offset=end,
+        file_size=size,
+        has_more_before=begin > 0,
+        has_more_after=end < size,
+        reset=reset,
+    )
+
+
+def _skip_continuation(data: bytes, start: int) -> int:
+    """Bytes to skip so the window starts on a character boundary."""
+    skip = 0
+    while start and skip < min(3, len(data)) and (data[skip] & 0xC0) == 0x80:
+        skip += 1
+    return skip
+
+
+def _complete_prefix(body: bytes) -> int:
+    """Length of ``body`` without a trailing incomplete UTF-8 sequence."""
+    n = len(body)
+    for back in range(1, min(4, n) + 1):
+        byte = body[n - back]
+        if byte & 0xC0 == 0x80:
+            continue
+        if byte & 0x80 == 0:
+            return n
+        need = 2 if byte & 0xE0 == 0xC0 else 3 if byte & 0xF0 == 0xE0 else 4
+        return n if back >= need else n - back
+    return n
