@@ -21,15 +21,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, sync_dir: bool = False) -> None:
-    """Replace ``path`` with ``data`` atomically; ``sync_dir`` also makes the rename durable."""
+def write_bytes_atomic(
+    path: Path, data: bytes, *, sync_dir: bool = False, fsync: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` atomically.
+
+    ``fsync`` makes the content durable before the rename (skip it only for records a
+    crash may lose, like intermediate progress); ``sync_dir`` also makes the rename durable.
+    """
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -48,8 +55,8 @@ def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def write_json_atomic(path: Path, obj: Any, *, sync_dir: bool = False) -> None:
-    write_bytes_atomic(path, dump_json(obj), sync_dir=sync_dir)
+def write_json_atomic(path: Path, obj: Any, *, sync_dir: bool = False, fsync: bool = True) -> None:
+    write_bytes_atomic(path, dump_json(obj), sync_dir=sync_dir, fsync=fsync)
 
 
 def read_bytes_tolerant(path: Path) -> bytes | None:
