@@ -1,0 +1,3 @@
+from runyard.cli.main import main
+
+main()

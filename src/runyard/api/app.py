@@ -1,0 +1,84 @@
+"""The ASGI app: Task Job API, agent-run API, Studio, health — one server, one workspace.
+
+>>> app = create_app(Settings.load())
+>>> # uvicorn.run(app, host="127.0.0.1", port=8765)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.concurrency import run_in_threadpool
+
+from runyard.api.auth import BearerAuth
+from runyard.api.envelope import job_response
+from runyard.api.notify import ChangeHub
+from runyard.api.routes_jobs import build_jobs_router
+from runyard.api.services import Services
+from runyard.api.studio import mount_studio
+from runyard.config import Settings
+
+
+def runyard_version() -> str:
+    try:
+        return version("runyard")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
+    services = services or Services.build(settings)
+    hub = ChangeHub(services.repository)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await run_in_threadpool(services.start)
+        hub.attach(asyncio.get_running_loop())
+        try:
+            yield
+        finally:
+            hub.detach()
+            await run_in_threadpool(services.stop)
+
+    app = FastAPI(title="runyard", version=runyard_version(), lifespan=lifespan)
+    app.state.services = services
+    app.state.hub = hub
+
+    @app.get("/health", tags=["health"])
+    async def health() -> dict[str, Any]:
+        return job_response({"running": True}, True)
+
+    router, schemas = build_jobs_router(services, hub)
+    app.include_router(router)
+    if services.agents is not None:
+        from runyard.api.agents import build_agents_router
+
+        app.include_router(build_agents_router(services), prefix="/api/v1")
+    mount_studio(app)
+    _install_openapi(app, schemas)
+    app.add_middleware(
+        BearerAuth, token=settings.token, verify_run_token=run_token_verifier(services)
+    )
+    return app
+
+
+def run_token_verifier(services: Services) -> Any:
+    agents = services.agents
+    return agents.verify_run_token if agents is not None else None
+
+
+def _install_openapi(app: FastAPI, schemas: dict[str, Any]) -> None:
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,90 @@
+"""Bearer-token authentication as pure ASGI middleware.
+
+* The configured server token (compared in constant time) opens every route.
+* A run token issued by the agent-run backend opens ``/jobs`` and ``/api/v1`` only; the
+  routes themselves narrow it to its own session (``request.state.run_scope``).
+* ``/health`` and the Studio's static files are open: the Studio asks for the token and
+  sends it as a header, never in a URL.
+
+On the agent-run Unix socket (``require_run_token=True``) only run tokens are accepted,
+whether or not a server token is configured.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+PROTECTED_PREFIXES = ("/jobs", "/api/", "/openapi.json", "/docs", "/redoc")
+RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/")
+
+RunTokenVerifier = Callable[[str], Any]
+
+
+class BearerAuth:
+    def __init__(
+        self,
+        app: ASGIApp,
+        token: str | None,
+        verify_run_token: RunTokenVerifier | None = None,
+        *,
+        require_run_token: bool = False,
+    ) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+        self.verify_run_token = verify_run_token
+        self.require_run_token = require_run_token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        open_route = self.token is None or not path.startswith(PROTECTED_PREFIXES)
+        if not self.require_run_token and open_route:
+            await self.app(scope, receive, send)
+            return
+        presented = _bearer(scope)
+        if presented and self.token and hmac.compare_digest(presented.encode(), self.token):
+            await self.app(scope, receive, send)
+            return
+        run_scope = self._run_scope(presented)
+        if run_scope is not None and path.startswith(RUN_TOKEN_PREFIXES):
+            scope.setdefault("state", {})["run_scope"] = run_scope
+            await self.app(scope, receive, send)
+            return
+        await _unauthorized(send, "Missing or invalid bearer token")
+
+    def _run_scope(self, presented: str | None) -> Any:
+        if not presented or self.verify_run_token is None:
+            return None
+        return self.verify_run_token(presented)
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            scheme, _, credentials = value.decode("latin-1").partition(" ")
+            if scheme.lower() == "bearer" and credentials.strip():
+                return credentials.strip()
+    return None
+
+
+async def _unauthorized(send: Send, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", b"Bearer"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

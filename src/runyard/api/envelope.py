@@ -1,0 +1,86 @@
+"""The JobResponse envelope, request-body reading with a size limit, and error answers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from runyard.errors import RunyardError
+
+JSON_TYPES = ("application/json", "application/x-www-form-urlencoded", "text/plain")
+
+
+class JobResponse(BaseModel):
+    answer: Any = None
+    success: bool = True
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+def envelope_model(name: str, args: type[BaseModel]) -> type[BaseModel]:
+    """``{"arguments": {...}, "target"?: str}`` with no other top-level field."""
+    return type(
+        f"{name.title().replace('_', '')}Request",
+        (BaseModel,),
+        {
+            "__annotations__": {"arguments": args, "target": str | None},
+            "model_config": ConfigDict(extra="forbid"),
+            "arguments": Field(default_factory=args) if _all_optional(args) else Field(),
+            "target": Field(None, description="Forward the call to this configured remote"),
+        },
+    )
+
+
+def job_response(answer: Any, success: bool, metadata: dict[str, Any] | None = None) -> dict:
+    return {"answer": answer, "success": success, "metadata": metadata or {}}
+
+
+def error_answer(exc: BaseException) -> str:
+    """``"ErrorType: message"``, naming the builtin a runyard error stands for."""
+    return f"{error_type_name(exc)}: {exc}"
+
+
+def error_type_name(exc: BaseException) -> str:
+    if isinstance(exc, RunyardError):
+        for klass in type(exc).__mro__:
+            if klass.__module__ == "builtins" and klass is not Exception:
+                return klass.__name__
+    return type(exc).__name__
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """The request's JSON body; 413 past ``limit`` bytes, 415/422 when it is not JSON."""
+    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if media and media not in JSON_TYPES and not media.endswith("+json"):
+        raise HTTPException(415, f"Expected a JSON body (application/json), got {media!r}")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"Request body exceeds the limit of {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HTTPException(413, f"Request body exceeds the limit of {limit} bytes")
+    if not body.strip():
+        return {}
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise HTTPException(422, f"Malformed JSON body: {exc}") from exc
+
+
+def validate_envelope(model: type[BaseModel], data: Any) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise HTTPException(422, jsonable_errors(exc)) from exc
+
+
+def jsonable_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return json.loads(exc.json(include_url=False, include_context=False))
+
+
+def _all_optional(model: type[BaseModel]) -> bool:
+    return not any(field.is_required() for field in model.model_fields.values())

@@ -1,0 +1,73 @@
+"""Forward a Job API call to a configured remote runyard (the envelope's ``target``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from fastapi import HTTPException
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from runyard.config import Settings, Target
+
+CONNECT_TIMEOUT = 5.0
+
+
+def resolve_target(settings: Settings, name: str) -> Target:
+    try:
+        return settings.targets[name]
+    except KeyError:
+        known = ", ".join(sorted(settings.targets)) or "none configured"
+        raise HTTPException(422, f"Unknown target {name!r}. Configured targets: {known}") from None
+
+
+def _client(target: Target) -> httpx.AsyncClient:
+    headers = {"authorization": f"Bearer {target.token}"} if target.token else {}
+    timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
+    return httpx.AsyncClient(base_url=target.url.rstrip("/"), headers=headers, timeout=timeout)
+
+
+async def forward_call(target: Target, name: str, arguments: dict[str, Any]) -> Response:
+    try:
+        async with _client(target) as client:
+            reply = await client.post(f"/jobs/{name}", json={"arguments": arguments})
+    except httpx.HTTPError as exc:
+        raise HTTPException(502, f"Target {target.url} unreachable: {exc!r}") from exc
+    try:
+        body = reply.json()
+    except ValueError as exc:
+        raise HTTPException(502, f"Target {target.url} answered non-JSON") from exc
+    return JSONResponse(body, status_code=reply.status_code)
+
+
+async def forward_stream(
+    target: Target, name: str, arguments: dict[str, Any], last_event_id: str | None
+) -> Response:
+    client = _client(target)
+    headers = {"last-event-id": last_event_id} if last_event_id else {}
+    request = client.build_request(
+        "POST", f"/jobs/{name}/events", json={"arguments": arguments}, headers=headers
+    )
+    try:
+        reply = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        await client.aclose()
+        raise HTTPException(502, f"Target {target.url} unreachable: {exc!r}") from exc
+    if reply.status_code != 200:
+        body = await reply.aread()
+        await reply.aclose()
+        await client.aclose()
+        return Response(
+            body, status_code=reply.status_code, media_type=reply.headers.get("content-type")
+        )
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in reply.aiter_raw():
+                yield chunk
+        finally:
+            await reply.aclose()
+            await client.aclose()
+
+    return StreamingResponse(relay(), media_type="text/event-stream")

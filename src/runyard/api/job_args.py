@@ -1,0 +1,90 @@
+"""Argument models of the thirteen jobs (seed 002): names, defaults and bounds are the contract.
+
+Jobs documented as "only the table's fields" forbid extra fields; the others allow and
+ignore them. Additions of ours are optional fields only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from runyard.workspace.logs import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
+from runyard.workspace.records import TaskState
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class NoArguments(Lenient):
+    pass
+
+
+class ListStatusesArgs(Lenient):
+    limit: int | None = Field(None, ge=1, le=10000, description="Page size (runyard addition)")
+    cursor: str | None = Field(None, description="Opaque cursor from a previous page")
+    state: TaskState | None = Field(None, description="Only tasks in this state")
+    task_type: str | None = Field(None, description="Only tasks of this type")
+
+
+class TaskArgs(Strict):
+    task: str = Field(min_length=1, description="Task registration name, not a Task ID")
+
+
+class SubmitArgs(Lenient):
+    task: str = Field(min_length=1, description="Task registration name, not a Task ID")
+
+
+class WaitArgs(Strict):
+    task_id: str = Field(min_length=1, description="Full Task ID")
+    run_id: str = Field(min_length=1, description="The run id submit returned")
+    poll_interval: float = Field(1.0, gt=0, description="Polling interval in seconds")
+
+
+class TaskIdArgs(Lenient):
+    task_id: str = Field(description="Full Task ID")
+
+
+class StrictTaskIdArgs(Strict):
+    task_id: str = Field(description="Full Task ID")
+
+
+class StrictTaskIdMinArgs(Strict):
+    task_id: str = Field(min_length=1, description="Full Task ID")
+
+
+class ReadLogArgs(Lenient):
+    task_id: str = Field(description="Full Task ID")
+    offset: int = Field(-1, ge=-1, description="Start byte offset; -1 reads the tail")
+    limit: int = Field(DEFAULT_LIMIT, ge=MIN_LIMIT, le=MAX_LIMIT, description="Max bytes")
+
+
+class StreamArgs(Strict):
+    task_id: str = Field(min_length=1, description="Full Task ID")
+    poll_interval: float = Field(0.5, gt=0, description="Polling interval in seconds")
+
+
+class DeleteArgs(Lenient):
+    task_ids: list[str] = Field(
+        min_length=1,
+        description="Full Task IDs to delete",
+        json_schema_extra={"uniqueItems": True},
+    )
+
+    @field_validator("task_ids")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("task_ids must be unique")
+        return value
+
+
+def extra_inputs(args: BaseModel) -> dict[str, Any]:
+    """The fields a lenient model received beyond its declared ones (submit's task inputs)."""
+    return dict(args.model_extra or {})

@@ -1,0 +1,228 @@
+"""The thirteen jobs of the Task Job API (seed 002): arguments, handlers and answer schemas.
+
+Each handler takes the services, its validated arguments and the change hub, and returns
+``(answer, success)``. Errors it raises become ``success: false`` answers at the edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+from starlette.concurrency import run_in_threadpool
+
+from runyard.api import job_args as a
+from runyard.api.notify import ChangeHub
+from runyard.api.services import Services
+from runyard.errors import RunMismatch, TaskNotFound
+from runyard.repository.models import TaskContext, TaskGraph
+from runyard.runtime.liveness import settle
+from runyard.runtime.supervisor import TaskHandle
+from runyard.tasks.base import TaskDefinition
+from runyard.workspace.identity import parse_task_id
+from runyard.workspace.logs import TaskLogChunk, read_log_window
+from runyard.workspace.records import TaskStatus
+
+JobResult = tuple[Any, bool] | tuple[Any, bool, dict[str, Any]]
+Handler = Callable[[Services, Any, ChangeHub], Awaitable[JobResult]]
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    description: str
+    args: type[BaseModel]
+    answer: Any
+    run: Handler
+
+    def answer_schema(self) -> dict[str, Any]:
+        return TypeAdapter(self.answer).json_schema(by_alias=True)
+
+
+def current_status(services: Services, task_id: str) -> TaskStatus:
+    """The task's status, with a dead worker settled; TaskNotFound when there is none."""
+    parse_task_id(task_id)
+    status = services.repository.get(task_id)
+    if status is None:
+        raise TaskNotFound(task_id)
+    if status.state == "running":
+        status = settle(services.workspace, status)
+    return status
+
+
+async def _list_definitions(s: Services, args: Any, hub: ChangeHub) -> JobResult:
+    return [d.model_dump(mode="json") for d in s.registry.definitions()], True
+
+
+async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub) -> JobResult:
+    return s.registry.get(args.task).definition.model_dump(mode="json"), True
+
+
+async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub) -> JobResult:
+    handle = await run_in_threadpool(s.supervisor.submit, args.task, a.extra_inputs(args))
+    return handle.model_dump(mode="json"), True
+
+
+async def wait_until_finished(
+    s: Services, hub: ChangeHub, task_id: str, run_id: str | None, poll_interval: float
+) -> TaskStatus:
+    """Wait for a run to end, woken by record changes; ``poll_interval`` bounds each wait."""
+    with hub.subscribe(task_id) as sub:
+        while True:
+            status = await run_in_threadpool(current_status, s, task_id)
+            if run_id is not None and status.run_id != run_id:
+                raise RunMismatch(task_id, run_id, status.run_id)
+            if status.terminal:
+                return status
+            await sub.wait(poll_interval)
+
+
+async def _wait(s: Services, args: a.WaitArgs, hub: ChangeHub) -> JobResult:
+    status = await wait_until_finished(s, hub, args.task_id, args.run_id, args.poll_interval)
+    return status.to_json(), status.state == "succeeded"
+
+
+async def _list_ids(s: Services, args: Any, hub: ChangeHub) -> JobResult:
+    return s.repository.list_ids(), True
+
+
+async def _list_statuses(s: Services, args: a.ListStatusesArgs, hub: ChangeHub) -> JobResult:
+    items, next_cursor = await run_in_threadpool(
+        s.repository.list_statuses,
+        limit=args.limit,
+        cursor=args.cursor,
+        state=args.state.value if args.state else None,
+        task_type=args.task_type,
+    )
+    metadata = {"next_cursor": next_cursor} if args.limit or args.cursor else {}
+    return [item.to_json() for item in items], True, metadata
+
+
+async def _status(s: Services, args: a.TaskIdArgs, hub: ChangeHub) -> JobResult:
+    return (await run_in_threadpool(current_status, s, args.task_id)).to_json(), True
+
+
+async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub) -> JobResult:
+    status = await run_in_threadpool(current_status, s, args.task_id)
+    chunk = await run_in_threadpool(read_log_window, status.log_path, args.offset, args.limit)
+    return chunk.model_dump(mode="json"), True
+
+
+async def _stream(s: Services, args: a.StreamArgs, hub: ChangeHub) -> JobResult:
+    status = await wait_until_finished(s, hub, args.task_id, None, args.poll_interval)
+    return status.to_json(), status.exit_code == 0
+
+
+async def _graph(s: Services, args: a.StrictTaskIdArgs, hub: ChangeHub) -> JobResult:
+    parse_task_id(args.task_id)
+    graph = await run_in_threadpool(s.repository.graph, args.task_id)
+    return graph.model_dump(mode="json", by_alias=True), True
+
+
+async def _context(s: Services, args: a.StrictTaskIdMinArgs, hub: ChangeHub) -> JobResult:
+    parse_task_id(args.task_id)
+    context = await run_in_threadpool(s.repository.context, args.task_id)
+    return context.model_dump(mode="json", by_alias=True), True
+
+
+async def _cancel(s: Services, args: a.TaskIdArgs, hub: ChangeHub) -> JobResult:
+    parse_task_id(args.task_id)
+    return await run_in_threadpool(s.supervisor.cancel, args.task_id), True
+
+
+async def _delete(s: Services, args: a.DeleteArgs, hub: ChangeHub) -> JobResult:
+    return await run_in_threadpool(s.supervisor.delete, list(args.task_ids)), True
+
+
+JOBS: dict[str, Job] = {
+    job.name: job
+    for job in (
+        Job(
+            "list_installed_task_definitions",
+            "Enumerate the built-in and plugin Tasks installed in this environment.",
+            a.NoArguments,
+            list[TaskDefinition],
+            _list_definitions,
+        ),
+        Job(
+            "get_task_definition",
+            "Get one registered Task definition with its input and output JSON Schema.",
+            a.TaskArgs,
+            TaskDefinition,
+            _get_definition,
+        ),
+        Job(
+            "submit",
+            "Start a Task in its own worker process; answers its TaskHandle.",
+            a.SubmitArgs,
+            TaskHandle,
+            _submit,
+        ),
+        Job(
+            "wait_task",
+            "Wait until a specific run ends; answers its final TaskStatus.",
+            a.WaitArgs,
+            TaskStatus,
+            _wait,
+        ),
+        Job(
+            "list_task_ids",
+            "List the ids of tasks that have a status record.",
+            a.NoArguments,
+            list[str],
+            _list_ids,
+        ),
+        Job(
+            "list_task_statuses",
+            "List status snapshots, newest first (created_at, then task_id, descending).",
+            a.ListStatusesArgs,
+            list[TaskStatus],
+            _list_statuses,
+        ),
+        Job("status", "Read a task's current TaskStatus.", a.TaskIdArgs, TaskStatus, _status),
+        Job(
+            "read_task_log",
+            "Read a bounded byte window of a task's log.",
+            a.ReadLogArgs,
+            TaskLogChunk,
+            _read_log,
+        ),
+        Job(
+            "stream_task",
+            "Follow progress and log until the task stops; use /jobs/stream_task/events for SSE.",
+            a.StreamArgs,
+            TaskStatus,
+            _stream,
+        ),
+        Job(
+            "get_task_graph",
+            "Read the lineage graph (connected component) of a task.",
+            a.StrictTaskIdArgs,
+            TaskGraph,
+            _graph,
+        ),
+        Job(
+            "get_task_context",
+            "Task paths, status and lineage relations, for agents.",
+            a.StrictTaskIdMinArgs,
+            TaskContext,
+            _context,
+        ),
+        Job(
+            "cancel",
+            "Cancel an active worker managed by this service.",
+            a.TaskIdArgs,
+            bool,
+            _cancel,
+        ),
+        Job(
+            "delete_tasks",
+            "Delete finished or metadata-only tasks and their files.",
+            a.DeleteArgs,
+            list[str],
+            _delete,
+        ),
+    )
+}

@@ -1,0 +1,145 @@
+"""HTTP routes of the Task Job API: ``GET /jobs``, ``POST /jobs/{name}`` and its ``/events``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from pydantic import BaseModel
+from starlette.responses import Response, StreamingResponse
+
+from runyard.api.envelope import (
+    JobResponse,
+    envelope_model,
+    error_answer,
+    job_response,
+    read_json_body,
+    validate_envelope,
+)
+from runyard.api.forward import forward_call, forward_stream, resolve_target
+from runyard.api.jobs import JOBS, Job
+from runyard.api.notify import ChangeHub
+from runyard.api.services import Services
+from runyard.api.streaming import (
+    StreamCursor,
+    parse_last_event_id,
+    single_result,
+    stream_task_events,
+)
+
+log = logging.getLogger("runyard.api")
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, dict[str, Any]]:
+    """The router and the JSON Schemas its request bodies reference (for OpenAPI)."""
+    router = APIRouter()
+    schemas: dict[str, Any] = {"JobResponse": JobResponse.model_json_schema()}
+
+    @router.get("/jobs", response_model=JobResponse, tags=["jobs"])
+    async def catalogue() -> dict[str, Any]:
+        items = [
+            {
+                "name": job.name,
+                "description": job.description,
+                "input_schema": job.args.model_json_schema(),
+                "output_schema": job.answer_schema(),
+            }
+            for job in JOBS.values()
+        ]
+        return job_response({"items": items, "total": len(items)}, True)
+
+    for job in JOBS.values():
+        model = envelope_model(job.name, job.args)
+        schemas.update(_component_schemas(model))
+        _add_job_routes(router, services, hub, job, model)
+    return router, schemas
+
+
+def _add_job_routes(
+    router: APIRouter, services: Services, hub: ChangeHub, job: Job, model: type[BaseModel]
+) -> None:
+    body = {"requestBody": _request_body(model)}
+
+    async def call(request: Request) -> Any:
+        envelope, raw = await _parse(request, services, model)
+        if envelope.target:
+            target = resolve_target(services.settings, envelope.target)
+            return await forward_call(target, job.name, raw)
+        return await _run(job, services, envelope.arguments, hub)
+
+    async def events(request: Request) -> Response:
+        envelope, raw = await _parse(request, services, model)
+        last_event_id = request.headers.get("last-event-id")
+        try:
+            cursor = StreamCursor(*parse_last_event_id(last_event_id))
+        except ValueError as exc:
+            raise HTTPException(422, str(exc)) from exc
+        if envelope.target:
+            target = resolve_target(services.settings, envelope.target)
+            return await forward_stream(target, job.name, raw, last_event_id)
+        if job.name == "stream_task":
+            args = envelope.arguments
+            stream = stream_task_events(services, hub, args.task_id, args.poll_interval, cursor)
+        else:
+            stream = single_result(**await _run(job, services, envelope.arguments, hub))
+        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+    router.add_api_route(
+        f"/jobs/{job.name}",
+        call,
+        methods=["POST"],
+        response_model=JobResponse,
+        summary=job.description,
+        openapi_extra=body,
+        tags=["jobs"],
+        name=job.name,
+    )
+    router.add_api_route(
+        f"/jobs/{job.name}/events",
+        events,
+        methods=["POST"],
+        openapi_extra=body,
+        summary=f"{job.name} as Server-Sent Events",
+        tags=["jobs"],
+        name=f"{job.name}_events",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+    )
+
+
+async def _parse(
+    request: Request, services: Services, model: type[BaseModel]
+) -> tuple[Any, dict[str, Any]]:
+    data = await read_json_body(request, services.settings.max_body_bytes)
+    envelope: Any = validate_envelope(model, data)
+    raw = data.get("arguments", {}) if isinstance(data, dict) else {}
+    if isinstance(raw, dict) and "target" in raw:
+        raise HTTPException(
+            422, "'target' belongs at the top level of the request, not inside 'arguments'"
+        )
+    return envelope, raw
+
+
+async def _run(job: Job, services: Services, arguments: Any, hub: ChangeHub) -> dict[str, Any]:
+    try:
+        answer, success, *rest = await job.run(services, arguments, hub)
+    except HTTPException:
+        raise
+    except Exception as exc:
+        if not isinstance(exc, (ValueError, KeyError, LookupError, OSError)):
+            log.exception("job %s failed", job.name)
+        return job_response(error_answer(exc), False)
+    return job_response(answer, success, rest[0] if rest else None)
+
+
+def _request_body(model: type[BaseModel]) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"required": True, "content": {"application/json": {"schema": ref}}}
+
+
+def _component_schemas(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    defs = schema.pop("$defs", {})
+    return {model.__name__: schema, **defs}

@@ -1,0 +1,137 @@
+"""Run the server: uvicorn on TCP (and on the agent-run Unix socket), record its address.
+
+Without a token the server binds to loopback only; anything else is refused at start.
+The address goes to ``<workspace>/server.json`` so the CLI finds the server of its workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from runyard.api.app import create_app
+from runyard.api.auth import BearerAuth
+from runyard.api.services import Services
+from runyard.config import Settings
+from runyard.errors import ConfigError
+from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
+from runyard.workspace.records import utcnow
+
+SERVER_FILE = "server.json"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(settings: Settings) -> None:
+    if not settings.token and not is_loopback(settings.host):
+        raise ConfigError(
+            f"Refusing to bind {settings.host} without a token: set --token (or RUNYARD_TOKEN) "
+            "or bind to 127.0.0.1"
+        )
+
+
+def server_file(settings: Settings) -> Path:
+    return Path(os.path.abspath(settings.workspace_dir)) / SERVER_FILE
+
+
+def read_server_file(settings: Settings) -> dict[str, Any] | None:
+    """The recorded address of this workspace's server, if that server is still alive."""
+    info = read_json_tolerant(server_file(settings))
+    if not info or not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
+        return None
+    try:
+        os.kill(info["pid"], 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return info
+
+
+def serve(settings: Settings) -> None:
+    check_binding(settings)
+    services = Services.build(settings)
+    app = create_app(settings, services)
+    tcp = _bind_tcp(settings.host, settings.port)
+    host, port = tcp.getsockname()[:2]
+    url = f"http://{_url_host(host)}:{port}"
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    servers = [(uvicorn.Server(config), [tcp])]
+    uds = _agent_socket(settings, services, app)
+    if uds is not None:
+        servers.append(uds)
+    record = {"url": url, "pid": os.getpid(), "started_at": utcnow()}
+    print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
+    asyncio.run(_run_all(servers, settings, record))
+
+
+async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any]) -> None:
+    main = servers[0][0]
+    tasks = [asyncio.create_task(server.serve(sockets=socks)) for server, socks in servers]
+    while not main.started and not tasks[0].done():
+        await asyncio.sleep(0.01)
+    if main.started:
+        write_json_atomic(server_file(settings), record)
+    try:
+        await tasks[0]
+    finally:
+        for server, _ in servers[1:]:
+            server.should_exit = True
+        await asyncio.gather(*tasks[1:], return_exceptions=True)
+        current = read_json_tolerant(server_file(settings))
+        if current and current.get("pid") == os.getpid():
+            server_file(settings).unlink(missing_ok=True)
+
+
+def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
+    agents = services.agents
+    if agents is None:
+        return None
+    path = Path(agents.socket_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o666)
+    guarded = BearerAuth(app, settings.token, agents.verify_run_token, require_run_token=True)
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="off")
+    return _SecondaryServer(config), [sock]
+
+
+def _bind_tcp(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"Cannot bind {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _SecondaryServer(uvicorn.Server):
+    """A server that leaves signals to the main one; it stops when the main one stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield

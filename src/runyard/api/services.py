@@ -1,0 +1,57 @@
+"""The long-lived parts a server holds, built once from the settings and passed explicitly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from runyard.config import Settings
+from runyard.repository.index import TaskRepository
+from runyard.runtime.supervisor import Supervisor
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.layout import Workspace
+
+if TYPE_CHECKING:
+    from runyard.agents.service import AgentService
+
+
+@dataclass
+class Services:
+    settings: Settings
+    workspace: Workspace
+    registry: TaskRegistry
+    repository: TaskRepository
+    supervisor: Supervisor
+    agents: AgentService | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, settings: Settings) -> Services:
+        workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
+        workspace.ensure()
+        registry = TaskRegistry.load()
+        repository = TaskRepository(workspace)
+        supervisor = Supervisor(settings, workspace, registry, on_change=repository.refresh)
+        services = cls(settings, workspace, registry, repository, supervisor)
+        services.agents = _build_agents(services)
+        return services
+
+    def start(self) -> None:
+        self.repository.start()
+        self.supervisor.start()
+        if self.agents is not None:
+            self.agents.start()
+
+    def stop(self) -> None:
+        if self.agents is not None:
+            self.agents.stop()
+        self.supervisor.stop()
+        self.repository.stop()
+
+
+def _build_agents(services: Services) -> AgentService | None:
+    try:
+        from runyard.agents.service import AgentService
+    except ImportError:
+        return None
+    return AgentService.from_services(services)

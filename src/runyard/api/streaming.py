@@ -1,0 +1,126 @@
+"""Server-Sent Events for the Job API: ``progress``, ``log`` and one final ``result``.
+
+Every event carries an ``id`` that encodes where the stream stands in the run's two
+files (``events.jsonl`` byte offset and log byte offset), so a client reconnecting with
+``Last-Event-ID`` continues with no gap and no repeat. A comment line is sent as a
+heartbeat when nothing else was sent for 15 s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from runyard.api.envelope import error_answer, job_response
+from runyard.api.jobs import current_status
+from runyard.api.notify import ChangeHub
+from runyard.api.services import Services
+from runyard.workspace.events import read_events
+from runyard.workspace.logs import MAX_LIMIT, read_log_window
+from runyard.workspace.records import TaskStatus
+
+HEARTBEAT_SECONDS = 15.0
+LOG_SHIFT = 40  # log offsets below 1 TiB; the events offset sits above
+
+
+def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
+    lines = [f"event: {kind}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def parse_last_event_id(value: str | None) -> tuple[int, int]:
+    """``(events_offset, log_offset)`` from a Last-Event-ID; ValueError if not a number."""
+    if value is None or value.strip() == "":
+        return 0, 0
+    if not value.strip().isdigit():
+        raise ValueError(f"Last-Event-ID must be a non-negative integer, got {value!r}")
+    number = int(value)
+    return number >> LOG_SHIFT, number & ((1 << LOG_SHIFT) - 1)
+
+
+@dataclass
+class StreamCursor:
+    events_offset: int = 0
+    log_offset: int = 0
+
+    @property
+    def event_id(self) -> int:
+        return (self.events_offset << LOG_SHIFT) | self.log_offset
+
+
+async def single_result(
+    answer: Any, success: bool, metadata: dict[str, Any] | None = None
+) -> AsyncIterator[bytes]:
+    yield format_event("result", job_response(answer, success, metadata), 0)
+
+
+async def stream_task_events(
+    services: Services,
+    hub: ChangeHub,
+    task_id: str,
+    poll_interval: float,
+    cursor: StreamCursor,
+) -> AsyncIterator[bytes]:
+    """Progress and log events of the run current at the start, then its final result."""
+    try:
+        status = await run_in_threadpool(current_status, services, task_id)
+    except Exception as exc:
+        yield format_event("result", job_response(error_answer(exc), False), cursor.event_id)
+        return
+    pinned = status.run_id
+    events_path = services.workspace.events_path(task_id)
+    last_sent = time.monotonic()
+    with hub.subscribe(task_id) as sub:
+        while True:
+            for chunk in await run_in_threadpool(_drain, events_path, status, cursor):
+                yield chunk
+                last_sent = time.monotonic()
+            if status.terminal:
+                break
+            wait = min(poll_interval, max(0.0, last_sent + HEARTBEAT_SECONDS - time.monotonic()))
+            if not await sub.wait(wait) and time.monotonic() - last_sent >= HEARTBEAT_SECONDS:
+                yield b": heartbeat\n\n"
+                last_sent = time.monotonic()
+            latest = await run_in_threadpool(_status_or_none, services, task_id)
+            if latest is None or latest.run_id != pinned:
+                break  # the pinned run was deleted or replaced: end with what we saw
+            status = latest
+    final = job_response(status.to_json(), status.exit_code == 0)
+    yield format_event("result", final, cursor.event_id)
+
+
+def _status_or_none(services: Services, task_id: str) -> TaskStatus | None:
+    try:
+        return current_status(services, task_id)
+    except KeyError:
+        return None
+
+
+def _drain(events_path: Any, status: TaskStatus, cursor: StreamCursor) -> list[bytes]:
+    out: list[bytes] = []
+    events, next_offset = read_events(events_path, cursor.events_offset)
+    for index, (_, event) in enumerate(events):
+        # a line ends where the next readable one starts (unreadable lines are skipped)
+        ends = events[index + 1][0] if index + 1 < len(events) else next_offset
+        cursor.events_offset = ends
+        if event.get("kind") == "progress":
+            out.append(format_event("progress", event, cursor.event_id))
+    cursor.events_offset = next_offset
+    while status.log_path:
+        chunk = read_log_window(status.log_path, cursor.log_offset, MAX_LIMIT)
+        if chunk.reset or chunk.next_offset <= cursor.log_offset:
+            break
+        cursor.log_offset = chunk.next_offset
+        data = {**chunk.model_dump(mode="json"), "kind": "log"}
+        out.append(format_event("log", data, cursor.event_id))
+        if not chunk.has_more_after:
+            break
+    return out

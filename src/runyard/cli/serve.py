@@ -1,0 +1,32 @@
+"""``runyard serve``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from runyard.cli.common import ConfigOpt, LogDirOpt, WorkspaceOpt, fail, load_settings
+from runyard.errors import RunyardError
+
+
+def serve(
+    workspace_dir: WorkspaceOpt = None,
+    log_dir: LogDirOpt = None,
+    config: ConfigOpt = None,
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1)")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port (default 8765; 0 picks a free one)")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="RUNYARD_TOKEN", help="Require this bearer token")
+    ] = None,
+) -> None:
+    """Start the server: Task Job API, agent-run API and Studio on one workspace."""
+    from runyard.api.server import serve as run_server
+
+    settings = load_settings(workspace_dir, log_dir, config, host=host, port=port, token=token)
+    try:
+        run_server(settings)
+    except RunyardError as exc:
+        fail(str(exc))

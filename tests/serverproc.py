@@ -1,0 +1,151 @@
+"""A real runyard server in a subprocess on 127.0.0.1 with a random port, for tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+START_TIMEOUT = 30.0
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    root: Path
+    workspace: Path
+    log_dir: Path
+    config_path: Path
+    proc: subprocess.Popen[str]
+    token: str | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def client(self, timeout: float = 30.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=timeout)
+
+    def call(self, job: str, timeout: float = 60.0, **arguments: Any) -> dict[str, Any]:
+        """POST /jobs/<job>; returns the JobResponse, asserting HTTP 200."""
+        with self.client(timeout) as client:
+            reply = client.post(f"/jobs/{job}", json={"arguments": arguments})
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    def cli_env(self) -> dict[str, str]:
+        env = dict(os.environ, RUNYARD_URL=self.url)
+        if self.token:
+            env["RUNYARD_TOKEN"] = self.token
+        return env
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+def start_server(
+    root: Path,
+    *,
+    token: str | None = None,
+    config: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    workspace: Path | None = None,
+) -> ServerProcess:
+    """Start ``runyard serve`` with its workspace, logs and config under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    workspace = workspace or root / "ws"
+    log_dir = root / "logs"
+    config_path = root / "runyard.yaml"
+    config_path.write_text(yaml.safe_dump(config or {}))
+    argv = [
+        sys.executable, "-m", "runyard", "serve", "--host", "127.0.0.1", "--port", "0",
+        "--workspace-dir", str(workspace), "--log-dir", str(log_dir),
+        "--config", str(config_path),
+    ]  # fmt: skip
+    if token:
+        argv += ["--token", token]
+    proc_env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    proc_env.update(env or {})
+    proc = subprocess.Popen(
+        argv, cwd=root, env=proc_env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    output: list[str] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            output.append(line)
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    url = _await_url(proc, lines, output)
+    server = ServerProcess(url, root, workspace, log_dir, config_path, proc, token, output)
+    _await_health(server)
+    return server
+
+
+def _await_url(proc: subprocess.Popen[str], lines: queue.Queue[str], output: list[str]) -> str:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            if proc.poll() is not None:
+                raise RuntimeError("server exited at start:\n" + "".join(output)) from None
+            continue
+        if line.startswith("runyard serving") and " on http" in line:
+            return line.rsplit(" on ", 1)[1].strip()
+    proc.kill()
+    raise RuntimeError("server did not start in time:\n" + "".join(output))
+
+
+def _await_health(server: ServerProcess) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(server.url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    raise RuntimeError("server never became healthy:\n" + "".join(server.output))
+
+
+def read_sse(lines: Any) -> list[dict[str, Any]]:
+    """Parse an iterator of SSE text lines into ``[{event, id, data}]`` (comments skipped)."""
+    events: list[dict[str, Any]] = []
+    current: dict[str, Any] = {}
+    for line in lines:
+        if line == "":
+            if current:
+                events.append(current)
+                current = {}
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        current[name] = json.loads(value) if name == "data" else value
+    if current:
+        events.append(current)
+    return events
