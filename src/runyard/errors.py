@@ -15,7 +15,15 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
     ├── RunMismatch (ValueError)         a run_id that is not the folder's current run
     ├── ExecutorError                    a worker could not be launched or controlled
-    └── AgentError                       agent-run backend (see runyard.agents.errors)
+    ├── AgentError                       agent-run backend (see runyard.agents.errors)
+    └── ClientError                      raised by runyard.client
+        ├── ServerUnreachable            no answer from the server
+        ├── HTTPError                    a non-200 answer (status_code, detail)
+        │   ├── Unauthorized (401)
+        │   ├── NotFound (404)
+        │   ├── PayloadTooLarge (413)
+        │   └── RequestInvalid (422)
+        └── JobFailed                    success=false with an "ErrorType: message" answer
 """
 
 from __future__ import annotations
@@ -88,3 +96,46 @@ class ExecutorError(RunyardError):
 
 class AgentError(RunyardError):
     """Base of the agent-run backend's errors."""
+
+
+class ClientError(RunyardError):
+    """Raised by :mod:`runyard.client`."""
+
+
+class ServerUnreachable(ClientError):
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        super().__init__(f"Cannot reach runyard at {url}: {reason}")
+
+
+class HTTPError(ClientError):
+    def __init__(self, status_code: int, detail: object) -> None:
+        self.status_code = status_code
+        self.detail = detail
+        super().__init__(f"HTTP {status_code}: {detail}")
+
+
+class Unauthorized(HTTPError):
+    pass
+
+
+class NotFound(HTTPError):
+    pass
+
+
+class PayloadTooLarge(HTTPError):
+    pass
+
+
+class RequestInvalid(HTTPError):
+    pass
+
+
+class JobFailed(ClientError):
+    """A job answered ``success: false``; ``error_type`` is the part before the colon."""
+
+    def __init__(self, job: str, answer: str) -> None:
+        self.job = job
+        self.answer = answer
+        self.error_type, _, self.message = answer.partition(": ")
+        super().__init__(f"{job} failed: {answer}")

@@ -17,6 +17,7 @@ from typing import Any
 
 import uvicorn
 
+from runyard.api.address import server_file
 from runyard.api.app import create_app
 from runyard.api.auth import BearerAuth
 from runyard.api.services import Services
@@ -24,8 +25,6 @@ from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
 from runyard.workspace.records import utcnow
-
-SERVER_FILE = "server.json"
 
 
 def is_loopback(host: str) -> bool:
@@ -43,24 +42,6 @@ def check_binding(settings: Settings) -> None:
             f"Refusing to bind {settings.host} without a token: set --token (or RUNYARD_TOKEN) "
             "or bind to 127.0.0.1"
         )
-
-
-def server_file(settings: Settings) -> Path:
-    return Path(os.path.abspath(settings.workspace_dir)) / SERVER_FILE
-
-
-def read_server_file(settings: Settings) -> dict[str, Any] | None:
-    """The recorded address of this workspace's server, if that server is still alive."""
-    info = read_json_tolerant(server_file(settings))
-    if not info or not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
-        return None
-    try:
-        os.kill(info["pid"], 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return info
 
 
 def serve(settings: Settings) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from runyard.cli import tasks
 from runyard.cli.serve import serve
+from runyard.cli.watch import watch
 
 app = typer.Typer(
     name="runyard",
@@ -14,6 +16,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command()(serve)
+for command in (
+    tasks.run, tasks.submit, tasks.wait, tasks.status, tasks.ls, tasks.logs, tasks.graph,
+    tasks.context, tasks.cancel, tasks.rm, tasks.defs,
+):  # fmt: skip
+    app.command()(command)
+app.command()(watch)
 
 
 def main() -> None:

@@ -1,0 +1,141 @@
+"""Where CLI commands get their answers: the workspace's server over HTTP, or the files.
+
+The server of a workspace is ``--url``/``RUNYARD_URL`` or the address it recorded in
+``<workspace>/server.json``; without one, the local backend reads and acts on the files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from runyard.api.address import read_server_file
+from runyard.client import Client
+from runyard.config import Settings
+from runyard.errors import TaskNotFound
+from runyard.repository.index import TaskRepository
+from runyard.repository.models import TaskContext, TaskGraph
+from runyard.runtime.liveness import settle
+from runyard.runtime.supervisor import Supervisor
+from runyard.tasks.base import TaskDefinition
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.identity import parse_task_id
+from runyard.workspace.layout import Workspace
+from runyard.workspace.logs import TaskLogChunk, read_log_window
+from runyard.workspace.records import TaskStatus
+
+
+class Backend(Protocol):
+    def statuses(
+        self, limit: int | None, state: str | None, task_type: str | None
+    ) -> list[TaskStatus]: ...
+    def status(self, task_id: str) -> TaskStatus: ...
+    def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk: ...
+    def graph(self, task_id: str) -> TaskGraph: ...
+    def context(self, task_id: str) -> TaskContext: ...
+    def cancel(self, task_id: str) -> bool: ...
+    def delete(self, task_ids: list[str]) -> list[str]: ...
+    def definitions(self) -> list[TaskDefinition]: ...
+
+
+@dataclass
+class RemoteBackend:
+    client: Client
+
+    def statuses(
+        self, limit: int | None, state: str | None, task_type: str | None
+    ) -> list[TaskStatus]:
+        return self.client.list_task_statuses(limit=limit, state=state, task_type=task_type)
+
+    def status(self, task_id: str) -> TaskStatus:
+        return self.client.status(task_id)
+
+    def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
+        return self.client.read_task_log(task_id, offset, limit)
+
+    def graph(self, task_id: str) -> TaskGraph:
+        return self.client.get_task_graph(task_id)
+
+    def context(self, task_id: str) -> TaskContext:
+        return self.client.get_task_context(task_id)
+
+    def cancel(self, task_id: str) -> bool:
+        return self.client.cancel(task_id)
+
+    def delete(self, task_ids: list[str]) -> list[str]:
+        return self.client.delete_tasks(task_ids)
+
+    def definitions(self) -> list[TaskDefinition]:
+        return self.client.list_installed_task_definitions()
+
+
+class LocalBackend:
+    """Answers from the workspace files; dead workers found on the way are settled."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
+        self._repository: TaskRepository | None = None
+
+    @property
+    def repository(self) -> TaskRepository:
+        if self._repository is None:
+            self._repository = TaskRepository(self.workspace)
+            self._repository.start(watch=False)
+        return self._repository
+
+    def statuses(
+        self, limit: int | None, state: str | None, task_type: str | None
+    ) -> list[TaskStatus]:
+        items, _ = self.repository.list_statuses(limit=limit, state=state, task_type=task_type)
+        return [settle(self.workspace, s) if s.state == "running" else s for s in items]
+
+    def status(self, task_id: str) -> TaskStatus:
+        parse_task_id(task_id)
+        status = self.workspace.read_status(task_id)
+        if status is None:
+            raise TaskNotFound(task_id)
+        return settle(self.workspace, status) if status.state == "running" else status
+
+    def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
+        return read_log_window(self.status(task_id).log_path, offset, limit)
+
+    def graph(self, task_id: str) -> TaskGraph:
+        parse_task_id(task_id)
+        return self.repository.graph(task_id)
+
+    def context(self, task_id: str) -> TaskContext:
+        parse_task_id(task_id)
+        return self.repository.context(task_id)
+
+    def supervisor(self) -> Supervisor:
+        return Supervisor(self.settings, self.workspace, TaskRegistry.load())
+
+    def cancel(self, task_id: str) -> bool:
+        parse_task_id(task_id)
+        return self.supervisor().cancel(task_id)
+
+    def delete(self, task_ids: list[str]) -> list[str]:
+        return self.supervisor().delete(task_ids)
+
+    def definitions(self) -> list[TaskDefinition]:
+        return TaskRegistry.load().definitions()
+
+
+def server_address(settings: Settings, url: str | None) -> str | None:
+    if url:
+        return url
+    info = read_server_file(settings)
+    return info["url"] if info else None
+
+
+def connect(settings: Settings, url: str | None, token: str | None) -> Client | None:
+    address = server_address(settings, url)
+    if address is None:
+        return None
+    return Client(address, token or settings.token)
+
+
+def open_backend(settings: Settings, url: str | None, token: str | None) -> Any:
+    client = connect(settings, url, token)
+    return RemoteBackend(client) if client is not None else LocalBackend(settings)

@@ -1,0 +1,91 @@
+"""``runyard watch``: a live progress bar per step and the log tail, until the task ends."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.text import Text
+
+from runyard.cli.backend import connect
+from runyard.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    LogDirOpt,
+    TokenOpt,
+    UrlOpt,
+    WorkspaceOpt,
+    console,
+    fail,
+    load_settings,
+    print_json,
+)
+from runyard.cli.render import status_summary
+from runyard.client import LogEvent, ProgressEvent, ResultEvent
+from runyard.errors import RunyardError
+
+TAIL_LINES = 15
+
+
+class _View:
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description:<20}"),
+            BarColumn(),
+            TextColumn("{task.percentage:>5.1f}%"),
+        )
+        self.bars: dict[str, TaskID] = {}
+        self.tail: list[str] = []
+
+    def on_progress(self, event: ProgressEvent) -> None:
+        if event.name not in self.bars:
+            self.bars[event.name] = self.progress.add_task(event.name, total=100)
+        self.progress.update(self.bars[event.name], completed=event.percentage)
+
+    def on_log(self, event: LogEvent) -> None:
+        self.tail = (self.tail + event.chunk.content.splitlines())[-TAIL_LINES:]
+
+    def render(self) -> Group:
+        return Group(self.progress, Text("\n".join(self.tail), style="dim"))
+
+
+def watch(
+    task_id: Annotated[str, typer.Argument(help="Full task id")],
+    as_json: JsonOpt = False,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    log_dir: LogDirOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Follow a task live (progress per step and log) until it ends."""
+    client = connect(load_settings(workspace_dir, log_dir, config), url, token)
+    if client is None:
+        fail("no server found for this workspace: start one with `runyard serve` or pass --url")
+    assert client is not None
+    view = _View()
+    result: ResultEvent | None = None
+    try:
+        with Live(view.render(), console=console, refresh_per_second=10, transient=as_json) as live:
+            for event in client.stream(task_id):
+                if isinstance(event, ProgressEvent):
+                    view.on_progress(event)
+                elif isinstance(event, LogEvent):
+                    view.on_log(event)
+                else:
+                    result = event
+                live.update(view.render())
+    except RunyardError as exc:
+        fail(str(exc))
+    if result is None or result.status is None:
+        fail(f"stream ended without a status: {result.answer if result else 'no result'}")
+    assert result is not None and result.status is not None
+    if as_json:
+        print_json(result.status.to_json())
+    else:
+        console.print(status_summary(result.status))
+    if not result.success:
+        raise typer.Exit(result.status.exit_code or 1)
