@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from runyard.api.auth import BearerAuth
 from runyard.api.envelope import job_response
 from runyard.api.notify import ChangeHub
+from runyard.api.routes_files import build_files_router
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.services import Services
 from runyard.api.studio import mount_studio
@@ -56,6 +57,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     router, schemas = build_jobs_router(services, hub)
     app.include_router(router)
+    app.include_router(build_files_router(services), prefix="/api/v1")
     if services.agents is not None:
         from runyard.api.agents import build_agents_router
 
