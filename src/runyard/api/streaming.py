@@ -91,7 +91,10 @@ async def stream_task_events(
                 last_sent = time.monotonic()
             latest = await run_in_threadpool(_status_or_none, services, task_id)
             if latest is None or latest.run_id != pinned:
-                break  # the pinned run was deleted or replaced: end with what we saw
+                gone = "deleted" if latest is None else f"replaced by run {latest.run_id}"
+                message = f"KeyError: run {pinned} of {task_id} was {gone} before it ended"
+                yield format_event("result", job_response(message, False), cursor.event_id)
+                return
             status = latest
     final = job_response(status.to_json(), status.exit_code == 0)
     yield format_event("result", final, cursor.event_id)

@@ -1,0 +1,67 @@
+"""`target` forwards a call to a configured remote runyard: two real servers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+
+from serverproc import read_sse, start_server
+
+
+def test_forwarding_between_two_servers(tmp_path: Path) -> None:
+    remote = start_server(tmp_path / "remote", token="remote-token")
+    local = None
+    try:
+        config = {
+            "targets": {
+                "lab": {"url": remote.url, "token": "remote-token"},
+                "dead": {"url": "http://127.0.0.1:9"},
+            }
+        }
+        local = start_server(tmp_path / "local", config=config)
+        with local.client() as client:
+            handle = client.post(
+                "/jobs/submit",
+                json={
+                    "target": "lab",
+                    "arguments": {"task": "demo", "task_name": "fwd", "x": 2, "y": 3},
+                },
+            ).json()
+            assert handle["success"] is True and handle["answer"]["task_id"] == "base#demo#fwd"
+            final = client.post(
+                "/jobs/wait_task",
+                json={
+                    "target": "lab",
+                    "arguments": {
+                        **{k: handle["answer"][k] for k in ("task_id", "run_id")},
+                        "poll_interval": 0.05,
+                    },
+                },
+            ).json()
+            assert final["answer"]["result"]["result"] == 5
+            events = read_sse(
+                client.post(
+                    "/jobs/stream_task/events",
+                    json={"target": "lab", "arguments": {"task_id": "base#demo#fwd"}},
+                ).text.splitlines()
+            )
+            assert events[-1]["event"] == "result" and events[-1]["data"]["success"] is True
+            unknown = client.post(
+                "/jobs/status", json={"target": "nope", "arguments": {"task_id": "base#demo#fwd"}}
+            )
+            assert unknown.status_code == 422 and "nope" in unknown.json()["detail"]
+            dead = client.post(
+                "/jobs/status", json={"target": "dead", "arguments": {"task_id": "base#demo#fwd"}}
+            )
+            assert dead.status_code == 502
+        assert (remote.workspace / "base" / "base#demo#fwd" / "metadata.json").exists()
+        assert not (local.workspace / "base" / "base#demo#fwd").exists()
+        local_status = httpx.post(
+            local.url + "/jobs/status", json={"arguments": {"task_id": "base#demo#fwd"}}
+        ).json()
+        assert local_status["success"] is False
+    finally:
+        remote.stop()
+        if local is not None:
+            local.stop()
