@@ -1,0 +1,108 @@
+"""HTTP figures: submit -> succeeded latency, throughput, progress written -> SSE received.
+
+Starts a real server on 127.0.0.1 with a temporary workspace and prints medians; nothing
+here asserts on time. Usage: ``python bench/bench_http.py [--tasks 100,1000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serverproc import ServerProcess, read_sse, start_server  # noqa: E402
+
+DEADLINE_SECONDS = 300
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def latency(srv: ServerProcess, runs: int) -> list[float]:
+    out = []
+    with srv.client() as client:
+        for index in range(runs):
+            started = time.perf_counter()
+            handle = client.post("/jobs/submit", json={"arguments": {"task": "demo", "task_name": f"lat-{index}", "x": 1, "y": 2}}).json()["answer"]
+            client.post("/jobs/wait_task", json={"arguments": {**handle, "poll_interval": 1}})
+            out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+async def throughput(srv: ServerProcess, count: int, prefix: str) -> float:
+    limits = httpx.Limits(max_connections=32)
+    async with httpx.AsyncClient(base_url=srv.url, timeout=DEADLINE_SECONDS, limits=limits) as client:
+        started = time.perf_counter()
+
+        async def one(index: int) -> None:
+            args = {"task": "demo", "task_name": f"{prefix}-{index}", "x": index, "y": 1}
+            handle = (await client.post("/jobs/submit", json={"arguments": args})).json()["answer"]
+            handle.pop("task")
+            reply = await client.post("/jobs/wait_task", json={"arguments": {**handle, "poll_interval": 1}})
+            assert reply.json()["success"], reply.text
+
+        await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(count))), DEADLINE_SECONDS)
+        return count / (time.perf_counter() - started)
+
+
+def sse_latency(srv: ServerProcess, runs: int) -> list[float]:
+    delays: list[float] = []
+    with srv.client() as client:
+        for index in range(runs):
+            args = {"task": "command", "task_name": f"sse-{index}", "command": "sleep 0.2"}
+            handle = client.post("/jobs/submit", json={"arguments": args}).json()["answer"]
+            body = {"arguments": {"task_id": handle["task_id"], "poll_interval": 5}}
+            with client.stream("POST", "/jobs/stream_task/events", json=body) as reply:
+                buffer: list[str] = []
+                for line in reply.iter_lines():
+                    buffer.append(line)
+                    if line != "":
+                        continue
+                    received = time.time()
+                    for event in read_sse(buffer):
+                        if event["event"] == "progress":
+                            data = event["data"]
+                            written = max(_ts(data.get("started_at")), _ts(data.get("finished_at")))
+                            if received - written < 1.0:  # skip events replayed from before connecting
+                                delays.append((received - written) * 1000)
+                    buffer = []
+    return delays
+
+
+def _ts(value: str | None) -> float:
+    if not value:
+        return 0.0
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", default="100,1000")
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        srv = start_server(Path(tmp), config={"max_concurrent_tasks": args.concurrency})
+        try:
+            lat = latency(srv, 30)
+            print(f"submit->succeeded latency over HTTP (demo, 30 runs): p50 {pct(lat, .5):.1f} ms, p90 {pct(lat, .9):.1f} ms")
+            for count in (int(n) for n in args.tasks.split(",")):
+                rate = asyncio.run(throughput(srv, count, f"tp{count}"))
+                print(f"throughput, {count} demo tasks, max_concurrent_tasks={args.concurrency}: {rate:.1f} succeeded/s")
+            delays = sse_latency(srv, 15)
+            if delays:
+                print(f"progress written -> SSE received: p50 {pct(delays, .5):.1f} ms, p90 {pct(delays, .9):.1f} ms over {len(delays)} events")
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    main()
