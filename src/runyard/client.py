@@ -167,6 +167,13 @@ def _post(call: JobCall[Any], target: str | None) -> dict[str, Any]:
     return body
 
 
+def _stream_body(task_id: str, poll_interval: float, target: str | None) -> dict[str, Any]:
+    call: JobCall[None] = JobCall(
+        "stream_task", {"task_id": task_id, "poll_interval": poll_interval}, None
+    )
+    return _post(call, target)
+
+
 @dataclass
 class _SSEParser:
     """Turns SSE lines into typed events and remembers the last id for resuming."""
@@ -246,12 +253,12 @@ class Client(_JobMethods):
     def stream(self, task_id: str, poll_interval: float = 0.5) -> Iterator[StreamEvent]:
         """Progress, log and result events; reconnects with Last-Event-ID if cut off."""
         parser = _SSEParser()
-        call = JobCall("stream_task", {"task_id": task_id, "poll_interval": poll_interval}, None)
+        body = _stream_body(task_id, poll_interval, self.target)
         for _ in range(MAX_RESUMES):
             headers = {"last-event-id": parser.last_id} if parser.last_id else {}
             try:
                 with self._http.stream(
-                    "POST", "/jobs/stream_task/events", json=_post(call, self.target),
+                    "POST", "/jobs/stream_task/events", json=body,
                     headers=headers,
                 ) as reply:  # fmt: skip
                     if reply.status_code != 200:
@@ -305,7 +312,7 @@ class AsyncClient(_JobMethods):
         except httpx.HTTPError:
             return False
 
-    async def _execute(self, call: JobCall[Any]) -> Any:  # type: ignore[override]
+    async def _execute(self, call: JobCall[Any]) -> Any:
         try:
             reply = await self._http.post(f"/jobs/{call.name}", json=_post(call, self.target))
         except httpx.TransportError as exc:
@@ -314,12 +321,12 @@ class AsyncClient(_JobMethods):
 
     async def stream(self, task_id: str, poll_interval: float = 0.5) -> AsyncIterator[StreamEvent]:
         parser = _SSEParser()
-        call = JobCall("stream_task", {"task_id": task_id, "poll_interval": poll_interval}, None)
+        body = _stream_body(task_id, poll_interval, self.target)
         for _ in range(MAX_RESUMES):
             headers = {"last-event-id": parser.last_id} if parser.last_id else {}
             try:
                 async with self._http.stream(
-                    "POST", "/jobs/stream_task/events", json=_post(call, self.target),
+                    "POST", "/jobs/stream_task/events", json=body,
                     headers=headers,
                 ) as reply:  # fmt: skip
                     if reply.status_code != 200:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -51,7 +51,7 @@ def load_settings(
         fail(str(exc))
 
 
-def fail(message: str, code: int = 2) -> Any:
+def fail(message: str, code: int = 2) -> NoReturn:
     err_console.print(f"[red]error:[/red] {message}", highlight=False)
     raise typer.Exit(code)
 

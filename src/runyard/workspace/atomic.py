@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def read_bytes_tolerant(path: Path) -> bytes | None:
         return None
     try:
         with os.fdopen(fd, "rb") as fh:
-            if not os.path.stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 return None
             return fh.read()
     except OSError:
