@@ -1,0 +1,221 @@
+"""Plain local processes: one process group per launch, output appended to its log file.
+
+    executor = LocalExecutor()
+    handle = executor.launch(LaunchSpec(argv=["/bin/echo", "hi"], log_path=Path("run.log")))
+    info = executor.wait_exit(handle, timeout=5.0)   # ExitInfo(exit_code=0)
+    executor.cleanup(handle)
+
+The process gets exactly ``spec.env``, runs in ``spec.cwd`` and starts a new session (so
+it leads its own process group); stdout and stderr go to ``spec.log_path`` opened with
+``O_APPEND``; ``spec.stdin`` is readable on its stdin and then EOF. ``mounts`` and
+``network`` are not applied here: a plain process sees host paths (the sandbox executor
+wraps this one with bubblewrap to apply them). ``limits.memory_bytes`` becomes
+``RLIMIT_AS``; ``cpu`` and ``timeout_seconds`` are left to the caller.
+
+When the group leader has exited, :meth:`LocalExecutor.poll` kills what is left of its
+process group *before* reaping the leader (the zombie keeps the group id reserved, so the
+signal cannot reach an unrelated group): nothing outlives a finished launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from runyard.errors import ExecutorError
+from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
+
+
+class _Process(subprocess.Popen[bytes]):
+    """A child that may outlive the object: a later supervisor adopts and settles it."""
+
+    def __del__(self) -> None:  # no ResourceWarning and no reaping behind the adopter's back
+        return
+
+
+def open_log(path: Path) -> int:
+    """An append-only fd on ``path`` (parents created), shared by stdout and stderr."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+
+
+def stdin_fd(data: bytes) -> int:
+    """A readable fd positioned at the start of ``data`` (memfd, else an unlinked temp file)."""
+    try:
+        fd = os.memfd_create("runyard-stdin", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        with tempfile.TemporaryFile() as tmp:
+            fd = os.dup(tmp.fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def open_pidfd(pid: int, start_time: int | None = None) -> int | None:
+    """A pidfd on ``pid``, or None when it is gone or (given ``start_time``) a different process."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, PermissionError, OSError):
+        return None
+    if start_time is not None and process_start_time(pid) != start_time:
+        os.close(fd)
+        return None
+    return fd
+
+
+def wait_readable(fd: int, timeout: float | None) -> bool:
+    """True when ``fd`` became readable (a pidfd: the process exited) within ``timeout``."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    ms = None if timeout is None else max(0, int(timeout * 1000))
+    return bool(poller.poll(ms))
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group; False when the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError as exc:
+        raise ExecutorError(f"Not allowed to signal process group {pgid}") from exc
+    return True
+
+
+def terminate_group(pid: int, grace_seconds: float, start_time: int | None = None) -> bool:
+    """SIGTERM the group led by ``pid``, SIGKILL it after ``grace_seconds``.
+
+    ``start_time`` guards against PID reuse. Returns False when there was nothing to signal.
+    """
+    pidfd = open_pidfd(pid, start_time)
+    if pidfd is None:
+        return False
+    try:
+        if not signal_group(pid, signal.SIGTERM):
+            return False
+        if not wait_readable(pidfd, grace_seconds):
+            signal_group(pid, signal.SIGKILL)
+            wait_readable(pidfd, 5.0)
+    finally:
+        os.close(pidfd)
+    return True
+
+
+def apply_limits(pid: int, limits: Limits) -> None:
+    if limits.memory_bytes is not None:
+        memory = (limits.memory_bytes, limits.memory_bytes)
+        resource.prlimit(pid, resource.RLIMIT_AS, memory)
+
+
+class LocalExecutor:
+    """Launch each worker as a plain process in its own process group."""
+
+    name = "local"
+
+    def launch(self, spec: LaunchSpec) -> Handle:
+        if not spec.argv:
+            raise ExecutorError("Nothing to launch: argv is empty")
+        proc = self._spawn(spec)
+        try:
+            apply_limits(proc.pid, spec.limits)
+        except OSError as exc:
+            signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise ExecutorError(f"Cannot apply limits to process {proc.pid}: {exc}") from exc
+        return Handle(
+            id=f"local-{proc.pid}", pid=proc.pid, labels=dict(spec.labels), data={"process": proc}
+        )
+
+    def _spawn(self, spec: LaunchSpec) -> _Process:
+        try:
+            log_fd = open_log(spec.log_path)
+        except OSError as exc:
+            raise ExecutorError(f"Cannot open log file {spec.log_path}: {exc}") from exc
+        in_fd = stdin_fd(spec.stdin) if spec.stdin else subprocess.DEVNULL
+        try:
+            return _Process(
+                list(spec.argv), stdin=in_fd, stdout=log_fd, stderr=log_fd,
+                cwd=spec.cwd, env=dict(spec.env), start_new_session=True, close_fds=True,
+            )
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            raise ExecutorError(f"Cannot launch {spec.argv[0]!r}: {exc}") from exc
+        finally:
+            os.close(log_fd)
+            if in_fd != subprocess.DEVNULL:
+                os.close(in_fd)
+
+    def poll(self, handle: Handle) -> ExitInfo | None:
+        proc = _process(handle)
+        if proc.returncode is None and _exited_unreaped(proc.pid):
+            signal_group(proc.pid, signal.SIGKILL)  # stragglers; the zombie holds the pgid
+        code = proc.poll()
+        return None if code is None else ExitInfo(code)
+
+    def wait_exit(self, handle: Handle, timeout: float | None = None) -> ExitInfo | None:
+        """The exit of ``handle`` within ``timeout`` seconds, else None."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pidfd = open_pidfd(_process(handle).pid)
+        try:
+            while (info := self.poll(handle)) is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                if pidfd is None:
+                    time.sleep(0.005)
+                else:
+                    wait_readable(pidfd, left)
+            return info
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+    def cancel(self, handle: Handle, grace_seconds: float = 5.0) -> None:
+        proc = _process(handle)
+        if proc.returncode is None:
+            terminate_group(proc.pid, grace_seconds)
+
+    def cleanup(self, handle: Handle) -> None:
+        """Reap the process if it has exited; a running one is left alone."""
+        proc = handle.data.get("process")
+        if isinstance(proc, _Process) and proc.returncode is None:
+            self.poll(handle)
+
+    def close(self) -> None:
+        """Nothing to release: launched processes are independent of the executor."""
+
+
+def _process(handle: Handle) -> _Process:
+    proc = handle.data.get("process")
+    if not isinstance(proc, _Process):
+        raise ExecutorError(f"Handle {handle.id} was not launched by the local executor")
+    return proc
+
+
+def _exited_unreaped(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return info is not None
+    return False

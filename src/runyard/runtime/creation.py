@@ -1,0 +1,139 @@
+"""Creating a task's records: validate, pick the folder, claim it, write the ``queued`` status.
+
+Rules (DESIGN section 2): an omitted or empty ``task_name`` is generated and never reuses an
+existing folder; a fixed name replaces only a finished task, a metadata-only folder or a
+broken one (no records, corrupt status) — an active one raises :class:`TaskActive`. Every
+change to one task id happens under its claim lock (an flock on
+``workspace.claim_path(task_id)``), so of two concurrent submits of one fixed name, in
+threads or in separate processes, exactly one wins. A replaced folder is renamed aside and
+then removed; logs live elsewhere, so an earlier run's log is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from runyard.errors import InvalidInput, RunyardError, TaskActive
+from runyard.runtime.liveness import settle, state_event, worker_alive
+from runyard.tasks.base import TaskInput
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.atomic import fsync_dir
+from runyard.workspace.events import append_event
+from runyard.workspace.identity import build_task_id, generate_task_name
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskState, TaskStatus, utcnow
+
+NAME_ATTEMPTS = 64
+
+
+def create_task(
+    workspace: Workspace, registry: TaskRegistry, task: str, inputs: dict[str, Any]
+) -> TaskStatus:
+    """Validate ``inputs`` for ``task`` and write its ``queued`` records; the new status.
+
+    Raises :class:`UnknownTask`, :class:`InvalidInput` (nothing is written) or
+    :class:`TaskActive` for a fixed name whose task is still queued or running.
+    """
+    registered = registry.get(task)
+    if not isinstance(inputs, dict):
+        raise InvalidInput(f"Inputs of task {task} must be an object of field values")
+    typed = registry.validate_inputs(task, inputs)
+    task_type = registered.definition.task_type
+    workspace.type_dir(task_type).mkdir(parents=True, exist_ok=True)
+    if typed.task_name:
+        task_id = build_task_id(task_type, task, typed.task_name)
+        with claim(workspace, task_id):
+            clear_for_reuse(workspace, task_id)
+            return _write_queued(workspace, task_id, task, typed)
+    for _ in range(NAME_ATTEMPTS):
+        task_id = build_task_id(task_type, task, generate_task_name())
+        with claim(workspace, task_id):
+            if not os.path.lexists(workspace.task_dir(task_id)):
+                return _write_queued(workspace, task_id, task, typed)
+    raise RunyardError(f"Could not find a free generated name for task {task}")
+
+
+@contextlib.contextmanager
+def claim(workspace: Workspace, task_id: str) -> Iterator[None]:
+    """Hold the per-id claim lock (threads and processes alike) while the body runs."""
+    path = workspace.claim_path(task_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = _lock_current_inode(path)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)
+
+
+def _lock_current_inode(path: os.PathLike[str]) -> int:
+    """flock the file at ``path``, retrying when a releaser unlinked it under us."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def clear_for_reuse(workspace: Workspace, task_id: str) -> None:
+    """Remove a finished, metadata-only or broken folder; :class:`TaskActive` if it is live.
+
+    A final status makes the folder replaceable even while its worker is still exiting.
+    Call with the claim of ``task_id`` held.
+    """
+    if not os.path.lexists(workspace.task_dir(task_id)):
+        return
+    status = workspace.read_status(task_id)
+    if status is not None:
+        status = settle(workspace, status)
+        if not status.terminal:
+            raise TaskActive(task_id, status.state.value)
+    elif worker_alive(workspace, task_id):  # a live worker whose status is unreadable
+        raise TaskActive(task_id, TaskState.RUNNING.value)
+    remove_task_dir(workspace, task_id)
+
+
+def remove_task_dir(workspace: Workspace, task_id: str) -> bool:
+    """Rename the folder aside (readers never see half of it), then remove it."""
+    task_dir = workspace.task_dir(task_id)
+    aside = task_dir.with_name(f".removing-{secrets.token_hex(6)}-{task_dir.name}")
+    try:
+        os.rename(task_dir, aside)
+    except FileNotFoundError:
+        return False
+    if aside.is_dir() and not aside.is_symlink():
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        aside.unlink(missing_ok=True)
+    return True
+
+
+def _write_queued(
+    workspace: Workspace, task_id: str, task: str, typed: TaskInput
+) -> TaskStatus:
+    task_dir = workspace.task_dir(task_id)
+    run_id = uuid.uuid4().hex
+    config = typed.model_dump(mode="json")
+    config["task_name"] = task_id.rsplit("#", 1)[1]
+    status = TaskStatus(
+        task_id=task_id, run_id=run_id, task_type=task_dir.parent.name, task_name=task,
+        state=TaskState.QUEUED, config=config, created_at=utcnow(),
+        log_path=str(workspace.run_log_path(task_id, run_id)),
+    )
+    task_dir.mkdir()
+    append_event(workspace.events_path(task_id), state_event(TaskState.QUEUED, status.created_at))
+    workspace.write_status(status, durable=True)
+    fsync_dir(task_dir.parent)
+    return status

@@ -1,0 +1,115 @@
+"""How a worker is launched: its environment, its launch spec, and ``run_task`` for the CLI.
+
+    handle = run_task(settings, workspace, registry, "demo", {"x": 1, "y": 2})
+    final = wait_for_run(workspace, handle.task_id, handle.run_id)
+
+A worker gets the variables named in ``settings.env_allowlist`` (from this process's
+environment), then ``settings.worker_env``, then ``RUNYARD_TASK_ID``, ``RUNYARD_RUN_ID``
+and ``RUNYARD_TASK_DIR`` — nothing else of the parent's environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from runyard.config import Settings
+from runyard.errors import ExecutorError
+from runyard.executors.base import Handle, LaunchSpec
+from runyard.executors.local import LocalExecutor
+from runyard.runtime.creation import create_task
+from runyard.runtime.liveness import end_dead_run
+from runyard.runtime.worker import WorkerPayload
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskStatus
+
+WORKER_MODULE = "runyard.runtime.worker"
+log = logging.getLogger(__name__)
+
+
+class TaskHandle(pydantic.BaseModel):
+    """What a submit answers: the task id, the run id of this submission and the task."""
+
+    task_id: str
+    run_id: str
+    task: str
+
+
+def base_env(settings: Settings) -> dict[str, str]:
+    """The allow-listed variables of this process, then ``settings.worker_env``."""
+    env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
+    env.update(settings.worker_env)
+    return env
+
+
+def worker_spec(
+    settings: Settings, workspace: Workspace, status: TaskStatus, target: str
+) -> LaunchSpec:
+    """The launch spec of the worker for ``status`` (a ``queued`` run) of task ``target``."""
+    task_dir = workspace.task_dir(status.task_id)
+    payload = WorkerPayload(
+        workspace=str(workspace.root), log_dir=str(workspace.log_dir),
+        task_id=status.task_id, run_id=status.run_id, target=target,
+    )
+    env = base_env(settings)
+    env.update(
+        RUNYARD_TASK_ID=status.task_id, RUNYARD_RUN_ID=status.run_id,
+        RUNYARD_TASK_DIR=str(task_dir),
+    )
+    return LaunchSpec(
+        argv=[sys.executable, "-m", WORKER_MODULE],
+        log_path=Path(status.log_path),
+        cwd=task_dir,
+        env=env,
+        stdin=payload.dump(),
+        labels={"runyard.task_id": status.task_id, "runyard.run_id": status.run_id},
+    )
+
+
+def run_task(
+    settings: Settings,
+    workspace: Workspace,
+    registry: TaskRegistry,
+    task: str,
+    inputs: dict[str, Any],
+    *,
+    detach: bool = False,
+) -> TaskHandle:
+    """Create the records and launch the worker at once (no queue, no server).
+
+    With ``detach=False`` the caller is expected to wait (``wait_for_run``): a thread of
+    this process reaps the worker and, if it died without a final status, records its
+    exact exit code or signal. With ``detach=True`` nothing here watches it; it runs on
+    after the caller exits, and whoever reads it next settles it.
+    """
+    status = create_task(workspace, registry, task, inputs)
+    target = registry.get(task).target
+    executor = LocalExecutor()
+    try:
+        handle = executor.launch(worker_spec(settings, workspace, status, target))
+    except ExecutorError as exc:
+        end_dead_run(workspace, status.task_id, status.run_id, error=f"ExecutorError: {exc}")
+        raise
+    if not detach:
+        _reap_in_background(executor, handle, workspace, status)
+    return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
+
+
+def _reap_in_background(
+    executor: LocalExecutor, handle: Handle, workspace: Workspace, status: TaskStatus
+) -> None:
+    def reap() -> None:
+        info = executor.wait_exit(handle)
+        try:
+            end_dead_run(workspace, status.task_id, status.run_id, info)
+        except OSError:
+            log.exception("Cannot record the end of %s", status.task_id)
+
+    threading.Thread(target=reap, name=f"reap-{handle.pid}", daemon=True).start()

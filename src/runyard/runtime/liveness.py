@@ -1,0 +1,158 @@
+"""Is a task's worker alive, and what to record when it is not.
+
+Anyone who reads a status — the CLI, the server, the supervisor — may find a ``running``
+task whose worker is gone (kill -9, a machine crash). :func:`settle` records it as
+``failed`` with a clear error; no server has to be running for that::
+
+    status = settle(workspace, workspace.read_status(task_id))
+    final = wait_for_run(workspace, task_id, run_id, timeout=60)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from runyard.errors import RunMismatch, TaskNotFound
+from runyard.executors.base import ExitInfo
+from runyard.executors.local import open_pidfd, wait_readable
+from runyard.runtime.workerlock import holding_if_free, lock_held, read_owner
+from runyard.workspace.events import append_event
+from runyard.workspace.layout import Workspace
+from runyard.workspace.logs import read_log_window
+from runyard.workspace.records import CANCEL_EXIT_CODE, TaskState, TaskStatus, utcnow
+
+TAIL_BYTES = 2048
+
+
+def worker_alive(workspace: Workspace, task_id: str) -> bool:
+    """True while a worker holds ``<task_dir>/.worker.lock`` (immune to PID reuse)."""
+    return lock_held(workspace.lock_path(task_id))
+
+
+def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
+    """``status``, or — for a ``running`` one whose worker is gone — the ``failed`` record."""
+    if status.state is not TaskState.RUNNING or worker_alive(workspace, status.task_id):
+        return status
+    return end_dead_run(workspace, status.task_id, status.run_id) or status
+
+
+def end_dead_run(
+    workspace: Workspace,
+    task_id: str,
+    run_id: str,
+    exit_info: ExitInfo | None = None,
+    *,
+    cancelled: bool = False,
+    error: str | None = None,
+) -> TaskStatus | None:
+    """Record the end of run ``run_id`` whose worker is gone; the status afterwards.
+
+    The run becomes ``cancelled`` (exit 130) when ``cancelled``, else ``failed`` with
+    ``error`` or, by default, an error saying how the worker ended and its log tail.
+
+    Nothing is written when the run already has a final status, is not the folder's
+    current run, or its worker (or another settler) still holds the lock.
+    """
+    with holding_if_free(workspace.lock_path(task_id)) as free:
+        current = workspace.read_status(task_id)
+        if not free or current is None or current.run_id != run_id or current.terminal:
+            return current
+        final = _final_status(current, exit_info, cancelled, error)
+        append_event(workspace.events_path(task_id), state_event(final.state, final.finished_at))
+        workspace.write_status(final, durable=True)
+        return final
+
+
+def state_event(state: TaskState, at: str | None) -> dict[str, str | None]:
+    return {"kind": "state", "state": state.value, "at": at}
+
+
+def _final_status(
+    current: TaskStatus, exit_info: ExitInfo | None, cancelled: bool, error: str | None
+) -> TaskStatus:
+    now = utcnow()
+    if cancelled:
+        return current.model_copy(
+            update={"state": TaskState.CANCELLED, "finished_at": now,
+                    "exit_code": CANCEL_EXIT_CODE, "error": "Cancelled"}
+        )
+    if error is None:
+        error = _death_message(current, exit_info)
+    return current.model_copy(
+        update={"state": TaskState.FAILED, "finished_at": now,
+                "exit_code": _exit_code(exit_info), "error": error}
+    )
+
+
+def _death_message(current: TaskStatus, exit_info: ExitInfo | None) -> str:
+    how = exit_info.describe() if exit_info is not None else "exit status unknown"
+    when = "before it started" if current.state is TaskState.QUEUED else "without a final status"
+    message = f"Worker ended {when} ({how})"
+    tail = log_tail(current.log_path)
+    return f"{message}; log tail:\n{tail}" if tail else message
+
+
+def _exit_code(exit_info: ExitInfo | None) -> int:
+    if exit_info is None:
+        return 1
+    if exit_info.signal is not None:
+        return 128 + exit_info.signal
+    return exit_info.exit_code or 1
+
+
+def log_tail(log_path: str, limit: int = TAIL_BYTES) -> str:
+    """The last lines of a log (at most ``limit`` bytes), or "" when there is none."""
+    if not log_path:
+        return ""
+    content = read_log_window(log_path, -1, limit).content
+    if len(content.encode()) >= limit and "\n" in content:
+        content = content.split("\n", 1)[1]
+    return content.strip()
+
+
+def wait_for_run(
+    workspace: Workspace,
+    task_id: str,
+    run_id: str,
+    poll_interval: float = 1.0,
+    timeout: float | None = None,
+) -> TaskStatus:
+    """Block until run ``run_id`` of ``task_id`` is final; on timeout, its current status.
+
+    Waits on the worker's pidfd while it runs, so the end is seen at once; re-reads the
+    status at least every ``poll_interval`` seconds. Raises :class:`TaskNotFound` when
+    there is no status and :class:`RunMismatch` when the folder holds another run.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.002
+    while True:
+        status = workspace.read_status(task_id)
+        if status is None:
+            raise TaskNotFound(task_id)
+        if status.run_id != run_id:
+            raise RunMismatch(task_id, run_id, status.run_id)
+        status = settle(workspace, status)
+        left = None if deadline is None else deadline - time.monotonic()
+        if status.terminal or (left is not None and left <= 0):
+            return status
+        wait = poll_interval if left is None else min(poll_interval, left)
+        if not _wait_worker_exit(workspace, task_id, wait):
+            time.sleep(min(pause, wait))
+            pause = min(pause * 2, poll_interval)
+
+
+def _wait_worker_exit(workspace: Workspace, task_id: str, timeout: float) -> bool:
+    """Wait on the live worker's pidfd; False when there is no worker to wait on."""
+    lock = workspace.lock_path(task_id)
+    owner = read_owner(lock)
+    if owner is None or not lock_held(lock):
+        return False
+    pidfd = open_pidfd(owner.pid, owner.start_time)
+    if pidfd is None:
+        return False
+    try:
+        wait_readable(pidfd, timeout)
+    finally:
+        os.close(pidfd)
+    return True

@@ -1,0 +1,57 @@
+"""Finding the runs a supervisor must take care of at start, and who runs them now."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from runyard.runtime.workerlock import lock_held, read_owner
+from runyard.workspace.atomic import read_bytes_tolerant
+from runyard.workspace.layout import STATUS_FILE, Workspace
+from runyard.workspace.records import TaskStatus, status_from_dict
+
+_UNFINISHED = re.compile(rb'"state"\s*:\s*"(?:queued|running)"')
+
+
+@dataclass(frozen=True)
+class WorkerRef:
+    """The live worker process of a run, as its lock file records it."""
+
+    pid: int
+    start_time: int | None
+
+
+def unfinished_statuses(workspace: Workspace) -> list[TaskStatus]:
+    """Every ``queued`` or ``running`` status, oldest first (one pass over the folders)."""
+    found = []
+    for task_id, folder in workspace.iter_task_dirs():
+        raw = read_bytes_tolerant(folder / STATUS_FILE)
+        if raw is None or not _UNFINISHED.search(raw):
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        status = status_from_dict(data, task_id) if isinstance(data, dict) else None
+        if status is not None and not status.terminal:
+            found.append(status)
+    found.sort(key=lambda status: (status.created_at, status.task_id))
+    return found
+
+
+def live_worker(workspace: Workspace, status: TaskStatus) -> WorkerRef | None:
+    """The process holding the task's worker lock, or None when no worker is alive.
+
+    Falls back to the status ``pid`` (unchecked start time) when the lock file's record
+    cannot be read.
+    """
+    lock = workspace.lock_path(status.task_id)
+    if not lock_held(lock):
+        return None
+    owner = read_owner(lock)
+    if owner is not None:
+        return WorkerRef(owner.pid, owner.start_time)
+    if status.pid:
+        return WorkerRef(status.pid, None)
+    return None

@@ -1,0 +1,307 @@
+"""The supervisor: a FIFO queue under ``max_concurrent_tasks``, launch, cancel, reap, reconcile.
+
+    supervisor = Supervisor(settings, workspace, TaskRegistry.load(), on_change=print)
+    supervisor.start()
+    handle = supervisor.submit("demo", {"x": 1, "y": 2})
+    final = wait_for_run(workspace, handle.task_id, handle.run_id)
+    supervisor.stop()          # live workers run on; the next start() adopts them
+
+A ``queued`` status on disk IS the queue, so queued work survives a restart. ``start()``
+adopts live workers (started by an earlier supervisor, or by ``runyard run``) and records
+dead ones as failed. Exits are noticed at once through pidfds. ``cancel`` and ``delete``
+also work on a supervisor that was never started (the CLI uses them that way); a cancel
+there waits for the worker to end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runyard.config import Settings
+from runyard.errors import ExecutorError, InvalidInput, UnknownTask
+from runyard.executors.base import ExitInfo, Handle
+from runyard.executors.local import terminate_group
+from runyard.runtime.creation import create_task
+from runyard.runtime.deletion import delete_tasks
+from runyard.runtime.executor import WorkerExecutor, make_executor
+from runyard.runtime.launch import TaskHandle, worker_spec
+from runyard.runtime.liveness import end_dead_run, settle, worker_alive
+from runyard.runtime.monitor import ExitMonitor
+from runyard.runtime.reconcile import live_worker, unfinished_statuses
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.identity import parse_task_id
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskState, TaskStatus
+
+__all__ = ["Supervisor", "TaskHandle"]
+
+log = logging.getLogger(__name__)
+RECHECK_SECONDS = 0.05
+
+
+@dataclass
+class _Active:
+    """A run with a worker process we watch (``handle`` None: adopted, not launched by us)."""
+
+    task_id: str
+    run_id: str
+    pid: int
+    start_time: int | None
+    handle: Handle | None = None
+    cancelling: bool = False
+    exit_info: ExitInfo | None = None
+
+
+class Supervisor:
+    """Runs submitted tasks in worker processes and keeps their records converging."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        workspace: Workspace,
+        registry: TaskRegistry,
+        on_change: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.workspace = workspace
+        self.registry = registry
+        self._on_change = on_change
+        self._lock = threading.RLock()
+        self._queue: deque[tuple[str, str]] = deque()
+        self._active: dict[str, _Active] = {}
+        self._monitor: ExitMonitor | None = None
+        self._executor: WorkerExecutor | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Reconcile every unfinished task, start the monitor, launch queued work FIFO."""
+        with self._lock:
+            if self._monitor is not None:
+                return
+            self.workspace.ensure()
+            self._executor = make_executor(self.settings, self.registry)
+            self._monitor = ExitMonitor(self._on_exit)
+            self._monitor.start()
+            for status in unfinished_statuses(self.workspace):
+                self._reconcile(status)
+        self._pump()
+
+    def stop(self) -> None:
+        """Stop watching and launching; live workers keep running."""
+        with self._lock:
+            monitor, executor = self._monitor, self._executor
+            self._monitor = self._executor = None
+            self._queue.clear()
+            self._active.clear()
+        if monitor is not None:
+            monitor.stop()
+        if executor is not None:
+            executor.close()
+
+    def active_count(self) -> int:
+        """Runs this supervisor tracks that are not finished: queued plus running."""
+        with self._lock:
+            return len(self._queue) + len(self._active)
+
+    # -- submit ------------------------------------------------------------------------
+
+    def submit(self, task: str, inputs: dict[str, Any]) -> TaskHandle:
+        """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive."""
+        status = create_task(self.workspace, self.registry, task, inputs)
+        self._changed(status.task_id)
+        with self._lock:
+            self._queue.append((status.task_id, status.run_id))
+        self._pump()
+        return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
+
+    def _pump(self) -> None:
+        with self._lock:
+            while self._monitor is not None and self._queue and self._has_slot():
+                self._launch(*self._queue.popleft())
+
+    def _has_slot(self) -> bool:
+        return len(self._active) < self.settings.max_concurrent_tasks
+
+    def _launch(self, task_id: str, run_id: str) -> None:
+        status = self.workspace.read_status(task_id)
+        if status is None or status.run_id != run_id or status.state is not TaskState.QUEUED:
+            return
+        if worker_alive(self.workspace, task_id):
+            self._adopt(status)
+            return
+        assert self._executor is not None and self._monitor is not None
+        try:
+            target = self.registry.get(status.task_name).target
+            spec = worker_spec(self.settings, self.workspace, status, target)
+            handle = self._executor.launch(spec)
+        except (UnknownTask, ExecutorError) as exc:
+            end_dead_run(self.workspace, task_id, run_id, error=f"{type(exc).__name__}: {exc}")
+            self._changed(task_id)
+            return
+        assert handle.pid is not None
+        self._active[run_id] = _Active(task_id, run_id, handle.pid, None, handle)
+        self._monitor.watch(run_id, handle.pid)
+
+    # -- reconcile and exits -------------------------------------------------------------
+
+    def _reconcile(self, status: TaskStatus) -> None:
+        if worker_alive(self.workspace, status.task_id):
+            self._adopt(status)
+        elif status.state is TaskState.QUEUED:
+            self._queue.append((status.task_id, status.run_id))
+        elif settle(self.workspace, status) is not status:
+            self._changed(status.task_id)
+
+    def _adopt(self, status: TaskStatus) -> _Active | None:
+        """Watch the live worker of ``status`` (one we did not launch) if we are started."""
+        ref = live_worker(self.workspace, status)
+        if ref is None:
+            return None
+        act = self._active.get(status.run_id)
+        if act is None:
+            act = _Active(status.task_id, status.run_id, ref.pid, ref.start_time)
+        act.pid, act.start_time = ref.pid, ref.start_time
+        if self._monitor is not None:
+            self._active[status.run_id] = act
+            self._monitor.watch(status.run_id, ref.pid, ref.start_time)
+        return act
+
+    def _on_exit(self, run_id: str, pidfd: int | None) -> None:
+        with self._lock:
+            act = self._active.get(run_id)
+            if act is None:
+                return
+            info = self._exit_info(act, pidfd)
+            status = end_dead_run(
+                self.workspace, act.task_id, run_id, info, cancelled=act.cancelling
+            )
+            if status is not None and status.run_id == run_id and not status.terminal:
+                self._still_held(act, status)
+                return
+            del self._active[run_id]
+            if act.handle is not None and self._executor is not None:
+                self._executor.cleanup(act.handle)
+        self._changed(act.task_id)
+        self._pump()
+
+    def _exit_info(self, act: _Active, pidfd: int | None) -> ExitInfo | None:
+        if act.exit_info is None and act.handle is not None and self._executor is not None:
+            act.exit_info = self._executor.wait_exit(act.handle, 2.0)
+        elif act.exit_info is None:
+            act.exit_info = _reap_adopted(pidfd)
+        return act.exit_info
+
+    def _still_held(self, act: _Active, status: TaskStatus) -> None:
+        """The run is unfinished and its lock is held: another worker, or a settler."""
+        if act.handle is not None and self._executor is not None:
+            self._executor.cleanup(act.handle)
+            act.handle = None
+        ref = live_worker(self.workspace, status)
+        if ref is not None and ref.pid != act.pid and self._monitor is not None:
+            act.pid, act.start_time = ref.pid, ref.start_time
+            self._monitor.watch(act.run_id, ref.pid, ref.start_time)
+        elif self._monitor is not None:
+            self._monitor.call_later(RECHECK_SECONDS, lambda: self._on_exit(act.run_id, None))
+
+    # -- cancel ------------------------------------------------------------------------
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancel the queued or running run of ``task_id``; True only if this call did."""
+        try:
+            parse_task_id(task_id)
+        except InvalidInput:
+            return False
+        with self._lock:
+            queued = next((item for item in self._queue if item[0] == task_id), None)
+            if queued is not None:
+                self._queue.remove(queued)
+                return self._cancel_queued(task_id, queued[1])
+            act = next((a for a in self._active.values() if a.task_id == task_id), None)
+        if act is not None:
+            return self._request_cancel(act)
+        return self._cancel_untracked(task_id)
+
+    def _cancel_queued(self, task_id: str, run_id: str) -> bool:
+        final = end_dead_run(self.workspace, task_id, run_id, cancelled=True)
+        if final is not None and final.run_id == run_id and final.state is TaskState.CANCELLED:
+            self._changed(task_id)
+            return True
+        return self._cancel_untracked(task_id)
+
+    def _cancel_untracked(self, task_id: str) -> bool:
+        status = self.workspace.read_status(task_id)
+        if status is None or settle(self.workspace, status).terminal:
+            return False
+        with self._lock:
+            act = self._adopt(status)
+        if act is not None:
+            return self._request_cancel(act)
+        if status.state is TaskState.QUEUED and not worker_alive(self.workspace, task_id):
+            return self._cancel_queued(task_id, status.run_id)
+        return False
+
+    def _request_cancel(self, act: _Active) -> bool:
+        with self._lock:
+            status = self.workspace.read_status(act.task_id)
+            if act.cancelling or status is None or status.run_id != act.run_id or status.terminal:
+                return False
+            act.cancelling = True
+            watched = self._monitor is not None and act.run_id in self._active
+        if watched:
+            threading.Thread(
+                target=self._terminate, args=(act,), name=f"cancel-{act.pid}", daemon=True
+            ).start()
+        else:
+            self._terminate(act)
+            end_dead_run(self.workspace, act.task_id, act.run_id, cancelled=True)
+            self._changed(act.task_id)
+        return True
+
+    def _terminate(self, act: _Active) -> None:
+        grace = self.settings.cancel_grace_seconds
+        try:
+            if act.handle is not None and self._executor is not None:
+                self._executor.cancel(act.handle, grace)
+            else:
+                terminate_group(act.pid, grace, act.start_time)
+        except ExecutorError:
+            log.exception("Cannot cancel %s", act.task_id)
+
+    # -- delete ------------------------------------------------------------------------
+
+    def delete(self, task_ids: list[str]) -> list[str]:
+        """Delete finished, metadata-only or broken tasks; the ids really deleted."""
+        deleted = delete_tasks(self.workspace, list(task_ids))
+        for task_id in deleted:
+            self._changed(task_id)
+        return deleted
+
+    def _changed(self, task_id: str) -> None:
+        if self._on_change is None:
+            return
+        try:
+            self._on_change(task_id)
+        except Exception:
+            log.exception("on_change(%s) failed", task_id)
+
+
+def _reap_adopted(pidfd: int | None) -> ExitInfo | None:
+    """The exit of an adopted worker if it happens to be our child (else unknown)."""
+    if pidfd is None:
+        return None
+    try:
+        result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+    except (ChildProcessError, OSError):
+        return None
+    if result is None:
+        return None
+    if result.si_code == os.CLD_EXITED:
+        return ExitInfo(result.si_status)
+    return ExitInfo(-result.si_status)

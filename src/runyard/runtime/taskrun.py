@@ -1,0 +1,180 @@
+"""The :class:`TaskRun` a task body sees inside the worker, and the cancel signal it obeys.
+
+Every progress change is appended to ``events.jsonl`` before the matching status write,
+so a stream replayed from the journal never lags the snapshot. Progress status writes
+skip fsync (a crash may lose them); state changes are written durably by the worker.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from types import FrameType
+from typing import Any
+
+from runyard.runtime.liveness import state_event
+from runyard.tasks.base import ArtifactRef, TaskRun
+from runyard.workspace.artifacts import artifact_record
+from runyard.workspace.atomic import write_json_atomic
+from runyard.workspace.events import append_event
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import Step, TaskState, TaskStatus, utcnow
+
+
+class TaskCancelled(BaseException):
+    """Raised inside the task body on SIGTERM (a BaseException, so ``except Exception``
+    in task code does not swallow it)."""
+
+
+class CancelSignal:
+    """SIGTERM/SIGINT handling: raise :class:`TaskCancelled` while armed, else set a flag."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._armed = False
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+        if self._armed:
+            self._armed = False
+            raise TaskCancelled
+
+    @contextmanager
+    def armed(self) -> Iterator[None]:
+        """Let a cancel interrupt the body running inside this block."""
+        self._armed = True
+        try:
+            if self.requested:
+                raise TaskCancelled
+            yield
+        finally:
+            self._armed = False
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold a cancel back while a record is written; raise it afterwards."""
+        was_armed, self._armed = self._armed, False
+        try:
+            yield
+        finally:
+            self._armed = was_armed
+        if was_armed and self.requested:
+            self._armed = False
+            raise TaskCancelled
+
+
+class WorkerRun(TaskRun):
+    """Progress, steps, artifacts and log of the run in this worker process."""
+
+    def __init__(self, workspace: Workspace, status: TaskStatus, cancel: CancelSignal) -> None:
+        self.workspace = workspace
+        self.task_id = status.task_id
+        self.run_id = status.run_id
+        self.task_dir = workspace.task_dir(status.task_id)
+        self.status = status
+        self.artifacts: dict[str, ArtifactRef] = {}
+        self._cancel = cancel
+        self._lock = threading.RLock()
+        self._events = workspace.events_path(status.task_id)
+
+    def begin(self, pid: int) -> None:
+        """Publish the ``running`` state."""
+        self.status = self.status.model_copy(
+            update={"state": TaskState.RUNNING, "started_at": utcnow(), "pid": pid}
+        )
+        self.publish_state(durable=False)
+
+    def declare_steps(self, names: tuple[str, ...]) -> None:
+        """List the task's steps at 0 % so readers see the plan before it runs."""
+        with self._cancel.deferred(), self._lock:
+            known = {step.name for step in self.status.steps}
+            missing = [Step(name=name) for name in names if name not in known]
+            if missing:
+                self.status.steps.extend(missing)
+                self._write_status_fast()
+
+    def publish_state(self, *, durable: bool) -> None:
+        at = self.status.finished_at or self.status.started_at
+        append_event(self._events, state_event(self.status.state, at))
+        if durable:
+            self.workspace.write_status(self.status, durable=True)
+        else:
+            self._write_status_fast()
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        self._update(name, started=True)
+        yield
+        self._update(name, percentage=100.0, finished=True)
+
+    def progress(self, name: str, percentage: float) -> None:
+        self._update(name, percentage=min(100.0, max(0.0, float(percentage))))
+
+    def record_artifact(self, name: str, path: str) -> ArtifactRef:
+        with self._cancel.deferred():
+            ref = ArtifactRef(**artifact_record(self.task_dir, path))
+            with self._lock:
+                self.artifacts[name] = ref
+        return ref
+
+    def log(self, message: str) -> None:
+        print(message, flush=True)
+
+    def _update(
+        self, name: str, percentage: float | None = None, started: bool = False,
+        finished: bool = False,
+    ) -> None:
+        with self._cancel.deferred(), self._lock:
+            step = self._find_step(name)
+            changed = _advance(step, percentage, started or finished or percentage is not None)
+            if finished and step.finished_at is None:
+                step.finished_at = utcnow()
+                changed = True
+            if changed:
+                append_event(self._events, {"kind": "progress", **step.model_dump(mode="json")})
+                self._write_status_fast()
+
+    def _find_step(self, name: str) -> Step:
+        for step in self.status.steps:
+            if step.name == name:
+                return step
+        step = Step(name=name)
+        self.status.steps.append(step)
+        return step
+
+    def _write_status_fast(self) -> None:
+        path = self.workspace.status_path(self.task_id)
+        write_json_atomic(path, self.status.to_json(), fsync=False)
+
+
+def _advance(step: Step, percentage: float | None, start: bool) -> bool:
+    """Start ``step`` and raise its percentage (never lower it); whether anything changed."""
+    changed = False
+    if start and step.started_at is None:
+        step.started_at = utcnow()
+        changed = True
+    if percentage is not None and percentage > step.percentage:
+        step.percentage = percentage
+        changed = True
+    return changed
+
+
+def result_of(output: Any, artifacts: dict[str, ArtifactRef]) -> dict[str, Any]:
+    """The status ``result`` / metadata ``output_params``: the output with its artifacts."""
+    result: dict[str, Any] = output.model_dump(mode="json")
+    recorded = {name: ref.model_dump(mode="json") for name, ref in artifacts.items()}
+    result["artifacts"] = {**result.get("artifacts", {}), **recorded}
+    return result
+
+
+def flush_stdio() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):
+            stream.flush()

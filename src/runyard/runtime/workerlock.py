@@ -1,0 +1,102 @@
+"""The worker lock: ``<task_dir>/.worker.lock``, flock'ed by the worker for its whole life.
+
+The kernel drops an flock when its holder dies, so "the lock is held" means "a worker of
+this folder is alive" whatever happened to its PID since. The file also records
+``"<pid> <start_time> <run_id>"`` so a canceller can signal the right process: the start
+time (``/proc/<pid>/stat``) tells a reused PID apart.
+
+Settlers (whoever records a dead worker's end) take the same lock, non-blocking, while
+they re-read and rewrite the status; the worker only starts from a ``queued`` status read
+under the lock, so a settler and a starting worker never both act on one run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from runyard.executors.local import process_start_time
+
+OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    pid: int
+    start_time: int | None
+    run_id: str
+
+
+def acquire_worker_lock(path: Path, run_id: str, timeout: float = 1.0) -> int | None:
+    """Take the lock for this process (retrying up to ``timeout``); the fd, or None if busy."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | OPEN_FLAGS, 0o644)
+    deadline = time.monotonic() + timeout
+    while not _try_flock(fd, fcntl.LOCK_EX):
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            return None
+        time.sleep(0.002)
+    pid = os.getpid()
+    record = f"{pid} {process_start_time(pid) or 0} {run_id}\n".encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, record, 0)
+    return fd
+
+
+def lock_held(path: Path) -> bool:
+    """True while some live process holds the lock on ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    except OSError:
+        return False
+    try:
+        if _try_flock(fd, fcntl.LOCK_SH):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        return True
+    finally:
+        os.close(fd)
+
+
+def read_owner(path: Path) -> LockOwner | None:
+    """The process recorded in the lock file (meaningful only while the lock is held)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        raw = os.pread(fd, 256, 0)
+    finally:
+        os.close(fd)
+    parts = raw.decode("ascii", "replace").split()
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    start = int(parts[1]) or None
+    return LockOwner(int(parts[0]), start, parts[2])
+
+
+@contextlib.contextmanager
+def holding_if_free(path: Path) -> Iterator[bool]:
+    """Hold the lock while the body runs if nobody does; yields whether it was free."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
+    except OSError:
+        yield False
+        return
+    try:
+        yield _try_flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+
+
+def _try_flock(fd: int, mode: int) -> bool:
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

@@ -1,0 +1,94 @@
+"""Shared helpers of the runtime tests."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from runyard.config import Settings
+from runyard.runtime.workerlock import lock_held, read_owner
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskStatus
+
+HERE = Path(__file__).parent
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "workspace_dir": tmp_path / "ws",
+        "log_dir": tmp_path / "logs",
+        "prefork": False,
+        "cancel_grace_seconds": 1.0,
+        "worker_env": {"PYTHONPATH": str(HERE)},
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+def kill_workers(ws: Workspace) -> None:
+    """SIGKILL every worker still holding a lock in ``ws`` (test cleanup)."""
+    for task_id, _ in ws.iter_task_dirs():
+        lock = ws.lock_path(task_id)
+        owner = read_owner(lock)
+        if owner is not None and lock_held(lock):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(owner.pid, signal.SIGKILL)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def wait_state(ws: Workspace, task_id: str, state: str, timeout: float = 15.0) -> TaskStatus:
+    found: list[TaskStatus] = []
+
+    def reached() -> bool:
+        status = ws.read_status(task_id)
+        if status is not None and status.state == state:
+            found.append(status)
+            return True
+        return False
+
+    wait_until(reached, timeout)
+    return found[0]
+
+
+class RenameRecorder:
+    """The names renamed into a folder, in order (inotify IN_MOVED_TO), to check publish order."""
+
+    IN_MOVED_TO = 0x80
+
+    def __init__(self, folder: Path) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0
+        watch = self._libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_MOVED_TO)
+        assert watch >= 0
+        self.names: list[str] = []
+
+    def read(self) -> list[str]:
+        with contextlib.suppress(BlockingIOError):
+            while data := os.read(self.fd, 65536):
+                self._parse(data)
+        return self.names
+
+    def _parse(self, data: bytes) -> None:
+        pos = 0
+        while pos < len(data):
+            _, _, _, length = struct.unpack_from("iIII", data, pos)
+            raw = data[pos + 16 : pos + 16 + length]
+            self.names.append(raw.rstrip(b"\0").decode())
+            pos += 16 + length
+
+    def close(self) -> None:
+        os.close(self.fd)
