@@ -1,0 +1,93 @@
+// The Studio shell: a hash router that mounts one view at a time into <main>.
+// Each view is `render(container, params, query) -> cleanup` and owns its timers/streams.
+
+import { forgetToken, getToken, onTokenChange } from "./auth.js";
+import { errorBox, h, replace } from "./dom.js";
+import { setTitle } from "./ui.js";
+import { renderTasks } from "./views/tasks.js";
+import { renderTask } from "./views/task.js";
+import { renderLineagePage } from "./views/lineage.js";
+import { renderSubmit } from "./views/submit.js";
+import { renderSessions } from "./views/sessions.js";
+import { renderSession } from "./views/session.js";
+
+const ROUTES = [
+  { pattern: /^\/?$/, nav: "tasks", view: renderTasks },
+  { pattern: /^\/tasks$/, nav: "tasks", view: renderTasks },
+  { pattern: /^\/tasks\/([^/]+)$/, nav: "tasks", view: renderTask },
+  { pattern: /^\/lineage\/([^/]+)$/, nav: "tasks", view: renderLineagePage },
+  { pattern: /^\/submit$/, nav: "submit", view: renderSubmit },
+  { pattern: /^\/sessions$/, nav: "sessions", view: renderSessions },
+  { pattern: /^\/sessions\/([^/]+)$/, nav: "sessions", view: renderSession },
+];
+
+let cleanup = null;
+let lastPath = null;
+
+function parseHash() {
+  const raw = location.hash.replace(/^#/, "");
+  const [path, search = ""] = raw.split("?");
+  return { path, query: new URLSearchParams(search) };
+}
+
+function route() {
+  const { path, query } = parseHash();
+  const main = document.getElementById("main");
+  const match = ROUTES.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
+  if (typeof cleanup === "function") cleanup();
+  cleanup = null;
+  markNav(match?.r.nav);
+  if (!match) {
+    setTitle("Not found");
+    replace(main, h("h1", {}, "Page not found"),
+      h("p", {}, "There is no Studio page at this address. ", h("a", { href: "#/tasks" }, "Go to the task list.")));
+    return;
+  }
+  const params = match.m.slice(1).map((p) => {
+    try {
+      return decodeURIComponent(p);
+    } catch {
+      return p;
+    }
+  });
+  replace(main);
+  try {
+    cleanup = match.r.view(main, params, query);
+  } catch (error) {
+    replace(main, errorBox(error.message || String(error)));
+  }
+  if (path !== lastPath) {
+    window.scrollTo(0, 0);
+    if (lastPath !== null) main.focus({ preventScroll: true });
+  }
+  lastPath = path;
+}
+
+function markNav(active) {
+  for (const link of document.querySelectorAll("[data-nav]")) {
+    if (link.dataset.nav === active) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
+function syncTokenButton() {
+  document.getElementById("forget-token").hidden = !getToken();
+}
+
+function start() {
+  const forget = document.getElementById("forget-token");
+  forget.addEventListener("click", () => {
+    forgetToken();
+    route();
+  });
+  document.getElementById("skip-link").addEventListener("click", (event) => {
+    event.preventDefault();
+    document.getElementById("main").focus();
+  });
+  onTokenChange(syncTokenButton);
+  syncTokenButton();
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+start();

@@ -1,0 +1,358 @@
+// Task detail: status and config, steps with progress bars, the live log, the error of a
+// failed run, artifacts (download + preview), lineage, and cancel / delete / rerun.
+
+import { job, jobAnswer, taskFileUrl } from "../api.js";
+import { errorBox, facts, h, replace, section, setText, spinner, stateBadge } from "../dom.js";
+import { elapsed, formatDuration, formatTime, instanceName, jsonText } from "../format.js";
+import { follow, eventData } from "../sse.js";
+import { confirmAction, lineageHref, navigate, routeHref, setTitle, taskHref, toast } from "../ui.js";
+import { fileTable } from "./files.js";
+import { lineageGraph } from "./lineage.js";
+import { LogView } from "./logview.js";
+import { isActive } from "./tasks.js";
+
+const POLL_MS = 2000;
+// stream_task event ids are (events.jsonl offset << 40) | log offset; starting with events
+// offset 0 and the log offset we already show replays progress but not the log we have.
+const LOG_SHIFT = 40n;
+
+export function renderTask(main, [taskId]) {
+  const view = new TaskDetail(main, taskId);
+  view.start();
+  return () => view.stop();
+}
+
+class TaskDetail {
+  constructor(main, taskId) {
+    this.main = main;
+    this.taskId = taskId;
+    this.alive = true;
+    this.steps = new Map();
+  }
+
+  async start() {
+    setTitle(instanceName(this.taskId));
+    replace(this.main, spinner("Loading task…"));
+    try {
+      const reply = await job("status", { task_id: this.taskId });
+      if (!this.alive) return;
+      if (!reply.success) return this.notFound(String(reply.answer));
+      this.build(reply.answer);
+    } catch (error) {
+      if (this.alive) replace(this.main, errorBox(error.message, "Could not load the task."));
+    }
+    return undefined;
+  }
+
+  stop() {
+    this.alive = false;
+    this.abort?.abort();
+    clearInterval(this.poller);
+    clearInterval(this.ticker);
+  }
+
+  notFound(message) {
+    replace(this.main,
+      h("h1", {}, "Task not found"),
+      errorBox(message, `No status for ${this.taskId}.`),
+      h("p", {}, h("a", { href: lineageHref(this.taskId) }, "See its lineage"), " · ",
+        h("a", { href: "#/tasks" }, "Back to the task list")));
+  }
+
+  build(status) {
+    this.status = status;
+    this.drawn = {};
+    this.steps = new Map((status.steps || []).map((s) => [s.name, { ...s }]));
+    this.badge = h("span", { id: "task-state" });
+    this.actions = h("div", { class: "actions", role: "group", "aria-label": "Task actions" });
+    this.errorSlot = h("div", { id: "task-error" });
+    this.factsSlot = h("div");
+    this.stepsSlot = h("div", { id: "task-steps" });
+    this.artifactsSlot = h("div", { id: "task-artifacts" });
+    this.resultSlot = h("div");
+    this.lineageSlot = h("div", { id: "task-lineage" }, spinner("Loading lineage…"));
+    this.log = new LogView(this.taskId);
+    replace(this.main,
+      h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
+        h("a", { href: "#/tasks" }, "Tasks"), " / ", h("span", { "aria-current": "page" }, instanceName(this.taskId))),
+      h("div", { class: "page-head" },
+        h("div", { class: "title-block" },
+          h("h1", {}, instanceName(this.taskId), " ", this.badge),
+          h("code", { class: "task-id" }, this.taskId)),
+        this.actions),
+      this.errorSlot,
+      h("div", { class: "grid-2" },
+        section("Status", this.factsSlot),
+        section("Steps", this.stepsSlot)),
+      section("Log", this.log.el),
+      section("Artifacts", this.artifactsSlot),
+      h("div", { class: "grid-2" },
+        section("Configuration", configTable(status.config || {})),
+        section("Result", this.resultSlot)),
+      section("Lineage", this.lineageSlot));
+    this.render();
+    this.renderOutputs();
+    this.loadLineage();
+    this.ticker = setInterval(() => this.tickDuration(), 1000);
+    this.log.loadTail().catch((error) => replace(this.log.el, errorBox(error.message, "Could not read the log.")))
+      .then(() => {
+        if (this.alive && isActive(this.status.state)) this.followLive();
+      });
+  }
+
+  // Parts are redrawn only when what they show changed, so focus and selection survive polls.
+  render() {
+    const s = this.status;
+    this.redraw("state", s.state, () => {
+      replace(this.badge, stateBadge(s.state));
+      this.renderActions();
+    });
+    this.redraw("error", `${s.state}\u0000${s.error}`, () => this.renderError());
+    const { steps, result, config, ...shown } = s;
+    this.redraw("facts", JSON.stringify(shown), () => this.renderFacts());
+    this.redraw("steps", JSON.stringify([...this.steps.values()]), () => this.renderSteps());
+  }
+
+  redraw(part, key, draw) {
+    this.drawn ||= {};
+    if (this.drawn[part] === key) return;
+    this.drawn[part] = key;
+    draw();
+  }
+
+  duration() {
+    const s = this.status;
+    const ms = isActive(s.state) || s.finished_at ? elapsed(s.started_at, s.finished_at) : null;
+    return formatDuration(ms);
+  }
+
+  tickDuration() {
+    if (this.durationEl) setText(this.durationEl, this.duration());
+  }
+
+  renderFacts() {
+    const s = this.status;
+    const time = (iso) => (iso ? h("time", { datetime: iso, title: iso }, formatTime(iso)) : "—");
+    this.durationEl = h("span", { id: "task-duration" }, this.duration());
+    replace(this.factsSlot, facts([
+      ["Registered task", s.task_name],
+      ["Type", s.task_type],
+      ["Run id", h("code", {}, s.run_id)],
+      ["Created", time(s.created_at)],
+      ["Started", time(s.started_at)],
+      ["Finished", time(s.finished_at)],
+      ["Duration", this.durationEl],
+      ["Process id", s.pid ?? "—"],
+      ["Exit code", isActive(s.state) ? "—" : String(s.exit_code)],
+      ["Log file", s.log_path ? h("code", { class: "wrap-anywhere" }, s.log_path) : "—"],
+    ]));
+  }
+
+  renderError() {
+    const s = this.status;
+    if (!s.error || s.state === "succeeded") return replace(this.errorSlot);
+    return replace(this.errorSlot, h("div", { class: "alert alert-error task-error", role: "alert" },
+      h("strong", {}, s.state === "cancelled" ? "Cancelled" : `Failed (exit code ${s.exit_code})`),
+      h("pre", { class: "error-text" }, s.error)));
+  }
+
+  renderSteps() {
+    const steps = [...this.steps.values()];
+    if (!steps.length) {
+      return replace(this.stepsSlot, h("p", { class: "muted" }, isActive(this.status.state) ? "No step has started yet." : "This task reported no steps."));
+    }
+    return replace(this.stepsSlot, h("ol", { class: "steps" }, steps.map((step) => {
+      const pct = Math.max(0, Math.min(100, Number(step.percentage) || 0));
+      const label = `${step.name}: ${pct.toFixed(0)}%`;
+      const ms = step.started_at ? elapsed(step.started_at, step.finished_at) : null;
+      return h("li", { class: "step", "data-step": step.name },
+        h("div", { class: "step-head" },
+          h("span", { class: "step-name" }, step.name),
+          h("span", { class: "muted small" }, step.finished_at ? formatDuration(ms) : step.started_at ? "running" : "")),
+        h("div", { class: "step-bar" },
+          h("progress", { max: "100", value: String(pct), "aria-label": label }),
+          h("span", { class: "step-pct num" }, `${pct.toFixed(0)}%`)));
+    })));
+  }
+
+  renderActions() {
+    const s = this.status;
+    const active = isActive(s.state);
+    const button = (label, attrs, handler) => {
+      const b = h("button", { type: "button", class: "btn", ...attrs }, label);
+      b.addEventListener("click", async () => {
+        b.disabled = true;
+        try {
+          await handler();
+        } catch (error) {
+          toast(error.message, "error");
+        } finally {
+          b.disabled = false;
+        }
+      });
+      return b;
+    };
+    replace(this.actions,
+      h("a", { class: "btn", href: lineageHref(this.taskId) }, "Lineage"),
+      h("a", { class: "btn", href: routeHref("submit", { task: s.task_name, from: this.taskId }) }, "Edit & submit"),
+      active ? button("Cancel", { id: "task-cancel", class: "btn btn-danger" }, () => this.cancel()) : null,
+      active ? null : button("Rerun", { id: "task-rerun" }, () => this.rerun()),
+      active ? null : button("Delete", { id: "task-delete", class: "btn btn-danger" }, () => this.remove()));
+  }
+
+  async cancel() {
+    const ok = await confirmAction({
+      title: "Cancel this task?",
+      text: `${this.taskId} will be stopped (SIGTERM, then SIGKILL after a grace period) and marked cancelled.`,
+      confirmLabel: "Cancel task",
+    });
+    if (!ok) return;
+    const cancelled = await jobAnswer("cancel", { task_id: this.taskId });
+    toast(cancelled ? "Cancellation requested." : "Nothing was cancelled: no active worker managed by this server.", cancelled ? "info" : "error");
+    await this.refresh();
+  }
+
+  async rerun() {
+    const s = this.status;
+    const fixedName = s.config?.task_name;
+    const ok = await confirmAction({
+      title: "Run this task again?",
+      text: fixedName
+        ? `${s.task_name} runs again with the same inputs and replaces ${this.taskId} (its earlier log is kept).`
+        : `${s.task_name} runs again with the same inputs as a new task.`,
+      confirmLabel: "Rerun",
+      danger: false,
+    });
+    if (!ok) return;
+    const handle = await jobAnswer("submit", { ...(s.config || {}), task: s.task_name });
+    toast(`Submitted ${handle.task_id}.`);
+    navigate(taskHref(handle.task_id));
+  }
+
+  async remove() {
+    const ok = await confirmAction({
+      title: "Delete this task?",
+      text: `${this.taskId}, its records and its artifacts will be deleted. Downstream tasks will show it as missing.`,
+      confirmLabel: "Delete task",
+    });
+    if (!ok) return;
+    const deleted = await jobAnswer("delete_tasks", { task_ids: [this.taskId] });
+    if (deleted.includes(this.taskId)) {
+      toast(`Deleted ${this.taskId}.`);
+      navigate("#/tasks");
+    } else {
+      toast("Not deleted: the task is active or not managed by this server.", "error");
+    }
+  }
+
+  renderOutputs() {
+    const s = this.status;
+    const { artifacts = {}, ...rest } = s.result || {};
+    const files = Object.entries(artifacts || {}).map(([name, ref]) => ({
+      name, path: ref.path, size: ref.size, sha256: ref.sha256, url: taskFileUrl(this.taskId, ref.path),
+    }));
+    const empty = s.state === "succeeded" ? "This task recorded no artifacts." : "Artifacts are published when the task succeeds.";
+    replace(this.artifactsSlot, fileTable(files, { caption: "Artifacts", emptyText: empty, id: "artifact-files" }));
+    replace(this.resultSlot, Object.keys(rest).length
+      ? h("pre", { class: "json", tabindex: "0" }, jsonText(rest))
+      : h("p", { class: "muted" }, s.state === "succeeded" ? "No result values besides artifacts." : "No result yet."));
+  }
+
+  async loadLineage() {
+    try {
+      const graph = await jobAnswer("get_task_graph", { task_id: this.taskId });
+      if (!this.alive) return;
+      const alone = (graph.nodes || []).length <= 1;
+      replace(this.lineageSlot,
+        alone ? h("p", { class: "muted" }, "No upstream or downstream tasks.") : lineageGraph(graph, { label: `Lineage of ${this.taskId}` }));
+    } catch (error) {
+      if (this.alive) replace(this.lineageSlot, errorBox(error.message, "Could not load the lineage."));
+    }
+  }
+
+  /** Apply a fresh status: a new run of the same id rebuilds the page. */
+  apply(status) {
+    if (!this.alive || !status || typeof status !== "object") return;
+    if (status.run_id !== this.status.run_id) {
+      this.stop();
+      this.alive = true;
+      this.build(status);
+      return;
+    }
+    const wasActive = isActive(this.status.state);
+    const stateChanged = status.state !== this.status.state;
+    this.status = status;
+    for (const step of status.steps || []) this.mergeStep(step);
+    this.render();
+    if (stateChanged) this.loadLineage();
+    if (wasActive && !isActive(status.state)) {
+      clearInterval(this.poller);
+      this.renderOutputs();
+    }
+  }
+
+  mergeStep(step) {
+    const known = this.steps.get(step.name) || {};
+    const percentage = Math.max(Number(known.percentage) || 0, Number(step.percentage) || 0);
+    this.steps.set(step.name, { ...known, ...step, percentage });
+  }
+
+  async refresh() {
+    const reply = await job("status", { task_id: this.taskId });
+    if (reply.success) this.apply(reply.answer);
+  }
+
+  followLive() {
+    this.abort = new AbortController();
+    this.poller = setInterval(() => this.refresh().catch(() => {}), POLL_MS);
+    const startId = ((0n << LOG_SHIFT) | BigInt(this.log.end)).toString();
+    follow("/jobs/stream_task/events", {
+      method: "POST",
+      body: JSON.stringify({ arguments: { task_id: this.taskId } }),
+      lastEventId: startId,
+      signal: this.abort.signal,
+      isFinal: (event) => event.event === "result",
+      onEvent: (event) => this.onStreamEvent(event),
+      shouldReconnect: async () => {
+        await this.refresh().catch(() => {});
+        return this.alive && isActive(this.status.state);
+      },
+    }).catch((error) => toast(`Live updates stopped: ${error.message}`, "error"))
+      .finally(() => {
+        if (this.alive) this.refresh().catch(() => {});
+      });
+  }
+
+  onStreamEvent(event) {
+    const data = eventData(event);
+    if (event.event === "progress") {
+      this.mergeStep(data);
+      this.render();
+    } else if (event.event === "log") {
+      this.log.appendChunk(data).catch(() => {});
+    } else if (event.event === "result" && data && typeof data.answer === "object") {
+      this.apply(data.answer);
+    }
+  }
+}
+
+function configTable(config) {
+  const entries = Object.entries(config);
+  if (!entries.length) return h("p", { class: "muted" }, "No inputs.");
+  return h("table", { class: "table kv" },
+    h("tbody", {}, entries.map(([key, value]) => h("tr", {},
+      h("th", { scope: "row" }, key),
+      h("td", {}, key === "source_tasks" ? sourceLinks(value) : valueText(value))))));
+}
+
+function sourceLinks(value) {
+  const ids = String(value || "").split(",").map((s) => s.trim()).filter(Boolean);
+  if (!ids.length) return h("span", { class: "muted" }, "none");
+  return h("ul", { class: "plain" }, ids.map((id) => h("li", {}, h("a", { href: taskHref(id) }, id))));
+}
+
+function valueText(value) {
+  if (value === null || value === undefined) return h("span", { class: "muted" }, "null");
+  if (typeof value === "string") return value === "" ? h("span", { class: "muted" }, "(empty)") : h("span", { class: "wrap-anywhere" }, value);
+  return h("code", { class: "wrap-anywhere" }, JSON.stringify(value));
+}
