@@ -1,0 +1,212 @@
+"""The in-memory index: compact records, ordered buckets, lineage children, active set.
+
+Statuses are kept in one ascending list of ``(instant, task_id)`` per ``(task_type,
+state)`` bucket, so a page is a lazy descending merge of the buckets a filter selects:
+its cost depends on the page size, not on the number of tasks. Every method takes the
+index lock; callers that read files and apply them hold the same (reentrant) lock around
+both, so applications happen in the order the files were read.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import heapq
+import threading
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import Final
+
+from runyard.errors import InvalidInput
+from runyard.repository.records import FolderRecords, MetadataRecord, StatusRecord
+from runyard.workspace.identity import is_task_id
+from runyard.workspace.records import TERMINAL_STATES
+
+SortKey = tuple[int, str]
+
+
+class _Keep:
+    """Marker: leave this part of an entry as it is."""
+
+
+KEEP: Final = _Keep()
+
+
+def encode_cursor(key: SortKey) -> str:
+    return base64.urlsafe_b64encode(f"{key[0]}|{key[1]}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> SortKey:
+    """The position a cursor names, or :class:`InvalidInput`."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        instant, task_id = base64.urlsafe_b64decode(padded).decode().split("|")
+        key = (int(instant), task_id)
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            f"Invalid cursor {cursor!r}: pass the next_cursor of a previous page"
+        ) from exc
+    if not is_task_id(task_id):
+        raise InvalidInput(f"Invalid cursor {cursor!r}: pass the next_cursor of a previous page")
+    return key
+
+
+class TaskIndex:
+    """Thread-safe index of every task folder's valid status and metadata."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.statuses: dict[str, StatusRecord] = {}
+        self.metadata: dict[str, MetadataRecord] = {}
+        self.children: dict[str, set[str]] = {}
+        self._buckets: dict[tuple[str, str], list[SortKey]] = {}
+        self._active: set[str] = set()
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.statuses.keys() | self.metadata.keys())
+
+    def apply(
+        self,
+        task_id: str,
+        *,
+        status: StatusRecord | None | _Keep = KEEP,
+        metadata: MetadataRecord | None | _Keep = KEEP,
+        exists: bool | None = None,
+    ) -> bool:
+        """Replace parts of one entry; True when the set of active tasks changed.
+
+        ``exists`` is whether the folder is there (None: not known by this read).
+        """
+        with self.lock:
+            before = self.parents_of(task_id)
+            was_active = task_id in self._active
+            if not isinstance(status, _Keep):
+                self._set_status(task_id, status)
+            if not isinstance(metadata, _Keep):
+                self._set_metadata(task_id, metadata)
+            self._relink(task_id, before, self.parents_of(task_id))
+            self._update_active(task_id, exists)
+            return was_active != (task_id in self._active)
+
+    def load(self, folders: Iterable[tuple[str, FolderRecords]]) -> None:
+        """Fill an empty index in one go: sorting each bucket once beats inserting one by one."""
+        with self.lock:
+            for task_id, found in folders:
+                if found.status is not None:
+                    self.statuses[task_id] = found.status
+                    bucket = self._buckets.setdefault(_bucket(task_id, found.status), [])
+                    bucket.append((found.status.instant, task_id))
+                if found.metadata is not None:
+                    self.metadata[task_id] = found.metadata
+                self._relink(task_id, (), self.parents_of(task_id))
+                self._update_active(task_id, found.exists)
+            for keys in self._buckets.values():
+                keys.sort()
+
+    def apply_folder(self, task_id: str, found: FolderRecords) -> bool:
+        return self.apply(
+            task_id, status=found.status, metadata=found.metadata, exists=found.exists
+        )
+
+    def parents_of(self, task_id: str) -> tuple[str, ...]:
+        meta = self.metadata.get(task_id)
+        if meta is not None:
+            return meta.parents
+        status = self.statuses.get(task_id)
+        return status.parents if status is not None else ()
+
+    def active_ids(self) -> set[str]:
+        """Tasks not finished yet, and folders that have no valid record yet."""
+        with self.lock:
+            return set(self._active)
+
+    def known_ids(self) -> set[str]:
+        with self.lock:
+            return set(self.statuses.keys() | self.metadata.keys() | self._active)
+
+    def page(
+        self,
+        buckets: Iterable[tuple[str, str]],
+        after: SortKey | None,
+        limit: int | None,
+    ) -> tuple[list[tuple[str, StatusRecord]], SortKey | None]:
+        """Up to ``limit`` statuses below ``after``, newest first; the last key if more follow."""
+        with self.lock:
+            merged = self._descending(buckets, after)
+            keys = list(islice(merged, None if limit is None else limit + 1))
+            more = limit is not None and len(keys) > limit
+            keys = keys[:limit] if more else keys
+            found = [(key[1], self.statuses[key[1]]) for key in keys]
+        return found, (keys[-1] if more else None)
+
+    def _descending(
+        self, buckets: Iterable[tuple[str, str]], after: SortKey | None
+    ) -> Iterator[SortKey]:
+        iterators = []
+        for name in buckets:
+            keys = self._buckets.get(name)
+            if keys:
+                stop = len(keys) if after is None else bisect_left(keys, after)
+                iterators.append(_reverse_from(keys, stop))
+        return heapq.merge(*iterators, reverse=True)
+
+    def _set_status(self, task_id: str, record: StatusRecord | None) -> None:
+        old = self.statuses.get(task_id)
+        if old is not None:
+            self._bucket_remove(task_id, old)
+        if record is None:
+            self.statuses.pop(task_id, None)
+            return
+        self.statuses[task_id] = record
+        insort(self._buckets.setdefault(_bucket(task_id, record), []), (record.instant, task_id))
+
+    def _bucket_remove(self, task_id: str, record: StatusRecord) -> None:
+        keys = self._buckets[_bucket(task_id, record)]
+        key = (record.instant, task_id)
+        at = bisect_left(keys, key)
+        if at < len(keys) and keys[at] == key:
+            del keys[at]
+
+    def _set_metadata(self, task_id: str, record: MetadataRecord | None) -> None:
+        if record is None:
+            self.metadata.pop(task_id, None)
+        else:
+            self.metadata[task_id] = record
+
+    def _relink(self, task_id: str, before: tuple[str, ...], after: tuple[str, ...]) -> None:
+        if before == after:
+            return
+        for parent in before:
+            siblings = self.children.get(parent)
+            if siblings is not None:
+                siblings.discard(task_id)
+                if not siblings:
+                    del self.children[parent]
+        for parent in after:
+            self.children.setdefault(parent, set()).add(task_id)
+
+    def _update_active(self, task_id: str, exists: bool | None) -> None:
+        status = self.statuses.get(task_id)
+        if status is not None:
+            active = status.state not in TERMINAL_STATES
+        elif task_id in self.metadata:
+            active = False
+        elif exists is None:
+            active = task_id in self._active
+        else:
+            active = exists
+        if active:
+            self._active.add(task_id)
+        else:
+            self._active.discard(task_id)
+
+
+def _bucket(task_id: str, record: StatusRecord) -> tuple[str, str]:
+    return task_id.split("#", 1)[0], record.state
+
+
+def _reverse_from(keys: list[SortKey], stop: int) -> Iterator[SortKey]:
+    for at in range(stop - 1, -1, -1):
+        yield keys[at]

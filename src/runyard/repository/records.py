@@ -1,0 +1,255 @@
+"""Reading one task folder into the compact form the index keeps.
+
+The index keeps, per task, the raw bytes of a valid record plus the few fields queries
+need (sort instant, state, parents); full models are parsed again only when asked for.
+Reads follow the workspace's tolerance rules: a symlinked folder or record, invalid JSON,
+a record whose identity does not match its folder — all read as missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import ValidationError
+
+from runyard.workspace.identity import REG_NAME_RE, TASK_NAME_RE, TASK_TYPES
+from runyard.workspace.layout import METADATA_FILE, STATUS_FILE
+from runyard.workspace.records import TaskMetadata, TaskStatus
+
+MAX_RECORD_BYTES = 32 << 20
+_READ_CHUNK = 1 << 16
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# The identity rules of runyard.workspace.identity as one pattern: parents are checked
+# for every record at start, and one match is several times cheaper than parse_task_id.
+TASK_ID_RE = re.compile(
+    "(?:{})#{}#{}".format(
+        "|".join(sorted(TASK_TYPES)),
+        REG_NAME_RE.pattern.strip("^$"),
+        TASK_NAME_RE.pattern.strip("^$"),
+    )
+)
+
+
+class StatusRecord(NamedTuple):
+    """A valid status; ``state`` is the plain string so the record holds no GC-tracked object."""
+
+    raw: bytes
+    instant: int
+    created_at: str
+    state: str
+    parents: tuple[str, ...]
+
+    def parse(self) -> TaskStatus:
+        return TaskStatus.model_validate_json(self.raw)
+
+
+class MetadataRecord(NamedTuple):
+    """What lineage needs of a valid metadata file; the file is read again for its content."""
+
+    instant: int
+    created_at: str
+    parents: tuple[str, ...]
+
+
+class FolderRecords(NamedTuple):
+    """What one read of a task folder found; ``exists`` is False when there is no folder."""
+
+    exists: bool
+    status: StatusRecord | None = None
+    metadata: MetadataRecord | None = None
+
+
+def sort_instant(created_at: str) -> int:
+    """Microseconds since the epoch (naive times are UTC); -1 when it is not a time."""
+    try:
+        moment = datetime.fromisoformat(created_at)
+    except ValueError:
+        return -1
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def parse_parents(value: object, task_id: str) -> tuple[str, ...]:
+    """Upstream ids from a recorded ``source_tasks``, tolerantly: bad entries are dropped."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        items: list[object] = list(value.split(","))
+    elif isinstance(value, list):
+        items = value
+    else:
+        return ()
+    parents: dict[str, None] = {}
+    for item in items:
+        if not isinstance(item, str):
+            continue
+        candidate = item.strip()
+        if candidate != task_id and TASK_ID_RE.fullmatch(candidate):
+            parents[candidate] = None
+    return tuple(parents)
+
+
+def _task_type(task_id: str) -> str:
+    return task_id[: task_id.find("#")]
+
+
+def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskStatus] | None:
+    """A valid status for ``task_id`` from raw bytes (compact and full), or None."""
+    if raw is None:
+        return None
+    try:
+        status = TaskStatus.model_validate_json(raw)
+    except ValidationError:
+        return None
+    if status.task_id != task_id or status.task_type != _task_type(task_id):
+        return None
+    created_at = status.created_at
+    record = StatusRecord(
+        raw,
+        sort_instant(created_at),
+        created_at,
+        status.state.value,
+        parse_parents(status.config.get("source_tasks"), task_id),
+    )
+    return record, status
+
+
+def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, TaskMetadata] | None:
+    """A valid metadata envelope for ``task_id`` from raw bytes (compact and full), or None."""
+    if raw is None:
+        return None
+    try:
+        meta = TaskMetadata.model_validate_json(raw)
+    except ValidationError:
+        return None
+    if meta.task_id != task_id or meta.task_type != _task_type(task_id):
+        return None
+    created_at = meta.created_at
+    record = MetadataRecord(
+        sort_instant(created_at),
+        created_at,
+        parse_parents(meta.input_params.get("source_tasks"), task_id),
+    )
+    return record, meta
+
+
+def list_task_folders(root: Path) -> list[tuple[str, str]]:
+    """``(task_id, path)`` of every real folder with a valid id under the type folders.
+
+    Like ``Workspace.iter_task_dirs`` plus the id check, with plain strings: at 100,000
+    folders, building ``Path`` objects alone costs a large share of the start-up budget.
+    """
+    found: list[tuple[str, str]] = []
+    for task_type in sorted(TASK_TYPES):
+        try:
+            entries = os.scandir(os.path.join(root, task_type))
+        except OSError:
+            continue
+        prefix = task_type + "#"
+        with entries:
+            for entry in entries:
+                name = entry.name
+                if (
+                    name.startswith(prefix)
+                    and TASK_ID_RE.fullmatch(name)
+                    and entry.is_dir(follow_symlinks=False)
+                ):
+                    found.append((name, entry.path))
+    return found
+
+
+def open_task_dir(task_dir: Path) -> int | None:
+    """A descriptor of the task folder, or None when it is missing or a symlink."""
+    try:
+        return os.open(task_dir, _DIR_FLAGS)
+    except OSError:
+        return None
+
+
+def read_record_bytes(dir_fd: int | None, name: str) -> bytes | None:
+    """A regular, non-symlinked file, whole; None otherwise or when oversized.
+
+    ``name`` is relative to ``dir_fd``, or a full path when ``dir_fd`` is None.
+    """
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
+            return None
+        return _read_all(fd, info.st_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int, size: int) -> bytes | None:
+    """The whole file: one read when it has not grown since ``fstat`` (the usual case)."""
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    total = len(data)
+    while chunk := os.read(fd, _READ_CHUNK):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_RECORD_BYTES:
+            return None
+    return b"".join(chunks)
+
+
+def read_folder(task_dir: Path, task_id: str) -> FolderRecords:
+    """Status and metadata of one task folder, each None when missing or invalid."""
+    dir_fd = open_task_dir(task_dir)
+    if dir_fd is None:
+        return FolderRecords(exists=False)
+    try:
+        return _records(
+            read_record_bytes(dir_fd, STATUS_FILE),
+            read_record_bytes(dir_fd, METADATA_FILE),
+            task_id,
+        )
+    finally:
+        os.close(dir_fd)
+
+
+def scan_folder(task_dir: str, task_id: str) -> FolderRecords:
+    """:func:`read_folder` for a folder a listing just found to be a real directory."""
+    return _records(
+        read_record_bytes(None, os.path.join(task_dir, STATUS_FILE)),
+        read_record_bytes(None, os.path.join(task_dir, METADATA_FILE)),
+        task_id,
+    )
+
+
+def _records(status_raw: bytes | None, metadata_raw: bytes | None, task_id: str) -> FolderRecords:
+    status = parse_status(status_raw, task_id)
+    metadata = parse_metadata(metadata_raw, task_id)
+    return FolderRecords(
+        exists=True,
+        status=status[0] if status else None,
+        metadata=metadata[0] if metadata else None,
+    )
+
+
+def read_one(task_dir: Path, name: str) -> tuple[bool, bytes | None]:
+    """``(folder exists, raw bytes of one record)``."""
+    dir_fd = open_task_dir(task_dir)
+    if dir_fd is None:
+        return False, None
+    try:
+        return True, read_record_bytes(dir_fd, name)
+    finally:
+        os.close(dir_fd)

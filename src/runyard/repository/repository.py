@@ -1,0 +1,323 @@
+"""TaskRepository: every task's status and metadata, indexed once and kept live."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from runyard.errors import InvalidInput, TaskNotFound
+from runyard.repository.graph import build_graph, build_relations, collect_component
+from runyard.repository.index import TaskIndex, decode_cursor, encode_cursor
+from runyard.repository.models import TaskContext, TaskGraph
+from runyard.repository.records import (
+    list_task_folders,
+    parse_metadata,
+    parse_status,
+    read_folder,
+    read_one,
+    scan_folder,
+)
+from runyard.repository.watcher import AUTO, FOLDER, WATCH_MODES, Changes, TaskWatcher
+from runyard.workspace.identity import TASK_TYPES, parse_task_id
+from runyard.workspace.layout import (
+    EVENTS_FILE,
+    METADATA_FILE,
+    RECORD_FILES,
+    STATUS_FILE,
+    Workspace,
+)
+from runyard.workspace.records import TaskMetadata, TaskState, TaskStatus
+
+log = logging.getLogger(__name__)
+
+ChangeCallback = Callable[[str, str], None]
+# Folder mtimes move in coarse ticks; anything modified this close to the scan is re-read.
+CATCH_UP_SLACK_NS = 1_000_000_000
+
+
+class TaskRepository:
+    """The index of every task's ``status.json`` and ``metadata.json``.
+
+    One scan at :meth:`start` builds it; filesystem events keep it live (see
+    :mod:`runyard.repository.watcher`). ``get`` / ``get_metadata`` read the file itself and
+    update the index; lists, graph and context answer from the index. Writers call
+    :meth:`refresh` after their own writes so their next read agrees at once::
+
+        repo = TaskRepository(Workspace.open(Path(".runyard"), Path("logs")))
+        repo.start()
+        page, cursor = repo.list_statuses(limit=50, state="running")
+        more, cursor = repo.list_statuses(limit=50, state="running", cursor=cursor)
+        repo.stop()
+
+    ``subscribe(callback)`` calls ``callback(task_id, file_name)`` from the watcher thread
+    after the index has taken in a change of ``status.json``, ``metadata.json`` or
+    ``events.jsonl`` (``file_name == ""``: the task folder was removed).
+    """
+
+    def __init__(self, workspace: Workspace, *, watch_mode: str = AUTO) -> None:
+        if watch_mode not in WATCH_MODES:
+            raise InvalidInput(f"watch_mode must be one of {', '.join(sorted(WATCH_MODES))}")
+        self.workspace = workspace
+        self._watch_mode = watch_mode
+        self._index = TaskIndex()
+        self._watcher: TaskWatcher | None = None
+        self._subscribers: list[ChangeCallback] = []
+        self._subscribers_lock = threading.Lock()
+        self._started = False
+
+    @property
+    def watch_mode(self) -> str:
+        """``recursive`` or ``sparse`` while watching, ``""`` otherwise."""
+        return self._watcher.mode if self._watcher is not None else ""
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __enter__(self) -> TaskRepository:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self, watch: bool = True) -> None:
+        """Scan the workspace once; with ``watch``, keep the index live from then on."""
+        if self._started:
+            return
+        self._index = TaskIndex()
+        if watch:
+            self._make_type_dirs()
+        since = time.time_ns()
+        folders = list_task_folders(self.workspace.root)
+        self._load(folders)
+        if watch:
+            self._watcher = TaskWatcher(self.workspace.root, self._on_changes, self._active_ids)
+            self._watcher.open(self._watch_mode, len(folders))
+            self._catch_up(since)
+            self._watcher.start()
+        self._started = True
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        self._started = False
+
+    def refresh(self, task_id: str) -> None:
+        """Re-read one task's records into the index now."""
+        self._refresh(task_id, self.workspace.task_dir(task_id))
+
+    def get(self, task_id: str) -> TaskStatus | None:
+        """The task's status read from its file now (None if missing or invalid)."""
+        task_dir = self.workspace.task_dir(task_id)
+        with self._index.lock:
+            exists, raw = read_one(task_dir, STATUS_FILE)
+            parsed = parse_status(raw, task_id)
+            current = self._index.statuses.get(task_id)
+            record = parsed[0] if parsed else None
+            changed = record != current and self._index.apply(task_id, status=record, exists=exists)
+        self._active_changed(changed)
+        return parsed[1] if parsed else None
+
+    def get_metadata(self, task_id: str) -> TaskMetadata | None:
+        """The task's metadata read from its file now (None if missing or invalid)."""
+        task_dir = self.workspace.task_dir(task_id)
+        with self._index.lock:
+            exists, raw = read_one(task_dir, METADATA_FILE)
+            parsed = parse_metadata(raw, task_id)
+            current = self._index.metadata.get(task_id)
+            record = parsed[0] if parsed else None
+            changed = record != current and self._index.apply(
+                task_id, metadata=record, exists=exists
+            )
+        self._active_changed(changed)
+        return parsed[1] if parsed else None
+
+    def peek(self, task_id: str) -> TaskStatus | None:
+        """The status as the index holds it, without reading the file."""
+        record = self._index.statuses.get(task_id)
+        return record.parse() if record is not None else None
+
+    def list_statuses(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        state: str | None = None,
+        task_type: str | None = None,
+    ) -> tuple[list[TaskStatus], str | None]:
+        """Statuses by created_at desc, then task_id desc; ``(page, next_cursor or None)``."""
+        if limit is not None and (isinstance(limit, bool) or limit < 1):
+            raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
+        after = decode_cursor(cursor) if cursor else None
+        found, last = self._index.page(_buckets(state, task_type), after, limit)
+        page = [record.parse() for _, record in found]
+        return page, (encode_cursor(last) if last is not None else None)
+
+    def list_ids(self) -> list[str]:
+        """Ids of tasks with a valid status, in :meth:`list_statuses` order."""
+        found, _ = self._index.page(_buckets(None, None), None, None)
+        return [task_id for task_id, _ in found]
+
+    def list_results(self) -> list[TaskMetadata]:
+        """Metadata of tasks that have it (each file read now), by created_at, task_id desc."""
+        with self._index.lock:
+            items = list(self._index.metadata.items())
+        items.sort(key=lambda item: (item[1].instant, item[0]), reverse=True)
+        found = (self.get_metadata(task_id) for task_id, _ in items)
+        return [metadata for metadata in found if metadata is not None]
+
+    def graph(self, task_id: str) -> TaskGraph:
+        """The lineage component of a task; TaskNotFound if it has no records."""
+        self._require(task_id)
+        return build_graph(collect_component(self._index, task_id), task_id)
+
+    def context(self, task_id: str) -> TaskContext:
+        """Records, paths and lineage of a task; TaskNotFound if it has no records."""
+        status = self.get(task_id)
+        metadata = self.get_metadata(task_id)
+        self._require(task_id)
+        nodes = collect_component(self._index, task_id)
+        return TaskContext(
+            task_id=task_id,
+            status=status,
+            metadata_exists=metadata is not None,
+            metadata_path=self.workspace.relative(self.workspace.metadata_path(task_id)),
+            log_path=(status.log_path or None) if status is not None else None,
+            graph=build_graph(nodes, task_id),
+            relations=build_relations(nodes, task_id),
+        )
+
+    def subscribe(self, callback: ChangeCallback) -> Callable[[], None]:
+        """Call ``callback(task_id, file_name)`` on every change; returns the unsubscribe."""
+        with self._subscribers_lock:
+            self._subscribers = [*self._subscribers, callback]
+
+        def unsubscribe() -> None:
+            with self._subscribers_lock:
+                remaining = list(self._subscribers)
+                if callback in remaining:
+                    remaining.remove(callback)
+                self._subscribers = remaining
+
+        return unsubscribe
+
+    def _require(self, task_id: str) -> None:
+        parse_task_id(task_id)
+        if not self._has_records(task_id):
+            self.refresh(task_id)
+            if not self._has_records(task_id):
+                raise TaskNotFound(task_id)
+
+    def _has_records(self, task_id: str) -> bool:
+        return task_id in self._index.statuses or task_id in self._index.metadata
+
+    def _make_type_dirs(self) -> None:
+        for task_type in TASK_TYPES:
+            try:
+                self.workspace.type_dir(task_type).mkdir(parents=True, exist_ok=True)
+            except OSError:
+                log.warning("cannot create %s; it is not watched", task_type)
+
+    def _load(self, folders: list[tuple[str, str]]) -> None:
+        with _gc_paused():
+            self._index.load((task_id, scan_folder(path, task_id)) for task_id, path in folders)
+
+    def _catch_up(self, since_ns: int) -> None:
+        """Take in what changed between the scan and the watches: folders that appeared or
+        went, and folders modified since (atomic record writes change the folder's mtime)."""
+        listed = dict(list_task_folders(self.workspace.root))
+        known = self._index.known_ids()
+        for task_id in known - listed.keys():
+            self._refresh(task_id, self.workspace.task_dir(task_id))
+        threshold = since_ns - CATCH_UP_SLACK_NS
+        for task_id, path in listed.items():
+            if task_id not in known or _mtime_ns(path) >= threshold:
+                self._refresh(task_id, Path(path))
+
+    def _refresh(self, task_id: str, task_dir: Path) -> bool:
+        with self._index.lock:
+            found = read_folder(task_dir, task_id)
+            self._active_changed(self._index.apply_folder(task_id, found))
+        return found.exists
+
+    def _active_ids(self) -> set[str]:
+        return self._index.active_ids()
+
+    def _active_changed(self, changed: bool) -> None:
+        if changed and self._watcher is not None:
+            self._watcher.request_resync()
+
+    def _on_changes(self, changes: Changes) -> None:
+        notices: list[tuple[str, str]] = []
+        for task_id, names in sorted(changes.items()):
+            notices.extend(self._take_change(task_id, names))
+        for task_id, name in notices:
+            self._notify(task_id, name)
+
+    def _take_change(self, task_id: str, names: set[str]) -> list[tuple[str, str]]:
+        task_dir = self.workspace.task_dir(task_id)
+        if names == {EVENTS_FILE}:
+            return [(task_id, EVENTS_FILE)]
+        if not self._refresh(task_id, task_dir):
+            return [(task_id, FOLDER)]
+        if FOLDER in names:
+            names = names | {name for name in RECORD_FILES if os.path.lexists(task_dir / name)}
+        return [(task_id, name) for name in sorted(names - {FOLDER})]
+
+    def _notify(self, task_id: str, name: str) -> None:
+        for callback in self._subscribers:
+            try:
+                callback(task_id, name)
+            except Exception:
+                log.exception("change subscriber failed for %s %s", task_id, name)
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Cyclic GC off while the index is built: it allocates only acyclic records, and
+    collections triggered by 100,000 allocations would double the build time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _buckets(state: str | None, task_type: str | None) -> list[tuple[str, str]]:
+    states = [s.value for s in TaskState] if state is None else [_state(state).value]
+    if task_type is not None and task_type not in TASK_TYPES:
+        raise InvalidInput(
+            f"Invalid task_type {task_type!r}: use one of {', '.join(sorted(TASK_TYPES))}"
+        )
+    types = [task_type] if task_type is not None else sorted(TASK_TYPES)
+    return [(kind, s) for kind in types for s in states]
+
+
+def _state(state: str) -> TaskState:
+    try:
+        return TaskState(state)
+    except ValueError as exc:
+        allowed = ", ".join(s.value for s in TaskState)
+        raise InvalidInput(f"Invalid state {state!r}: use one of {allowed}") from exc

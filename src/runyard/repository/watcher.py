@@ -1,0 +1,201 @@
+"""Filesystem events under the task type folders, turned into per-task changes.
+
+Two ways to watch, chosen when the repository starts:
+
+``recursive``
+    The type folders recursively: one inotify watch per folder (each task folder and its
+    subfolders). Every change anywhere is seen, including a finished task's folder rewritten
+    in place by another process. 100,000 task folders take ~100,000 watches of the per-user
+    budget (``fs.inotify.max_user_watches``; 192,536 on the reference machine) and ~1 s to
+    place.
+``sparse``
+    The type folders plus the folders of tasks that are not finished (or have no valid
+    record yet): watches grow with the active tasks, not with history. The watch set is
+    rebuilt when it changes (new watcher first, then the old one is drained, then the newly
+    watched folders are re-read, so nothing is lost in between). The price: a finished
+    task's folder rewritten in place by another process is seen at its next ``get`` /
+    ``refresh`` or when its folder is replaced, not at once.
+
+``auto`` takes ``recursive`` while the task folders fit in 80 % of the budget (the rest
+is left to other watchers of the same user) and ``sparse`` beyond, or when the kernel
+refuses the recursive watches. Events are grouped for at most ``DEBOUNCE_MS`` and handed
+over ``STEP_MS`` after the last one, so a change reaches subscribers within a few ms.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from watchfiles._rust_notify import RustNotify
+
+from runyard.workspace.identity import TASK_TYPES, is_task_id
+from runyard.workspace.layout import RECORD_FILES
+
+log = logging.getLogger(__name__)
+
+RECURSIVE = "recursive"
+SPARSE = "sparse"
+AUTO = "auto"
+WATCH_MODES = frozenset({AUTO, RECURSIVE, SPARSE})
+FOLDER = ""
+DEBOUNCE_MS = 15
+STEP_MS = 3
+SPARSE_RESYNC_MS = 50
+BUDGET_FILE = Path("/proc/sys/fs/inotify/max_user_watches")
+BUDGET_SHARE = 0.8
+BUDGET_RESERVE = 1024
+
+Changes = dict[str, set[str]]
+
+
+def watch_budget() -> int:
+    try:
+        return int(BUDGET_FILE.read_text())
+    except (OSError, ValueError):
+        return 8192
+
+
+def choose_mode(requested: str, task_folders: int) -> str:
+    if requested != AUTO:
+        return requested
+    fits = task_folders + BUDGET_RESERVE <= watch_budget() * BUDGET_SHARE
+    return RECURSIVE if fits else SPARSE
+
+
+class TaskWatcher:
+    """A thread that reports ``{task_id: {file names}}`` changes (``FOLDER`` for the folder)."""
+
+    def __init__(
+        self,
+        root: Path,
+        on_changes: Callable[[Changes], None],
+        active_ids: Callable[[], set[str]],
+    ) -> None:
+        self._root = os.path.abspath(root)
+        self._prefix = self._root + os.sep
+        self._on_changes = on_changes
+        self._active_ids = active_ids
+        self._stop = threading.Event()
+        self._resync = threading.Event()
+        self._notify: RustNotify | None = None
+        self._paths: frozenset[str] = frozenset()
+        self._thread: threading.Thread | None = None
+        self.mode = ""
+
+    def open(self, requested: str, task_folders: int) -> str:
+        """Place the watches (after the caller's scan: reading 100,000 watched folders would
+        flood the watcher with open events); the caller then re-reads what changed since."""
+        type_dirs = self._type_dirs()
+        mode = choose_mode(requested, task_folders)
+        if mode == RECURSIVE:
+            try:
+                self._notify = self._build(type_dirs, recursive=True)
+                self._paths = frozenset(type_dirs)
+            except OSError as exc:
+                log.warning("recursive watch refused (%s); watching active tasks only", exc)
+                mode = SPARSE
+        self.mode = mode
+        if mode == SPARSE:
+            self._paths = frozenset(type_dirs) | self._active_dirs().keys()
+            self._notify = self._build(sorted(self._paths), recursive=False)
+        return mode
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="runyard-repository", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = None
+
+    def request_resync(self) -> None:
+        """Tell a sparse watcher that the set of active tasks changed."""
+        if self.mode == SPARSE:
+            self._resync.set()
+
+    def _run(self) -> None:
+        timeout = SPARSE_RESYNC_MS if self.mode == SPARSE else 0
+        while not self._stop.is_set() and self._notify is not None:
+            if self._resync.is_set():
+                self._resync.clear()
+                self._rebuild()
+            result = self._notify.watch(DEBOUNCE_MS, STEP_MS, timeout, self._stop)
+            if isinstance(result, set):
+                self._dispatch(self.translate(result))
+
+    def _dispatch(self, changes: Changes) -> None:
+        if not changes:
+            return
+        try:
+            self._on_changes(changes)
+        except Exception:
+            log.exception("handling workspace changes failed")
+
+    def _active_dirs(self) -> dict[str, str]:
+        return {self._task_dir(task_id): task_id for task_id in self._active_ids()}
+
+    def _rebuild(self) -> None:
+        wanted = self._active_dirs()
+        paths = frozenset(self._type_dirs()) | wanted.keys()
+        if paths == self._paths or self._notify is None:
+            return
+        try:
+            fresh = self._build(sorted(paths), recursive=False)
+        except OSError as exc:
+            log.warning("could not rebuild the watch set (%s)", exc)
+            return
+        stale, self._notify = self._notify, fresh
+        leftover = stale.watch(1, 1, 1, None)
+        stale.close()
+        changes = self.translate(leftover) if isinstance(leftover, set) else {}
+        for path, task_id in wanted.items():
+            if path not in self._paths:
+                changes.setdefault(task_id, set()).add(FOLDER)
+        self._paths = paths
+        self._dispatch(changes)
+
+    def _build(self, paths: list[str], *, recursive: bool) -> RustNotify:
+        for _ in range(3):
+            try:
+                return RustNotify(paths, False, False, 0, recursive, True)
+            except FileNotFoundError:
+                paths = [path for path in paths if os.path.isdir(path)]
+        return RustNotify(paths, False, False, 0, recursive, True)
+
+    def _type_dirs(self) -> list[str]:
+        dirs = [os.path.join(self._root, task_type) for task_type in sorted(TASK_TYPES)]
+        return [path for path in dirs if os.path.isdir(path)]
+
+    def _task_dir(self, task_id: str) -> str:
+        return os.path.join(self._root, task_id.split("#", 1)[0], task_id)
+
+    def translate(self, raw: set[tuple[int, str]]) -> Changes:
+        """Group raw ``(change, path)`` events by task; other paths are dropped."""
+        changes: Changes = {}
+        for _, path in raw:
+            found = self._task_change(path)
+            if found is not None:
+                changes.setdefault(found[0], set()).add(found[1])
+        return changes
+
+    def _task_change(self, path: str) -> tuple[str, str] | None:
+        if not path.startswith(self._prefix):
+            return None
+        parts = path[len(self._prefix) :].split(os.sep)
+        if len(parts) < 2 or len(parts) > 3 or parts[0] not in TASK_TYPES:
+            return None
+        task_id = parts[1]
+        if not task_id.startswith(parts[0] + "#") or not is_task_id(task_id):
+            return None
+        if len(parts) == 2:
+            return task_id, FOLDER
+        return (task_id, parts[2]) if parts[2] in RECORD_FILES else None
