@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from runyard.errors import ConfigError
+from runyard.executors.kubernetes.settings import KubernetesSettings
 
 DEFAULT_ENV_ALLOWLIST = (
     "PATH",
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     agent_max_final_answer_bytes: int = Field(256 * 1024, ge=1024)
     agent_run_timeout_seconds: float = Field(3600.0, gt=0)
     agent_executor: str = Field("local", pattern="^(local|kubernetes)$")
+    kubernetes: KubernetesSettings | None = None
 
     @classmethod
     def settings_customise_sources(

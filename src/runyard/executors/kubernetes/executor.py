@@ -1,0 +1,210 @@
+"""The Kubernetes executor: one Job per run.
+
+    executor = KubernetesExecutor(settings.kubernetes)
+    handle = executor.launch(spec)   # Job created suspended, ConfigMap/Secret owned, resumed
+    executor.poll(handle)            # None while pending or running, else KubernetesExitInfo
+    executor.cancel(handle, 5.0)     # Job and pod deleted, grace period honoured
+    executor.cleanup(handle)         # log copying stopped
+    executor.sweep(active_run_ids)   # leftovers of finished or unknown runs deleted
+
+``handle.data`` holds only JSON values (namespace, Job name and uid, run id, log path and
+offset, and once known the exit), so a handle stored by the caller and rebuilt after a
+restart polls and cancels as before; the first poll resumes copying the pod log.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runyard.errors import ConfigError, ExecutorError
+from runyard.executors.base import Handle, LaunchSpec
+from runyard.executors.kubernetes.api import KubeApi, api_client_from_settings
+from runyard.executors.kubernetes.logs import LogFollower
+from runyard.executors.kubernetes.manifests import (
+    RESUME_PATCH,
+    RunManifests,
+    build_manifests,
+    owned_by,
+    split_package_mount,
+)
+from runyard.executors.kubernetes.names import managed_selector, run_id_of
+from runyard.executors.kubernetes.package import PackageFiles, read_package
+from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.executors.kubernetes.status import KubernetesExitInfo, job_outcome, vanished
+from runyard.executors.kubernetes.sweeper import Swept, sweep_leftovers
+from runyard.executors.local import open_log
+
+if TYPE_CHECKING:
+    from runyard.config import Settings
+
+_HANDLE_KEYS = ("namespace", "job_name", "job_uid", "run_id", "log_path", "log_offset")
+
+
+def _log_size(path: Path) -> int:
+    """Create ``path`` (and its folder) if needed; answer its size."""
+    try:
+        fd = open_log(path)
+    except OSError as exc:
+        raise ExecutorError(f"Cannot open log file {path}: {exc}") from exc
+    try:
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def _ref(handle: Handle) -> dict[str, Any]:
+    missing = [key for key in _HANDLE_KEYS if key not in handle.data]
+    if missing:
+        raise ExecutorError(
+            f"Handle {handle.id} was not launched by the Kubernetes executor "
+            f"(missing {', '.join(missing)})"
+        )
+    return handle.data
+
+
+class KubernetesExecutor:
+    """Run each worker as a Kubernetes Job; see ``docs/kubernetes.md``."""
+
+    name = "kubernetes"
+
+    def __init__(self, settings: KubernetesSettings, api_client: Any | None = None) -> None:
+        self.settings = settings
+        client = api_client if api_client is not None else api_client_from_settings(settings)
+        self._api = KubeApi(client, settings.request_timeout_seconds)
+        self._followers: dict[str, LogFollower] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KubernetesExecutor:
+        if settings.kubernetes is None:
+            raise ConfigError(
+                "The Kubernetes executor needs a 'kubernetes:' settings block "
+                "(at least kubernetes.image)"
+            )
+        return cls(settings.kubernetes)
+
+    @property
+    def namespace(self) -> str:
+        return self.settings.namespace
+
+    def launch(self, spec: LaunchSpec) -> Handle:
+        run_id = run_id_of(spec.labels)
+        manifests = build_manifests(spec, self.settings, run_id, self._package(spec))
+        log_offset = _log_size(spec.log_path)
+        job = self._api.create("Job", self.namespace, manifests.job)
+        uid = str(job["metadata"]["uid"])
+        try:
+            self._create_dependents(manifests, uid)
+            self._api.patch_job(self.namespace, manifests.name, RESUME_PATCH)
+        except ExecutorError:
+            self._api.delete("Job", self.namespace, manifests.name, propagation="Background")
+            raise
+        data = {
+            "namespace": self.namespace, "job_name": manifests.name, "job_uid": uid,
+            "run_id": run_id, "log_path": str(spec.log_path), "log_offset": log_offset,
+        }
+        handle = Handle(id=f"{self.namespace}/{manifests.name}", labels=dict(spec.labels),
+                        data=data)
+        self._follow(handle)
+        return handle
+
+    def _package(self, spec: LaunchSpec) -> PackageFiles | None:
+        mount, _ = split_package_mount(spec.mounts)
+        folder = mount.host_path if mount is not None else self.settings.package_dir
+        return None if folder is None else read_package(folder)
+
+    def _create_dependents(self, manifests: RunManifests, job_uid: str) -> None:
+        for dependent in manifests.dependents:
+            owned = owned_by(dependent, manifests.name, job_uid)
+            self._api.create(dependent["kind"], self.namespace, owned)
+
+    def _follow(self, handle: Handle) -> None:
+        ref = _ref(handle)
+        with self._lock:
+            if handle.id in self._followers:
+                return
+            log_path = Path(ref["log_path"])
+            copied = max(0, _log_size(log_path) - int(ref["log_offset"]))
+            follower = LogFollower(
+                self._api, ref["namespace"], ref["run_id"], log_path, copied=copied,
+                retry_seconds=self.settings.log_retry_seconds,
+                idle_timeout=self.settings.log_idle_timeout_seconds,
+            )
+            self._followers[handle.id] = follower
+        follower.start()
+
+    def poll(self, handle: Handle) -> KubernetesExitInfo | None:
+        known = handle.data.get("exit")
+        if known is not None:
+            return KubernetesExitInfo(int(known["exit_code"]), str(known["reason"]))
+        ref = _ref(handle)
+        job = self._api.read_job(ref["namespace"], ref["job_name"])
+        if job is None or job["metadata"].get("uid") != ref["job_uid"]:
+            info = vanished(bool(ref.get("cancelled")))
+        else:
+            self._follow(handle)
+            pods = self._api.list("Pod", ref["namespace"], managed_selector(ref["run_id"]))
+            outcome = job_outcome(
+                job, pods, datetime.now(UTC), self.settings.image_pull_grace_seconds
+            )
+            if outcome is None:
+                return None
+            if outcome.stop_job:
+                self._api.delete("Job", ref["namespace"], ref["job_name"],
+                                 propagation="Background")
+            info = outcome.info
+        self._drain_log(handle)
+        handle.data["exit"] = {"exit_code": info.exit_code, "reason": info.reason}
+        return info
+
+    def _drain_log(self, handle: Handle) -> None:
+        with self._lock:
+            follower = self._followers.get(handle.id)
+        if follower is not None:
+            follower.finish(self.settings.log_drain_seconds)
+
+    def cancel(self, handle: Handle, grace_seconds: float = 5.0) -> None:
+        """Delete the Job (with the configured propagation) and its pod.
+
+        The grace period of a Job's deletion does not reach its pods, so the pod is also
+        deleted directly with ``gracePeriodSeconds`` = ``grace_seconds``.
+        """
+        ref = _ref(handle)
+        grace = max(0, math.ceil(grace_seconds))
+        handle.data["cancelled"] = True
+        self._api.delete("Job", ref["namespace"], ref["job_name"],
+                         propagation=self.settings.propagation_policy, grace_seconds=grace)
+        for pod in self._api.list("Pod", ref["namespace"], managed_selector(ref["run_id"])):
+            self._api.delete("Pod", ref["namespace"], pod["metadata"]["name"],
+                             grace_seconds=grace)
+
+    def cleanup(self, handle: Handle) -> None:
+        """Stop copying the pod log (after draining it when the run has ended)."""
+        with self._lock:
+            follower = self._followers.pop(handle.id, None)
+        if follower is None:
+            return
+        if "exit" in handle.data:
+            follower.finish(self.settings.log_drain_seconds)
+        follower.stop()
+
+    def sweep(self, active_run_ids: Collection[str], min_age_seconds: float = 300.0) -> list[Swept]:
+        """Delete leftovers of runs not in ``active_run_ids`` (see :mod:`.sweeper`)."""
+        return sweep_leftovers(
+            self._api, self.namespace, active_run_ids, min_age_seconds=min_age_seconds
+        )
+
+    def close(self) -> None:
+        """Stop every log follower and close the API client."""
+        with self._lock:
+            followers = list(self._followers.values())
+            self._followers.clear()
+        for follower in followers:
+            follower.stop()
+        self._api.close()

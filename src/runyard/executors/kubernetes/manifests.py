@@ -1,0 +1,209 @@
+"""Pure builders of the objects one run needs: a suspended Job and what it owns.
+
+    manifests = build_manifests(spec, settings, package)
+    manifests.job                  # batch/v1 Job, spec.suspend = True
+    manifests.dependents           # ConfigMap / Secret / NetworkPolicy, created after the Job
+    owned_by(manifests.dependents[0], job_name, job_uid)   # with ownerReferences to the Job
+
+No secret value appears in the Job: secret variables are ``secretKeyRef`` entries and stdin
+is a Secret key mounted as a file. Everything here is plain dicts, ready for the API.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from runyard.executors.base import LaunchSpec, Mount
+from runyard.executors.kubernetes import container as ctr
+from runyard.executors.kubernetes.names import (
+    CONTAINER_NAME,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PACKAGE_TARGET,
+    RUN_ID_LABEL,
+    STDIN_DIR,
+    STDIN_KEY,
+    TMP_TARGET,
+    resource_name,
+    split_labels,
+)
+from runyard.executors.kubernetes.package import PackageFiles
+from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.executors.kubernetes.volumes import plan_volumes
+
+RESUME_PATCH: dict[str, Any] = {"spec": {"suspend": False}}
+
+
+@dataclass(frozen=True)
+class RunManifests:
+    run_id: str
+    name: str
+    job: dict[str, Any]
+    dependents: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Meta:
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+    def render(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": self.name, "labels": dict(self.labels)}
+        if self.annotations:
+            meta["annotations"] = dict(self.annotations)
+        return meta
+
+
+def split_package_mount(mounts: list[Mount]) -> tuple[Mount | None, list[Mount]]:
+    """The mount targeting ``/opt/agent/package`` (shipped as a ConfigMap) and the rest."""
+    package = [m for m in mounts if m.target == PACKAGE_TARGET]
+    return (package[0] if package else None), [m for m in mounts if m.target != PACKAGE_TARGET]
+
+
+def _metadata(spec: LaunchSpec, run_id: str) -> _Meta:
+    labels, annotations = split_labels(spec.labels)
+    labels.update({MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: run_id})
+    return _Meta(resource_name(run_id), labels, annotations)
+
+
+def _special_volumes(
+    meta: _Meta, package: PackageFiles | None, stdin: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": TMP_TARGET}]
+    if package is not None:
+        source = {"name": meta.name, "items": package.items, "defaultMode": 0o444}
+        volumes.append({"name": "agent-package", "configMap": source})
+        mounts.append({"name": "agent-package", "mountPath": PACKAGE_TARGET, "readOnly": True})
+    if stdin:
+        items = [{"key": STDIN_KEY, "path": STDIN_KEY}]
+        source = {"secretName": meta.name, "items": items, "defaultMode": 0o440}
+        volumes.append({"name": "runyard-stdin", "secret": source})
+        mounts.append({"name": "runyard-stdin", "mountPath": STDIN_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _container(
+    spec: LaunchSpec, settings: KubernetesSettings, env: ctr.EnvSplit, meta: _Meta
+) -> dict[str, Any]:
+    stdin = bool(spec.stdin)
+    body: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": settings.image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ctr.command(spec.argv, stdin, settings),
+        "env": ctr.env_entries(env, meta.name, stdin),
+        "securityContext": ctr.container_security_context(),
+    }
+    limits = ctr.resources(spec.limits)
+    if limits:
+        body["resources"] = limits
+    return body
+
+
+def _pod_spec(
+    spec: LaunchSpec, settings: KubernetesSettings, package: PackageFiles | None, meta: _Meta
+) -> dict[str, Any]:
+    env = ctr.split_env(spec.env, settings)
+    _, workspace_mounts = split_package_mount(spec.mounts)
+    planned = plan_volumes(workspace_mounts, settings, spec.cwd)
+    volumes, mounts = _special_volumes(meta, package, bool(spec.stdin))
+    worker = _container(spec, settings, env, meta)
+    worker["volumeMounts"] = mounts + planned.volume_mounts
+    if planned.working_dir is not None:
+        worker["workingDir"] = planned.working_dir
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+        "securityContext": ctr.pod_security_context(settings),
+        "containers": [worker],
+        "volumes": volumes + planned.volumes,
+    }
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    if settings.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    return pod
+
+
+def job_manifest(
+    spec: LaunchSpec, settings: KubernetesSettings, package: PackageFiles | None, meta: _Meta
+) -> dict[str, Any]:
+    job_spec: dict[str, Any] = {
+        "suspend": True,
+        "backoffLimit": 0,
+        "template": {
+            "metadata": {k: v for k, v in meta.render().items() if k != "name"},
+            "spec": _pod_spec(spec, settings, package, meta),
+        },
+    }
+    if spec.limits.timeout_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = max(1, math.ceil(spec.limits.timeout_seconds))
+    if settings.ttl_seconds_after_finished is not None:
+        job_spec["ttlSecondsAfterFinished"] = settings.ttl_seconds_after_finished
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta.render(), "spec": job_spec}
+
+
+def config_map_manifest(meta: _Meta, package: PackageFiles) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": meta.render(), "immutable": True
+    }
+    if package.data:
+        body["data"] = dict(package.data)
+    if package.binary_data:
+        body["binaryData"] = dict(package.binary_data)
+    return body
+
+
+def secret_manifest(meta: _Meta, data: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Secret", "metadata": meta.render(),
+        "type": "Opaque", "immutable": True, "data": data,
+    }
+
+
+def network_policy_manifest(meta: _Meta) -> dict[str, Any]:
+    """Deny all ingress and egress of the run's pod (enforced where the CNI supports it)."""
+    selected = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: meta.labels[RUN_ID_LABEL]}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta.render(),
+        "spec": {"podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress", "Egress"]},
+    }
+
+
+def build_manifests(
+    spec: LaunchSpec, settings: KubernetesSettings, run_id: str, package: PackageFiles | None
+) -> RunManifests:
+    """The Job (suspended) and its dependents for one run; ``package`` is already read."""
+    meta = _metadata(spec, run_id)
+    job = job_manifest(spec, settings, package, meta)
+    dependents: list[dict[str, Any]] = []
+    if package is not None:
+        dependents.append(config_map_manifest(meta, package))
+    secrets = ctr.split_env(spec.env, settings).secret
+    if secrets or spec.stdin:
+        dependents.append(secret_manifest(meta, ctr.secret_data(secrets, spec.stdin)))
+    if not spec.network and settings.network_policy:
+        dependents.append(network_policy_manifest(meta))
+    return RunManifests(run_id, meta.name, job, dependents)
+
+
+def owner_reference(job_name: str, job_uid: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job_uid}
+
+
+def owned_by(manifest: dict[str, Any], job_name: str, job_uid: str) -> dict[str, Any]:
+    """A copy of ``manifest`` that Kubernetes' garbage collector deletes with the Job."""
+    owned = copy.deepcopy(manifest)
+    owned["metadata"]["ownerReferences"] = [owner_reference(job_name, job_uid)]
+    return owned

@@ -1,0 +1,99 @@
+"""The Kubernetes executor's settings: the ``kubernetes:`` block of ``runyard.yaml``.
+
+Example::
+
+    agent_executor: kubernetes
+    kubernetes:
+      namespace: runyard
+      image: ghcr.io/example/agent-runtime:1.4
+      volume_mode: pvc
+      pvc_name: runyard-data
+      pvc_host_root: /srv/runyard      # where that claim is mounted on the runyard host
+      run_as_user: 1000
+      run_as_group: 1000
+
+Environment variables reach it through the nested delimiter, e.g.
+``RUNYARD_KUBERNETES__IMAGE=...``. This module does not import the ``kubernetes`` client.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_SECRET_ENV = (
+    "RUNYARD_TOKEN",
+    "*_TOKEN",
+    "*_SECRET",
+    "*_SECRET_KEY",
+    "*_PASSWORD",
+    "*_API_KEY",
+    "*_CREDENTIALS",
+)
+DEFAULT_HOST_ENV = ("PATH", "HOME", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "SYSTEMROOT")
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+class KubernetesSettings(BaseModel):
+    """How runs become Jobs. Every field is documented in ``docs/kubernetes.md``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # where and how to reach the cluster
+    namespace: str = Field("default", pattern=K8S_NAME)
+    kubeconfig: Path | None = None
+    context: str | None = None
+    in_cluster: bool | None = None
+    request_timeout_seconds: float = Field(30.0, gt=0)
+
+    # what runs
+    image: str = Field(min_length=1)
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    image_pull_secrets: list[str] = Field(default_factory=list)
+    service_account: str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    package_dir: Path | None = None
+    stdin_shell: str | None = "/bin/sh"
+
+    # lifetime
+    ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+    termination_grace_seconds: int = Field(30, ge=0)
+    propagation_policy: Literal["Foreground", "Background"] = "Foreground"
+    image_pull_grace_seconds: float = Field(60.0, ge=0)
+
+    # files and identity
+    volume_mode: Literal["hostPath", "pvc"] = "hostPath"
+    pvc_name: str | None = None
+    pvc_host_root: Path | None = None
+    run_as_user: int = Field(1000, ge=0)
+    run_as_group: int = Field(1000, ge=0)
+    fs_group: int | None = Field(None, ge=0)
+
+    # environment and network
+    secret_env: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_ENV))
+    host_env: list[str] = Field(default_factory=lambda: list(DEFAULT_HOST_ENV))
+    network_policy: bool = True
+
+    # log copying
+    log_retry_seconds: float = Field(1.0, gt=0)
+    log_idle_timeout_seconds: float = Field(600.0, gt=0)
+    log_drain_seconds: float = Field(10.0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KubernetesSettings:
+        if self.volume_mode == "pvc" and (self.pvc_name is None or self.pvc_host_root is None):
+            raise ValueError(
+                "volume_mode 'pvc' needs pvc_name (the claim) and pvc_host_root (the folder "
+                "where that claim's root is mounted on the runyard host)"
+            )
+        if self.pvc_host_root is not None and not self.pvc_host_root.is_absolute():
+            raise ValueError(f"pvc_host_root must be an absolute path, not {self.pvc_host_root}")
+        if self.in_cluster and (self.kubeconfig is not None or self.context is not None):
+            raise ValueError("in_cluster: true cannot be combined with kubeconfig or context")
+        return self
+
+    @property
+    def effective_fs_group(self) -> int:
+        return self.run_as_group if self.fs_group is None else self.fs_group
