@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     agent_run_timeout_seconds: float = Field(3600.0, gt=0)
     agent_executor: str = Field("local", pattern="^(local|kubernetes)$")
     kubernetes: KubernetesSettings | None = None
+    agent_python: Path | None = None
 
     @classmethod
     def settings_customise_sources(

@@ -1,0 +1,216 @@
+"""Sessions, uploads and mount grants: the records a client creates before it runs anything."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from runyard.agents.errors import AgentForbidden, AgentInvalid, AgentNotFound, SessionClosed
+from runyard.agents.grants import parse_access, resolve_grant_path
+from runyard.agents.layout import AgentLayout, Ownership
+from runyard.agents.models import (
+    Artifact,
+    MountGrant,
+    Page,
+    Session,
+    SessionState,
+    SessionStatus,
+    new_id,
+)
+from runyard.agents.names import (
+    check_file_name,
+    check_grant_name,
+    check_relative_path,
+    check_title,
+    media_type_for,
+    placement_name,
+)
+from runyard.agents.store import AgentStore
+from runyard.agents.tokens import RunScope
+from runyard.agents.uploads import ReceivedUpload, UploadSink
+from runyard.config import Settings
+from runyard.workspace.records import utcnow
+
+MAX_PAGE = 1000
+
+
+def check_limit(limit: int | None, default: int = 100) -> int:
+    if limit is None:
+        return default
+    if not 1 <= limit <= MAX_PAGE:
+        raise AgentInvalid(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    return limit
+
+
+def visible(scope: RunScope | None, session_id: str) -> bool:
+    return scope is None or scope.allows_session(session_id)
+
+
+def check_scope(scope: RunScope | None, session_id: str) -> None:
+    """A run token reaches only its own session; others look like they do not exist."""
+    if not visible(scope, session_id):
+        raise AgentNotFound("session", session_id)
+
+
+class Catalog:
+    def __init__(
+        self, settings: Settings, layout: AgentLayout, store: AgentStore, owner: Ownership
+    ) -> None:
+        self.settings = settings
+        self.layout = layout
+        self.store = store
+        self.owner = owner
+
+    # sessions
+    def create_session(self, title: str | None, scope: RunScope | None = None) -> Session:
+        if scope is not None:
+            raise AgentForbidden("A run token may not create sessions")
+        now = utcnow()
+        session = Session(new_id("ses"), check_title(title), SessionStatus.OPEN, now, now)
+        self.store.create_session(session)
+        return session
+
+    def session(self, session_id: str, scope: RunScope | None = None) -> Session:
+        check_scope(scope, session_id)
+        session = self.store.get_session(session_id)
+        if session is None:
+            raise AgentNotFound("session", session_id)
+        return session
+
+    def session_state(self, session_id: str, scope: RunScope | None = None) -> SessionState:
+        """Where the session's ``/workspace/state`` lives; it exists from its first run on."""
+        self.session(session_id, scope)
+        state = self.store.get_session_state(session_id)
+        if state is None:
+            raise AgentNotFound("session state (the session has not run yet) for", session_id)
+        return state
+
+    def writable_session(self, session_id: str, action: str, scope: RunScope | None) -> Session:
+        session = self.session(session_id, scope)
+        if not session.writable:
+            raise SessionClosed(session_id, action)
+        return session
+
+    def list_sessions(
+        self, limit: int | None, cursor: str | None, scope: RunScope | None = None
+    ) -> Page:
+        if scope is not None:
+            return Page([self.session(scope.session_id)])
+        return self.store.list_sessions(check_limit(limit), cursor)
+
+    def set_status(
+        self, session_id: str, status: SessionStatus, scope: RunScope | None = None
+    ) -> Session:
+        self.session(session_id, scope)
+        updated = self.store.set_session_status(session_id, status, utcnow())
+        assert updated is not None
+        return updated
+
+    # uploads
+    def open_upload(self, fields: dict[str, str], scope: RunScope | None) -> UploadSink:
+        """Called when the file part starts: refuse early what is already known to be wrong."""
+        session_id = fields.get("sessionId")
+        if session_id is not None:
+            self.writable_session(session_id, "upload files", scope)
+        if "relativePath" in fields:
+            check_relative_path(fields["relativePath"])
+        return UploadSink(self.layout.uploads, self.settings.upload_max_bytes)
+
+    def finish_upload(self, received: ReceivedUpload, scope: RunScope | None) -> Artifact:
+        """Validate the whole form, then move the file in place and record it."""
+        try:
+            artifact = self._artifact_for(received, scope)
+            final = self.layout.upload_path(artifact.stored_name)
+            os.chmod(received.sink.path, 0o640)
+            if self.owner.gid is not None:
+                os.chown(received.sink.path, -1, self.owner.gid)
+            os.rename(received.sink.path, final)
+        except BaseException:
+            received.sink.discard()
+            raise
+        try:
+            self.store.add_artifact(artifact)
+        except BaseException:
+            final.unlink(missing_ok=True)
+            raise
+        return artifact
+
+    def _artifact_for(self, received: ReceivedUpload, scope: RunScope | None) -> Artifact:
+        session_id = received.fields.get("sessionId", "")
+        if not session_id:
+            raise AgentInvalid("The upload has no sessionId field")
+        self.writable_session(session_id, "upload files", scope)
+        file_name = check_file_name(received.file_name)
+        relative_path = check_relative_path(received.fields.get("relativePath"))
+        artifact_id = new_id("art")
+        return Artifact(
+            id=artifact_id,
+            session_id=session_id,
+            file_name=file_name,
+            relative_path=relative_path,
+            size=received.sink.size,
+            sha256=received.sink.sha256,
+            media_type=media_type_for(file_name, received.content_type),
+            created_at=utcnow(),
+            stored_name=placement_name(artifact_id, file_name),
+        )
+
+    def artifact(self, artifact_id: str, scope: RunScope | None = None) -> Artifact:
+        artifact = self.store.get_artifact(artifact_id)
+        if artifact is None or not visible(scope, artifact.session_id):
+            raise AgentNotFound("artifact", artifact_id)
+        return artifact
+
+    def artifact_file(self, artifact: Artifact) -> Path:
+        return self.layout.upload_path(artifact.stored_name)
+
+    def list_artifacts(
+        self, session_id: str, limit: int | None, cursor: str | None, scope: RunScope | None
+    ) -> Page:
+        self.session(session_id, scope)
+        return self.store.list_artifacts(session_id, check_limit(limit), cursor)
+
+    def sweep_partial_uploads(self) -> int:
+        """Remove temp files of uploads a previous server did not finish."""
+        removed = 0
+        for entry in os.scandir(self.layout.uploads):
+            if entry.name.startswith(".partial-"):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    removed += 1
+        return removed
+
+    # mount grants
+    def create_grant(
+        self, session_id: str, name: str, host_path: str, access: object, scope: RunScope | None
+    ) -> MountGrant:
+        self.writable_session(session_id, "add mount grants", scope)
+        grant = MountGrant(
+            id=new_id("mnt"),
+            session_id=session_id,
+            name=check_grant_name(name),
+            host_path=str(resolve_grant_path(host_path, self.settings.allowed_mount_roots)),
+            access=parse_access(access),
+            created_at=utcnow(),
+        )
+        self.store.add_grant(grant)
+        return grant
+
+    def grant(self, grant_id: str, scope: RunScope | None = None) -> MountGrant:
+        grant = self.store.get_grant(grant_id)
+        if grant is None or not visible(scope, grant.session_id):
+            raise AgentNotFound("mount grant", grant_id)
+        return grant
+
+    def list_grants(
+        self, session_id: str, limit: int | None, cursor: str | None, scope: RunScope | None
+    ) -> Page:
+        self.session(session_id, scope)
+        return self.store.list_grants(session_id, check_limit(limit), cursor)
+
+    def revoke_grant(self, grant_id: str, scope: RunScope | None = None) -> MountGrant:
+        self.grant(grant_id, scope)
+        revoked = self.store.revoke_grant(grant_id)
+        assert revoked is not None
+        return revoked

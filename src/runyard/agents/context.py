@@ -1,0 +1,116 @@
+"""``in/run-context.json``: what a run is told about its session, inputs and environment.
+
+Paths in it are relative to the workspace root (``/workspace`` in the sandbox,
+``$RUNYARD_WORKSPACE`` always). ``history`` holds the turns before this run; the new
+prompt is ``userPrompt``; ``latestRunId`` is the session's run before this one.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from runyard.agents.launch import RunView, SandboxChoice
+from runyard.agents.layout import Ownership
+from runyard.agents.models import Artifact, HistoryEntry, MountGrant, Run, to_wire
+
+CONTEXT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PlacedInput:
+    artifact: Artifact
+    relative: str  # under in/
+    placement: str  # reflink | hardlink | copy
+
+
+def input_entry(placed: PlacedInput) -> dict[str, Any]:
+    artifact = placed.artifact
+    return {
+        "id": artifact.id,
+        "fileName": artifact.file_name,
+        "relativePath": artifact.relative_path,
+        "path": f"in/{placed.relative}",
+        "size": artifact.size,
+        "sha256": artifact.sha256,
+        "mediaType": artifact.media_type,
+        "placement": placed.placement,
+        "readOnly": placed.placement == "hardlink",
+    }
+
+
+def built_in_tools(view: RunView) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "runyard-jobs",
+            "description": (
+                "The Task Job API of this runyard: POST /jobs/<name> with "
+                '{"arguments": {...}} (submit, status, wait_task, read_task_log, ...)'
+            ),
+            "transport": "http+unix",
+            "socket": view.api_socket,
+            "socketEnv": "RUNYARD_API_SOCKET",
+            "tokenEnv": "RUNYARD_API_TOKEN",
+            "baseUrl": "http://runyard",
+            "paths": {"jobs": "/jobs", "agentApi": "/api/v1"},
+        }
+    ]
+
+
+def env_facts(
+    view: RunView, choice: SandboxChoice, owner: Ownership, network: bool, python: str
+) -> dict[str, Any]:
+    sandboxed = view.isolation == "bwrap"
+    facts: dict[str, Any] = {
+        "isolation": view.isolation,
+        "sandboxed": sandboxed,
+        "pidNamespace": sandboxed,
+        "network": network if sandboxed else True,
+        "mountAccessEnforced": sandboxed,
+        "hostWritable": "only /workspace" if sandboxed else "anything the run user may write",
+        "workspace": view.workspace,
+        "packageDir": view.package_dir,
+        "stateDir": view.path("state"),
+        "apiSocket": view.api_socket,
+        "uid": owner.effective_uid,
+        "gid": owner.effective_gid,
+        "python": python,
+        "platform": f"{platform.system()}-{platform.machine()}",
+        "pythonVersion": ".".join(map(str, sys.version_info[:3])),
+    }
+    if choice.reason:
+        facts["sandboxUnavailable"] = choice.reason
+    return facts
+
+
+def run_context(
+    run: Run,
+    *,
+    history: list[HistoryEntry],
+    latest_run_id: str | None,
+    package: dict[str, str],
+    view: RunView,
+    facts: dict[str, Any],
+    inputs: list[PlacedInput],
+    grants: list[MountGrant],
+) -> dict[str, Any]:
+    return {
+        "version": CONTEXT_VERSION,
+        "runId": run.id,
+        "sessionId": run.session_id,
+        "latestRunId": latest_run_id,
+        "history": to_wire(history),
+        "package": package,
+        "builtInTools": built_in_tools(view),
+        "envFacts": facts,
+        "inputArtifacts": [input_entry(placed) for placed in inputs],
+        "mounts": [
+            {"name": g.name, "path": f"mounts/{g.name}", "access": g.access.value} for g in grants
+        ],
+        "paths": {"in": "in", "out": "out", "tmp": "tmp", "state": "state"},
+        "finalAnswer": "out/final-answer.md",
+        "systemPrompt": run.system_prompt,
+        "userPrompt": run.user_prompt,
+    }

@@ -1,0 +1,182 @@
+"""How a run is started: the sandbox choice, what the run sees, and the final LaunchSpec.
+
+With bubblewrap the run sees the pod layout::
+
+    /workspace/in  /workspace/out  /workspace/tmp   (also /tmp)   read-write
+    /workspace/in/<hard-linked input>                             read-only
+    /workspace/state                                               the session's state folder
+    /workspace/mounts/<grant name>                                 ro or rw, as granted
+    /opt/agent/package                                             read-only
+    /run/runyard/api.sock                                          the runyard API
+
+Without it the run is a plain process: ``$RUNYARD_WORKSPACE`` is the run's own folder,
+holding ``in``, ``out``, ``tmp`` and the links ``state`` and ``mounts/<name>``, so the same
+relative paths work. Either way a small shell records the exit code in the run folder, so
+a run that ends while the server is down still reports how it ended.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from runyard.agents.layout import Ownership
+from runyard.config import Settings
+from runyard.errors import ConfigError
+from runyard.executors.base import LaunchSpec, Limits, Mount
+from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
+
+SANDBOX_WORKSPACE = "/workspace"
+SANDBOX_PACKAGE = "/opt/agent/package"
+SANDBOX_SOCKET_DIR = "/run/runyard"
+EXIT_RECORDER = 'f=$1; shift; umask 007; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class SandboxChoice:
+    """``bwrap`` or ``none``, and why ``none`` when bubblewrap was wanted or missing."""
+
+    mode: str
+    bwrap: str | None = None
+    reason: str = ""
+    required: bool = False
+
+
+def user_prefix(owner: Ownership) -> list[str]:
+    """``setpriv`` to the run user when runs execute as another user than the server."""
+    if not owner.differs:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise ConfigError("agent_run_uid/agent_run_gid need setpriv (util-linux) installed")
+    uid, gid = owner.effective_uid, owner.effective_gid
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
+
+
+def choose_sandbox(settings: Settings, owner: Ownership) -> SandboxChoice:
+    if settings.agent_sandbox == "none":
+        return SandboxChoice("none", reason="agent_sandbox is 'none'")
+    bwrap = find_bwrap()
+    problem = probe_bwrap(bwrap, user_prefix(owner))
+    required = settings.agent_sandbox == "bwrap"
+    if problem is not None:
+        return SandboxChoice("none", bwrap, problem, required)
+    return SandboxChoice("bwrap", bwrap, "", required)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Paths as the run sees them."""
+
+    isolation: str
+    workspace: str
+    package_dir: str
+    api_socket: str
+
+    def path(self, relative: str) -> str:
+        return f"{self.workspace}/{relative}"
+
+
+@dataclass
+class RunPlan:
+    """Everything the launch of one run needs (host paths unless said otherwise)."""
+
+    run_id: str
+    session_id: str
+    run_dir: Path
+    state_dir: Path
+    package_dir: Path
+    socket_path: Path
+    log_path: Path
+    exit_file: Path
+    argv: list[str]
+    env: dict[str, str]
+    read_only_inputs: list[str] = field(default_factory=list)
+    grants: list[tuple[str, Path, bool]] = field(default_factory=list)
+    python_root: str | None = None
+    network: bool = False
+
+
+def view_for(choice: SandboxChoice, plan_dir: Path, package_dir: Path, socket: Path) -> RunView:
+    if choice.mode == "bwrap":
+        socket_inside = f"{SANDBOX_SOCKET_DIR}/{socket.name}"
+        return RunView("bwrap", SANDBOX_WORKSPACE, SANDBOX_PACKAGE, socket_inside)
+    return RunView("none", str(plan_dir), str(package_dir), str(socket))
+
+
+def run_env(settings: Settings, view: RunView, extra: dict[str, str]) -> dict[str, str]:
+    """The run's environment: allow-listed host variables (plain runs), then runyard's."""
+    env: dict[str, str] = {}
+    if view.isolation == "none":
+        env.update({k: os.environ[k] for k in settings.env_allowlist if k in os.environ})
+    else:
+        env["PATH"] = SANDBOX_PATH
+    env.update(settings.worker_env)
+    tmp = view.path("tmp")
+    env.update({"HOME": tmp, "TMPDIR": tmp, "LANG": env.get("LANG", "C.UTF-8")})
+    env.update(
+        RUNYARD_WORKSPACE=view.workspace,
+        RUNYARD_CONTEXT=view.path("in/run-context.json"),
+        RUNYARD_STATE_DIR=view.path("state"),
+        RUNYARD_PACKAGE_DIR=view.package_dir,
+        RUNYARD_API_SOCKET=view.api_socket,
+        RUNYARD_ISOLATION=view.isolation,
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    env.update(extra)
+    return env
+
+
+def sandbox_mounts(plan: RunPlan) -> list[Mount]:
+    ws = SANDBOX_WORKSPACE
+    mounts = [Mount(plan.run_dir / name, f"{ws}/{name}") for name in ("in", "out", "tmp")]
+    mounts.append(Mount(plan.run_dir / "tmp", "/tmp"))
+    mounts += [
+        Mount(plan.run_dir / "in" / rel, f"{ws}/in/{rel}", read_only=True)
+        for rel in plan.read_only_inputs
+    ]
+    mounts.append(Mount(plan.state_dir, f"{ws}/state"))
+    mounts.append(Mount(plan.package_dir, SANDBOX_PACKAGE, read_only=True))
+    mounts.append(Mount(plan.socket_path.parent, SANDBOX_SOCKET_DIR, read_only=True))
+    mounts += [
+        Mount(host, f"{ws}/mounts/{name}", read_only=read_only)
+        for name, host, read_only in plan.grants
+    ]
+    if plan.python_root:
+        mounts.append(Mount(Path(plan.python_root), plan.python_root, read_only=True))
+    return mounts
+
+
+def link_plain_layout(plan: RunPlan) -> None:
+    """Plain runs: ``state`` and ``mounts/<name>`` links inside the run folder."""
+    (plan.run_dir / "state").symlink_to(plan.state_dir, target_is_directory=True)
+    if plan.grants:
+        mounts = plan.run_dir / "mounts"
+        mounts.mkdir(mode=0o750)
+        for name, host, _ in plan.grants:
+            (mounts / name).symlink_to(host, target_is_directory=True)
+
+
+def launch_spec(
+    plan: RunPlan, choice: SandboxChoice, owner: Ownership, timeout: float
+) -> LaunchSpec:
+    """The final spec: sandbox (or plain), then the run user, then the exit recorder."""
+    labels = {"runyard.agent-run": plan.run_id, "runyard.session": plan.session_id}
+    limits = Limits(timeout_seconds=timeout)
+    if choice.mode == "bwrap":
+        inner = LaunchSpec(
+            argv=plan.argv, log_path=plan.log_path, cwd=Path(SANDBOX_WORKSPACE), env=plan.env,
+            mounts=sandbox_mounts(plan), labels=labels, limits=limits, network=plan.network,
+        )  # fmt: skip
+        spec = wrap_spec(choice.bwrap or "bwrap", inner)
+    else:
+        link_plain_layout(plan)
+        spec = LaunchSpec(
+            argv=plan.argv, log_path=plan.log_path, cwd=plan.run_dir, env=plan.env,
+            labels=labels, limits=limits,
+        )  # fmt: skip
+    argv = ["/bin/sh", "-c", EXIT_RECORDER, "runyard-run", str(plan.exit_file)]
+    return replace(spec, argv=[*argv, *user_prefix(owner), *spec.argv])

@@ -1,0 +1,324 @@
+"""The life of runs: create, dispatch, watch, finish, cancel, and reconcile after a restart.
+
+A finished run's answer (``out/final-answer.md``, bounded) is folded into the session
+history in the same transaction that sets its terminal state, so a reader that sees
+``succeeded`` also sees the answer, and it is folded exactly once. One run per session is
+active at a time; a run created with ``enqueue`` waits (``queued``) and starts when the
+session's current run ends, after that run's answer is folded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from runyard.agents.answers import read_final_answer
+from runyard.agents.catalog import Catalog, check_limit, visible
+from runyard.agents.errors import AgentInvalid, AgentNotFound
+from runyard.agents.grants import check_still_granted
+from runyard.agents.layout import AgentLayout
+from runyard.agents.models import HistoryEntry, Page, Run, RunState, new_id
+from runyard.agents.packages import resolve_package
+from runyard.agents.processes import (
+    CANCELLED,
+    TIMED_OUT,
+    UNKNOWN_EXIT,
+    LiveRun,
+    RunProcesses,
+    read_exit_file,
+)
+from runyard.agents.starter import RunStarter
+from runyard.agents.store import AgentStore
+from runyard.agents.tokens import RunScope
+from runyard.config import Settings
+from runyard.workspace.records import CANCEL_EXIT_CODE, utcnow
+
+log = logging.getLogger("runyard.agents")
+MAX_PROMPT_CHARS = 1_000_000
+
+
+@dataclass
+class RunRequest:
+    session_id: str
+    user_prompt: str
+    system_prompt: str = ""
+    artifact_ids: list[str] = field(default_factory=list)
+    mount_grant_ids: list[str] = field(default_factory=list)
+    package: str | None = None
+    enqueue: bool = False
+
+
+def outcome(code: int | None, reason: str, answer: str | None, timeout: float) -> tuple:
+    """``(state, exit_code, error)`` of a run that ended with ``code``."""
+    if reason == CANCELLED:
+        return RunState.CANCELLED, CANCEL_EXIT_CODE, "Cancelled on request"
+    if reason == TIMED_OUT:
+        return RunState.FAILED, code, f"Timed out after {timeout:g} s (agent_run_timeout_seconds)"
+    if code is None or code == UNKNOWN_EXIT:
+        return RunState.FAILED, None, "The run ended unwatched by a server and left no exit status"
+    if code == 0 and answer is not None:
+        return RunState.SUCCEEDED, 0, ""
+    if code == 0:
+        return RunState.FAILED, 0, "The agent exited 0 without writing out/final-answer.md"
+    if code < 0 or code > 128:
+        signal = -code if code < 0 else code - 128
+        return RunState.FAILED, code, f"The agent was killed by signal {signal}"
+    return RunState.FAILED, code, f"The agent exited with code {code}"
+
+
+class RunManager:
+    def __init__(
+        self,
+        settings: Settings,
+        layout: AgentLayout,
+        store: AgentStore,
+        catalog: Catalog,
+        starter: RunStarter,
+        processes: RunProcesses,
+        notify: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.layout = layout
+        self.store = store
+        self.catalog = catalog
+        self.starter = starter
+        self.processes = processes
+        self.notify = notify
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # queries
+    def run(self, run_id: str, scope: RunScope | None = None) -> Run:
+        run = self.store.get_run(run_id)
+        if run is None or not visible(scope, run.session_id):
+            raise AgentNotFound("run", run_id)
+        return run
+
+    def list(
+        self, session_id: str | None, limit: int | None, cursor: str | None, scope: RunScope | None
+    ) -> Page:
+        """Runs of one session (every run when ``session_id`` is None), newest first."""
+        if scope is not None:
+            session_id = session_id or scope.session_id
+        if session_id is not None:
+            self.catalog.session(session_id, scope)
+        return self.store.list_runs(session_id, check_limit(limit), cursor)
+
+    # creation
+    def create(self, request: RunRequest, scope: RunScope | None = None) -> Run:
+        session = self.catalog.writable_session(request.session_id, "start runs", scope)
+        self.refresh_session(session.id)
+        run = Run(
+            id=new_id("run"),
+            session_id=session.id,
+            state=RunState.QUEUED,
+            user_prompt=_check_prompt(request.user_prompt),
+            created_at=utcnow(),
+            system_prompt=request.system_prompt or "",
+            package=resolve_package(self.settings, request.package).name,
+            artifact_ids=self._check_artifacts(session.id, request.artifact_ids),
+            mount_grant_ids=self._check_grants(session.id, request.mount_grant_ids),
+        )
+        with self._lock:
+            self.store.add_run(run, exclusive=not request.enqueue)
+            self._dispatch(session.id)
+        self.notify()
+        return self.run(run.id)
+
+    def _check_artifacts(self, session_id: str, ids: list[str]) -> list[str]:
+        _refuse_duplicates(ids, "artifactIds")
+        for artifact_id in ids:
+            artifact = self.store.get_artifact(artifact_id)
+            if artifact is None:
+                raise AgentInvalid(f"Unknown artifact {artifact_id!r}")
+            if artifact.session_id != session_id:
+                raise AgentInvalid(f"Artifact {artifact_id} belongs to another session")
+        return list(ids)
+
+    def _check_grants(self, session_id: str, ids: list[str]) -> list[str]:
+        _refuse_duplicates(ids, "mountGrantIds")
+        for grant_id in ids:
+            grant = self.store.get_grant(grant_id)
+            if grant is None:
+                raise AgentInvalid(f"Unknown mount grant {grant_id!r}")
+            if grant.session_id != session_id:
+                raise AgentInvalid(f"Mount grant {grant_id} belongs to another session")
+            if grant.revoked:
+                raise AgentInvalid(f"Mount grant {grant_id} is revoked")
+            check_still_granted(grant.host_path, self.settings.allowed_mount_roots)
+        return list(ids)
+
+    # dispatch
+    def _dispatch(self, session_id: str) -> None:
+        """Start the session's oldest queued run unless one of its runs is running."""
+        with self._lock:
+            while not self._stopping.is_set():
+                active = [r for r in self.store.active_runs() if r.session_id == session_id]
+                if not active or any(r.state == RunState.RUNNING for r in active):
+                    return
+                self._start(active[0])
+
+    def _start(self, run: Run) -> None:
+        # _dispatch starts a run only once no run of its session is running, and every
+        # ended run was settled (its answer folded) before it stopped counting as running.
+        session = self.store.get_session(run.session_id)
+        if session is None or not session.writable:
+            self._fail(run, "The session was closed before this queued run could start")
+            return
+        try:
+            self.starter.start(run, session)
+        except Exception as exc:
+            if not isinstance(exc, (AgentInvalid, OSError)):
+                log.exception("run %s could not start", run.id)
+            self._fail(run, f"The run could not start: {exc}")
+
+    def _fail(self, run: Run, error: str) -> None:
+        self.store.finish_run(
+            run.id, state=RunState.FAILED, finished_at=utcnow(), exit_code=None,
+            error=error, answer=None,
+        )  # fmt: skip
+
+    # watching and finishing
+    def refresh_session(self, session_id: str) -> None:
+        """Settle every run of the session whose process has ended (folding its answer)."""
+        for live in self.processes.all():
+            if live.session_id == session_id:
+                code = self.processes.exit_code(live)
+                if code is not None:
+                    self.finish(live, code)
+
+    def finish(self, live: LiveRun, code: int) -> None:
+        with self._lock:
+            self._settle(live.run_id, code, live.stop_reason)
+            self.processes.forget(live)
+            self._dispatch(live.session_id)
+        self.notify()
+
+    def _settle(self, run_id: str, code: int | None, reason: str) -> None:
+        limit = self.settings.agent_max_final_answer_bytes
+        answer_text = read_final_answer(self.layout.run_subdir(run_id, "out"), limit)
+        timeout = self.settings.agent_run_timeout_seconds
+        state, exit_code, error = outcome(code, reason, answer_text, timeout)
+        now = utcnow()
+        answer = HistoryEntry("assistant", answer_text, run_id, now) if answer_text else None
+        finished = self.store.finish_run(
+            run_id, state=state, finished_at=now, exit_code=exit_code, error=error, answer=answer
+        )
+        if finished is not None:
+            self.layout.clear_tmp(run_id)
+
+    def watch(self) -> None:
+        """The monitor loop: settle ended runs, stop runs past their deadline."""
+        while not self._stopping.is_set():
+            self.processes.wait(0.5)
+            for live in self.processes.all():
+                if self._stopping.is_set():
+                    return
+                self._check(live)
+
+    def _check(self, live: LiveRun) -> None:
+        try:
+            code = self.processes.exit_code(live)
+            if code is not None:
+                self.finish(live, code)
+            elif time.monotonic() > live.deadline and not live.stop_reason:
+                live.stop_reason = TIMED_OUT
+                grace = self.settings.cancel_grace_seconds
+                threading.Thread(
+                    target=self.processes.stop, args=(live, TIMED_OUT, grace), daemon=True
+                ).start()
+        except Exception:
+            log.exception("watching run %s failed", live.run_id)
+
+    # cancel
+    def cancel(self, run_id: str, scope: RunScope | None = None) -> Run:
+        run = self.run(run_id, scope)
+        if run.state.terminal:
+            return run
+        with self._lock:
+            live = self.processes.get(run_id)
+            if live is None:
+                self._settle(run_id, None, CANCELLED)
+                self.notify()
+                return self.run(run_id)
+        self.processes.stop(live, CANCELLED, self.settings.cancel_grace_seconds)
+        return self._await_terminal(run_id, self.settings.cancel_grace_seconds + 10)
+
+    def _await_terminal(self, run_id: str, timeout: float) -> Run:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.run(run_id)
+            if run.state.terminal:
+                return run
+            live = self.processes.get(run_id)
+            code = None if live is None else self.processes.exit_code(live)
+            if live is not None and code is not None:
+                self.finish(live, code)
+            time.sleep(0.02)
+        return self.run(run_id)
+
+    # lifecycle
+    def start(self) -> None:
+        self.reconcile()
+        self._thread = threading.Thread(target=self.watch, name="agent-runs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.processes.wake()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def reconcile(self) -> None:
+        """Adopt runs a previous server left running; settle the ones that ended meanwhile."""
+        sessions = set()
+        for run in self.store.active_runs():
+            sessions.add(run.session_id)
+            if run.state == RunState.RUNNING:
+                self._adopt_or_settle(run)
+            elif run.token_hash:
+                self._fail(run, "The server stopped while this run was being launched")
+        for session_id in sorted(sessions):
+            self._dispatch(session_id)
+        self.notify()
+
+    def _adopt_or_settle(self, run: Run) -> None:
+        pid = run.handle.get("pid")
+        live = LiveRun(
+            run_id=run.id,
+            session_id=run.session_id,
+            pid=pid if isinstance(pid, int) else -1,
+            start_time=run.handle.get("startTime"),
+            exit_file=self.layout.exit_file(run.id),
+            deadline=_deadline(run.started_at, self.settings.agent_run_timeout_seconds),
+        )
+        if live.pid > 0 and self.processes.adopt(live):
+            log.info("adopted run %s (pid %s)", run.id, live.pid)
+            return
+        code = read_exit_file(live.exit_file)
+        self._settle(run.id, UNKNOWN_EXIT if code is None else code, "")
+
+
+def _check_prompt(prompt: str) -> str:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise AgentInvalid("userPrompt must be a non-empty string")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise AgentInvalid(f"userPrompt is longer than {MAX_PROMPT_CHARS} characters")
+    return prompt
+
+
+def _refuse_duplicates(ids: list[str], what: str) -> None:
+    if len(set(ids)) != len(ids):
+        raise AgentInvalid(f"{what} lists the same id more than once")
+
+
+def _deadline(started_at: str | None, timeout: float) -> float:
+    if not started_at:
+        return time.monotonic() + timeout
+    started = datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp()
+    return time.monotonic() + (started + timeout - time.time())

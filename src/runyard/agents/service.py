@@ -1,0 +1,142 @@
+"""The agent-run backend as the server holds it: one object per workspace.
+
+    service = AgentService.from_services(services)
+    service.start()                                  # reconcile, then watch runs
+    session = service.catalog.create_session("demo")
+    run = service.runs.create(RunRequest(session.id, "summarise the data"))
+    service.verify_run_token(token)                  # RunScope(run_id, session_id) or None
+    service.stop()                                   # runs keep going; the next server adopts them
+
+``socket_path`` is the Unix socket the server binds for sandboxed runs; requests on it
+must carry a run token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runyard.agents.catalog import Catalog
+from runyard.agents.launch import SandboxChoice, choose_sandbox, user_prefix
+from runyard.agents.layout import AgentLayout, Ownership
+from runyard.agents.models import Run
+from runyard.agents.notify import ChangeSignal
+from runyard.agents.processes import RunProcesses
+from runyard.agents.runs import RunManager
+from runyard.agents.starter import RunStarter, StartContext
+from runyard.agents.store import AgentStore, SQLiteStore
+from runyard.agents.stream import RunStreamSource
+from runyard.agents.tokens import RunScope, hash_token, looks_like_run_token
+from runyard.config import Settings
+from runyard.errors import ConfigError
+from runyard.executors.base import Executor
+from runyard.executors.local import LocalExecutor
+
+if TYPE_CHECKING:
+    from runyard.api.services import Services
+
+log = logging.getLogger("runyard.agents")
+
+
+class AgentService:
+    def __init__(
+        self,
+        settings: Settings,
+        layout: AgentLayout,
+        store: AgentStore,
+        executor: Executor | None = None,
+    ) -> None:
+        self.settings = settings
+        self.layout = layout
+        self.store = store
+        self.owner = Ownership(settings.agent_run_uid, settings.agent_run_gid)
+        _check_ownership(self.owner)
+        self.signal = ChangeSignal()
+        self.processes = RunProcesses(executor or LocalExecutor())
+        self.catalog = Catalog(settings, layout, store, self.owner)
+        self._choice: SandboxChoice | None = None
+        self._choice_lock = threading.Lock()
+        self._starter = RunStarter(self._start_context())
+        self.runs = RunManager(
+            settings, layout, store, self.catalog, self._starter, self.processes,
+            self.signal.notify,
+        )  # fmt: skip
+
+    @classmethod
+    def from_services(cls, services: Services) -> AgentService:
+        settings = services.settings
+        root = Path(os.path.abspath(services.workspace.root)) / "agent"
+        layout = AgentLayout(root, Path(services.workspace.log_dir))
+        layout.ensure()
+        return cls(settings, layout, SQLiteStore(layout.db_path))
+
+    @classmethod
+    def open(cls, settings: Settings) -> AgentService:
+        """A service on ``settings.workspace_dir`` without the rest of the server."""
+        root = Path(os.path.abspath(settings.workspace_dir)) / "agent"
+        layout = AgentLayout(root, Path(os.path.abspath(settings.log_dir)))
+        layout.ensure()
+        return cls(settings, layout, SQLiteStore(layout.db_path))
+
+    @property
+    def socket_path(self) -> Path:
+        return self.layout.socket_path()
+
+    @property
+    def sandbox(self) -> SandboxChoice:
+        """How runs are isolated here, probed once (bubblewrap may exist yet not work)."""
+        with self._choice_lock:
+            if self._choice is None:
+                self._choice = choose_sandbox(self.settings, self.owner)
+                if self._choice.mode != "bwrap" and self.settings.agent_sandbox != "none":
+                    log.warning("agent runs are not sandboxed: %s", self._choice.reason)
+            return self._choice
+
+    def _start_context(self) -> StartContext:
+        return StartContext(
+            settings=self.settings, layout=self.layout, store=self.store, owner=self.owner,
+            executor=self.processes.executor, processes=self.processes,
+            socket_path=self.socket_path, sandbox=lambda: self.sandbox,
+        )  # fmt: skip
+
+    def start(self) -> None:
+        removed = self.catalog.sweep_partial_uploads()
+        if removed:
+            log.info("removed %d unfinished uploads", removed)
+        self.sandbox  # noqa: B018 - probe before the first run, not during it
+        self.runs.start()
+
+    def stop(self) -> None:
+        self.runs.stop()
+        self.processes.close()
+        self.store.close()
+
+    def verify_run_token(self, token: str) -> RunScope | None:
+        """The scope of a live run's token; None for anything else."""
+        if not looks_like_run_token(token):
+            return None
+        run = self.store.run_by_token_hash(hash_token(token))
+        if run is None or run.state.terminal:
+            return None
+        return RunScope(run.id, run.session_id)
+
+    def stream_source(self, run: Run) -> RunStreamSource:
+        return RunStreamSource(
+            get_run=lambda: self.runs.run(run.id),
+            get_events=lambda after: self.store.run_events(run.id, after),
+            log_path=self.layout.log_path(run.id),
+            signal=self.signal,
+        )
+
+
+def _check_ownership(owner: Ownership) -> None:
+    if owner.differs and os.geteuid() != 0:
+        raise ConfigError(
+            "agent_run_uid/agent_run_gid name another user or group than the server's: "
+            "starting runs as them needs a server running as root"
+        )
+    if owner.differs:
+        user_prefix(owner)

@@ -1,0 +1,193 @@
+"""Starting one queued run, in the order the contract gives.
+
+1. the run's workspace ``workspaces/<run-id>/{in,out,tmp}``;
+2. its artifacts placed into ``in/`` (reflink, hard link when read-only inside, else copy);
+3. the session's state folder, created on its first run and recorded;
+4. ``in/run-context.json`` (the history as it stands before this run);
+5. the user prompt appended to the session history, the token's hash kept;
+6. the launch through the executor, then state ``running``.
+
+The caller has already refused closed sessions and folded earlier runs' answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runyard.agents.context import PlacedInput, env_facts, run_context
+from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
+from runyard.agents.grants import check_still_granted
+from runyard.agents.launch import (
+    RunPlan,
+    RunView,
+    SandboxChoice,
+    launch_spec,
+    run_env,
+    view_for,
+)
+from runyard.agents.layout import AgentLayout, Ownership
+from runyard.agents.models import Artifact, HistoryEntry, MountGrant, Run, Session, SessionState
+from runyard.agents.packages import AgentPackage, package_for_run, python_root, run_python
+from runyard.agents.placement import place_input
+from runyard.agents.processes import LiveRun, RunProcesses, deadline_after
+from runyard.agents.store import AgentStore
+from runyard.agents.tokens import hash_token, new_run_token
+from runyard.config import Settings
+from runyard.executors.base import Executor
+from runyard.executors.local import process_start_time
+from runyard.workspace.atomic import write_json_atomic
+from runyard.workspace.records import utcnow
+
+CONTEXT_FILE = "run-context.json"
+
+
+@dataclass
+class StartContext:
+    settings: Settings
+    layout: AgentLayout
+    store: AgentStore
+    owner: Ownership
+    executor: Executor
+    processes: RunProcesses
+    socket_path: Path
+    sandbox: Callable[[], SandboxChoice]
+
+
+class RunStarter:
+    def __init__(self, ctx: StartContext) -> None:
+        self.ctx = ctx
+
+    def start(self, run: Run, session: Session) -> Run:
+        ctx = self.ctx
+        choice = ctx.sandbox()
+        if choice.required and choice.mode != "bwrap":
+            raise AgentInvalid(f"agent_sandbox is 'bwrap' but {choice.reason}")
+        package = package_for_run(ctx.settings, run.package)
+        artifacts = [self._artifact(run, artifact_id) for artifact_id in run.artifact_ids]
+        grants = [self._grant(run, grant_id) for grant_id in run.mount_grant_ids]
+        run_dir = ctx.layout.create_run_dirs(run.id, ctx.owner)
+        sandboxed = choice.mode == "bwrap"
+        placed = [self._place(run_dir, artifact, sandboxed) for artifact in artifacts]
+        state_dir = self._session_state(session.id, run.id)
+        view = view_for(choice, run_dir, package.path, ctx.socket_path)
+        python = run_python(ctx.settings)
+        facts = env_facts(view, choice, ctx.owner, ctx.settings.agent_network, python)
+        self._write_context(run, session, package, view, facts, placed, grants)
+        token = new_run_token()
+        prompt = HistoryEntry("user", run.user_prompt, run.id, utcnow())
+        ctx.store.prepare_run(
+            run.id, token_hash=hash_token(token), isolation=view.isolation, prompt=prompt
+        )
+        plan = self._plan(run, run_dir, state_dir, package, view, python, token, placed, grants)
+        return self._launch(run, plan, choice)
+
+    def _artifact(self, run: Run, artifact_id: str) -> Artifact:
+        artifact = self.ctx.store.get_artifact(artifact_id)
+        if artifact is None:
+            raise AgentNotFound("artifact", artifact_id)
+        return artifact
+
+    def _grant(self, run: Run, grant_id: str) -> tuple[MountGrant, Path]:
+        grant = self.ctx.store.get_grant(grant_id)
+        if grant is None:
+            raise AgentNotFound("mount grant", grant_id)
+        if grant.revoked:
+            raise AgentConflict(f"Mount grant {grant_id} was revoked")
+        return grant, check_still_granted(grant.host_path, self.ctx.settings.allowed_mount_roots)
+
+    def _place(self, run_dir: Path, artifact: Artifact, sandboxed: bool) -> PlacedInput:
+        relative = artifact.relative_path or artifact.stored_name
+        target = run_dir / "in" / relative
+        if target.exists() or target.is_symlink():
+            raise AgentConflict(f"Two inputs of this run would both be placed at in/{relative}")
+        source = self.ctx.layout.upload_path(artifact.stored_name)
+        how = place_input(source, target, read_only_inside=sandboxed, owner=self.ctx.owner)
+        return PlacedInput(artifact, relative, how)
+
+    def _session_state(self, session_id: str, run_id: str) -> Path:
+        ctx = self.ctx
+        state_dir = ctx.layout.ensure_state_dirs(session_id, ctx.owner)
+        now = utcnow()
+        ctx.store.ensure_session_state(SessionState(session_id, str(state_dir), now, now))
+        ctx.store.touch_session_state(session_id, run_id, now)
+        return state_dir
+
+    def _write_context(
+        self,
+        run: Run,
+        session: Session,
+        package: AgentPackage,
+        view: RunView,
+        facts: dict[str, Any],
+        placed: list[PlacedInput],
+        grants: list[tuple[MountGrant, Path]],
+    ) -> None:
+        ctx = self.ctx
+        context = run_context(
+            run,
+            history=session.history,
+            latest_run_id=session.latest_run_id,
+            package=package.describe(view.package_dir),
+            view=view,
+            facts=facts,
+            inputs=placed,
+            grants=[grant for grant, _ in grants],
+        )
+        path = ctx.layout.run_subdir(run.id, "in") / CONTEXT_FILE
+        write_json_atomic(path, context, sync_dir=True)
+        ctx.owner.apply(path, 0o640)
+
+    def _plan(
+        self,
+        run: Run,
+        run_dir: Path,
+        state_dir: Path,
+        package: AgentPackage,
+        view: RunView,
+        python: str,
+        token: str,
+        placed: list[PlacedInput],
+        grants: list[tuple[MountGrant, Path]],
+    ) -> RunPlan:
+        ctx = self.ctx
+        extra = {"RUNYARD_API_TOKEN": token, "RUNYARD_RUN_ID": run.id}
+        extra["RUNYARD_SESSION_ID"] = run.session_id
+        return RunPlan(
+            run_id=run.id,
+            session_id=run.session_id,
+            run_dir=run_dir,
+            state_dir=state_dir,
+            package_dir=package.path,
+            socket_path=ctx.socket_path,
+            log_path=ctx.layout.log_path(run.id),
+            exit_file=ctx.layout.exit_file(run.id),
+            argv=package.argv(view.package_dir, python),
+            env=run_env(ctx.settings, view, extra),
+            read_only_inputs=[p.relative for p in placed if p.placement == "hardlink"],
+            grants=[(g.name, path, g.access.value == "ro") for g, path in grants],
+            python_root=python_root(python),
+            network=ctx.settings.agent_network,
+        )
+
+    def _launch(self, run: Run, plan: RunPlan, choice: SandboxChoice) -> Run:
+        ctx = self.ctx
+        timeout = ctx.settings.agent_run_timeout_seconds
+        spec = launch_spec(plan, choice, ctx.owner, timeout)
+        handle = ctx.executor.launch(spec)
+        assert handle.pid is not None
+        live = LiveRun(
+            run_id=run.id,
+            session_id=run.session_id,
+            pid=handle.pid,
+            start_time=None,
+            exit_file=plan.exit_file,
+            deadline=deadline_after(timeout),
+            handle=handle,
+        )
+        live.start_time = process_start_time(handle.pid)
+        started = ctx.store.mark_running(run.id, started_at=utcnow(), handle=live.handle_record())
+        ctx.processes.launched(live)
+        return started

@@ -1,0 +1,386 @@
+"""The SQLite store: ``<workspace>/agent/state.db`` in WAL mode, one transaction per call."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from runyard.agents.errors import AgentConflict, AgentNotFound, BadRequest, RunActive
+from runyard.agents.models import (
+    Artifact,
+    HistoryEntry,
+    MountGrant,
+    Page,
+    Run,
+    RunEvent,
+    RunState,
+    Session,
+    SessionState,
+    SessionStatus,
+)
+from runyard.agents.names import paths_overlap
+from runyard.agents.store import rows
+from runyard.agents.store.base import AgentStore, state_event
+from runyard.agents.store.schema import migrate
+
+ACTIVE = "('queued', 'running')"
+
+
+def parse_cursor(cursor: str | None) -> int | None:
+    if cursor is None or cursor == "":
+        return None
+    if not cursor.isdigit():
+        raise BadRequest(f"Invalid cursor {cursor!r}: pass back a nextCursor you were given")
+    return int(cursor)
+
+
+class SQLiteStore(AgentStore):
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=ON")
+        migrate(self._conn)
+        self._conn.row_factory = _dict_row
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any] | None:
+        with self._lock:
+            row: dict[str, Any] | None = self._conn.execute(sql, params).fetchone()
+            return row
+
+    def _page(
+        self, table: str, columns: str, where: str, params: tuple[Any, ...],
+        limit: int, cursor: str | None, convert: Callable[[dict[str, Any]], Any],
+    ) -> Page:  # fmt: skip
+        after = parse_cursor(cursor)
+        clause = f"WHERE {where}" if where else "WHERE 1"
+        if after is not None:
+            clause += " AND rowid < ?"
+            params = (*params, after)
+        sql = f"SELECT rowid AS _rowid, {columns} FROM {table} {clause} ORDER BY rowid DESC LIMIT ?"
+        with self._lock:
+            found = self._conn.execute(sql, (*params, limit + 1)).fetchall()
+        more = len(found) > limit
+        found = found[:limit]
+        items = [convert(_without_rowid(row)) for row in found]
+        return Page(items, str(found[-1]["_rowid"]) if more else None)
+
+    # sessions
+    def create_session(self, session: Session) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                f"INSERT INTO sessions ({rows.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                (session.id, session.title, session.status.value, session.created_at,
+                 session.updated_at, session.latest_run_id),
+            )  # fmt: skip
+
+    def get_session(self, session_id: str) -> Session | None:
+        with self._lock:
+            sql = f"SELECT {rows.SESSION_COLUMNS} FROM sessions WHERE id = ?"
+            row = self._one(sql, (session_id,))
+            return None if row is None else self._with_history(row)
+
+    def _with_history(self, row: dict[str, Any]) -> Session:
+        turns = self._conn.execute(
+            "SELECT role, content, run_id, created_at FROM history WHERE session_id = ? "
+            "ORDER BY seq",
+            (row["id"],),
+        ).fetchall()
+        return rows.session_from_row(row, [rows.history_from_row(turn) for turn in turns])
+
+    def list_sessions(self, limit: int, cursor: str | None = None) -> Page:
+        with self._lock:
+            return self._page(
+                "sessions", rows.SESSION_COLUMNS, "", (), limit, cursor, self._with_history
+            )
+
+    def set_session_status(
+        self, session_id: str, status: SessionStatus, now: str
+    ) -> Session | None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE sessions SET status = ?, updated_at = ? WHERE id = ?",
+                (status.value, now, session_id),
+            )
+        return self.get_session(session_id)
+
+    def append_history(self, session_id: str, entry: HistoryEntry) -> bool:
+        with self._tx() as conn:
+            return _append_history(conn, session_id, entry)
+
+    # artifacts
+    def add_artifact(self, artifact: Artifact) -> None:
+        with self._tx() as conn:
+            if artifact.relative_path:
+                _refuse_overlap(conn, artifact)
+            conn.execute(
+                f"INSERT INTO artifacts ({rows.ARTIFACT_COLUMNS}) VALUES ({', '.join('?' * 9)})",
+                (artifact.id, artifact.session_id, artifact.file_name, artifact.relative_path,
+                 artifact.size, artifact.sha256, artifact.media_type, artifact.created_at,
+                 artifact.stored_name),
+            )  # fmt: skip
+
+    def get_artifact(self, artifact_id: str) -> Artifact | None:
+        sql = f"SELECT {rows.ARTIFACT_COLUMNS} FROM artifacts WHERE id = ?"
+        row = self._one(sql, (artifact_id,))
+        return None if row is None else rows.artifact_from_row(row)
+
+    def list_artifacts(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
+        return self._page(
+            "artifacts", rows.ARTIFACT_COLUMNS, "session_id = ?", (session_id,),
+            limit, cursor, rows.artifact_from_row,
+        )  # fmt: skip
+
+    def stored_names(self) -> set[str]:
+        with self._lock:
+            found = self._conn.execute("SELECT stored_name FROM artifacts").fetchall()
+            return {row["stored_name"] for row in found}
+
+    # mount grants
+    def add_grant(self, grant: MountGrant) -> None:
+        with self._tx() as conn:
+            try:
+                conn.execute(
+                    f"INSERT INTO mount_grants ({rows.GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (grant.id, grant.session_id, grant.name, grant.host_path,
+                     grant.access.value, grant.created_at, int(grant.revoked)),
+                )  # fmt: skip
+            except sqlite3.IntegrityError as exc:
+                raise AgentConflict(
+                    f"Session {grant.session_id} already has an active mount grant named "
+                    f"{grant.name!r}; revoke it first or choose another name"
+                ) from exc
+
+    def get_grant(self, grant_id: str) -> MountGrant | None:
+        row = self._one(f"SELECT {rows.GRANT_COLUMNS} FROM mount_grants WHERE id = ?", (grant_id,))
+        return None if row is None else rows.grant_from_row(row)
+
+    def list_grants(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
+        return self._page(
+            "mount_grants", rows.GRANT_COLUMNS, "session_id = ?", (session_id,),
+            limit, cursor, rows.grant_from_row,
+        )  # fmt: skip
+
+    def revoke_grant(self, grant_id: str) -> MountGrant | None:
+        with self._tx() as conn:
+            conn.execute("UPDATE mount_grants SET revoked = 1 WHERE id = ?", (grant_id,))
+        return self.get_grant(grant_id)
+
+    # runs
+    def add_run(self, run: Run, *, exclusive: bool) -> None:
+        with self._tx() as conn:
+            if exclusive:
+                active = conn.execute(
+                    f"SELECT id FROM runs WHERE session_id = ? AND state IN {ACTIVE} LIMIT 1",
+                    (run.session_id,),
+                ).fetchone()
+                if active is not None:
+                    raise RunActive(run.session_id, active["id"])
+            placeholders = ", ".join("?" * 16)
+            conn.execute(
+                f"INSERT INTO runs ({rows.RUN_COLUMNS}) VALUES ({placeholders})",
+                rows.run_values(run),
+            )
+            _event(conn, run.id, "state", state_event(run, run.created_at), run.created_at)
+
+    def get_run(self, run_id: str) -> Run | None:
+        row = self._one(f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return None if row is None else rows.run_from_row(row)
+
+    def list_runs(self, session_id: str | None, limit: int, cursor: str | None = None) -> Page:
+        where, params = ("session_id = ?", (session_id,)) if session_id else ("", ())
+        return self._page("runs", rows.RUN_COLUMNS, where, params, limit, cursor, rows.run_from_row)
+
+    def active_runs(self) -> list[Run]:
+        with self._lock:
+            found = self._conn.execute(
+                f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE state IN {ACTIVE} ORDER BY rowid"
+            ).fetchall()
+        return [rows.run_from_row(row) for row in found]
+
+    def run_by_token_hash(self, token_hash: str) -> Run | None:
+        if not token_hash:
+            return None
+        row = self._one(f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE token_hash = ?", (token_hash,))
+        return None if row is None else rows.run_from_row(row)
+
+    def prepare_run(
+        self, run_id: str, *, token_hash: str, isolation: str, prompt: HistoryEntry
+    ) -> None:
+        with self._tx() as conn:
+            session_id = _run_session(conn, run_id)
+            conn.execute(
+                "UPDATE runs SET token_hash = ?, isolation = ? WHERE id = ?",
+                (token_hash, isolation, run_id),
+            )
+            _append_history(conn, session_id, prompt)
+            conn.execute(
+                "UPDATE sessions SET latest_run_id = ?, updated_at = ? WHERE id = ?",
+                (run_id, prompt.created_at, session_id),
+            )
+
+    def mark_running(self, run_id: str, *, started_at: str, handle: dict[str, Any]) -> Run:
+        with self._tx() as conn:
+            changed = conn.execute(
+                "UPDATE runs SET state = 'running', started_at = ?, handle = ? "
+                "WHERE id = ? AND state = 'queued'",
+                (started_at, json.dumps(handle), run_id),
+            ).rowcount
+            run = _load_run(conn, run_id)
+            if changed:
+                _event(conn, run_id, "state", state_event(run, started_at), started_at)
+        return run
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        state: RunState,
+        finished_at: str,
+        exit_code: int | None,
+        error: str,
+        answer: HistoryEntry | None,
+    ) -> Run | None:
+        with self._tx() as conn:
+            run = _load_run(conn, run_id)
+            if run.state.terminal:
+                return None
+            if answer is not None:
+                _append_history(conn, run.session_id, answer)
+            conn.execute(
+                "UPDATE runs SET state = ?, finished_at = ?, exit_code = ?, error = ? WHERE id = ?",
+                (state.value, finished_at, exit_code, error, run_id),
+            )
+            run = _load_run(conn, run_id)
+            _event(conn, run_id, "state", state_event(run, finished_at), finished_at)
+        return run
+
+    # events
+    def add_run_event(self, run_id: str, kind: str, data: dict[str, Any], now: str) -> RunEvent:
+        with self._tx() as conn:
+            return _event(conn, run_id, kind, data, now)
+
+    def run_events(self, run_id: str, after_seq: int = 0, limit: int = 500) -> list[RunEvent]:
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT run_id, seq, kind, data, created_at FROM run_events "
+                "WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, after_seq, limit),
+            ).fetchall()
+        return [rows.event_from_row(row) for row in found]
+
+    # session state
+    def ensure_session_state(self, state: SessionState) -> SessionState:
+        with self._tx() as conn:
+            conn.execute(
+                f"INSERT OR IGNORE INTO session_state ({rows.STATE_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (state.session_id, state.path, state.created_at, state.updated_at,
+                 state.last_run_id, state.run_count),
+            )  # fmt: skip
+        stored = self.get_session_state(state.session_id)
+        assert stored is not None
+        return stored
+
+    def touch_session_state(self, session_id: str, run_id: str, now: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE session_state SET last_run_id = ?, updated_at = ?, "
+                "run_count = run_count + 1 WHERE session_id = ?",
+                (run_id, now, session_id),
+            )
+
+    def get_session_state(self, session_id: str) -> SessionState | None:
+        row = self._one(
+            f"SELECT {rows.STATE_COLUMNS} FROM session_state WHERE session_id = ?", (session_id,)
+        )
+        return None if row is None else rows.state_from_row(row)
+
+
+def _dict_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> dict[str, Any]:
+    return {column[0]: value for column, value in zip(cursor.description, values, strict=True)}
+
+
+def _without_rowid(row: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in row.items() if key != "_rowid"}
+
+
+def _append_history(conn: sqlite3.Connection, session_id: str, entry: HistoryEntry) -> bool:
+    seq = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM history WHERE session_id = ?", (session_id,)
+    ).fetchone()["next"]
+    cursor = conn.execute(
+        "INSERT OR IGNORE INTO history (session_id, seq, role, content, run_id, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, seq, entry.role, entry.content, entry.run_id, entry.created_at),
+    )
+    if cursor.rowcount:
+        conn.execute(
+            "UPDATE sessions SET updated_at = ? WHERE id = ?", (entry.created_at, session_id)
+        )
+    return bool(cursor.rowcount)
+
+
+def _refuse_overlap(conn: sqlite3.Connection, artifact: Artifact) -> None:
+    found = conn.execute(
+        "SELECT id, relative_path FROM artifacts WHERE session_id = ? AND relative_path != ''",
+        (artifact.session_id,),
+    ).fetchall()
+    for row in found:
+        if paths_overlap(row["relative_path"], artifact.relative_path):
+            raise AgentConflict(
+                f"relativePath {artifact.relative_path!r} collides with "
+                f"{row['relative_path']!r} of artifact {row['id']} in this session"
+            )
+
+
+def _run_session(conn: sqlite3.Connection, run_id: str) -> str:
+    row = conn.execute("SELECT session_id FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise AgentNotFound("run", run_id)
+    return str(row["session_id"])
+
+
+def _load_run(conn: sqlite3.Connection, run_id: str) -> Run:
+    row = conn.execute(f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise AgentNotFound("run", run_id)
+    return rows.run_from_row(row)
+
+
+def _event(
+    conn: sqlite3.Connection, run_id: str, kind: str, data: dict[str, Any], now: str
+) -> RunEvent:
+    seq = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM run_events WHERE run_id = ?", (run_id,)
+    ).fetchone()["next"]
+    conn.execute(
+        "INSERT INTO run_events (run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
+        (run_id, seq, kind, json.dumps(data, ensure_ascii=False), now),
+    )
+    return RunEvent(run_id, seq, kind, data, now)

@@ -1,0 +1,308 @@
+"""HTTP routes of the agent-run backend, mounted at ``/api/v1`` (DESIGN section 6).
+
+camelCase JSON; lists answer ``{"items": [...], "nextCursor": null|string}``; errors answer
+``{"error": {"code": "...", "message": "..."}}`` with 400/403/404/409/413/422. The error
+shape is installed on these routes only (the Job API keeps ``{"detail": ...}``). A request
+authenticated by a run token reaches only that run's own session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+
+from runyard.agents.errors import AgentError, UploadTooLarge, error_code, http_status
+from runyard.agents.files import list_output_files, output_file
+from runyard.agents.models import Page, SessionStatus, to_wire
+from runyard.agents.packages import available_packages, resolve_package
+from runyard.agents.runs import RunRequest
+from runyard.agents.service import AgentService
+from runyard.agents.stream import RunCursor, run_events
+from runyard.agents.tokens import RunScope
+from runyard.agents.uploads import receive_upload
+from runyard.api.envelope import read_json_body
+from runyard.api.services import Services
+
+log = logging.getLogger("runyard.api.agents")
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+UPLOAD_SLACK = 1 << 20  # multipart framing and the small fields around the file
+HTTP_CODES = {400: "bad_request", 404: "not_found", 409: "conflict", 413: "too_large"}
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+class AgentRoute(APIRoute):
+    """A route whose failures answer the agent API's error shape."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except AgentError as exc:
+                return error_response(http_status(exc), error_code(exc), str(exc))
+            except RequestValidationError as exc:
+                return error_response(422, "invalid", _describe(exc.errors()))
+            except HTTPException as exc:
+                code = HTTP_CODES.get(exc.status_code, "invalid")
+                return error_response(exc.status_code, code, _detail(exc.detail))
+
+        return guarded
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=False, extra="forbid")
+
+
+class SessionCreate(_Body):
+    title: str | None = None
+
+
+class GrantCreate(_Body):
+    session_id: str
+    name: str
+    host_path: str
+    access: str = "ro"
+
+
+class RunCreate(_Body):
+    session_id: str
+    user_prompt: str
+    system_prompt: str | None = None
+    artifact_ids: list[str] = Field(default_factory=list)
+    mount_grant_ids: list[str] = Field(default_factory=list)
+    package: str | None = None
+    enqueue: bool = False
+
+
+def _describe(errors: Any) -> str:
+    parts = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        parts.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+    return "; ".join(parts) or "Invalid request"
+
+
+def _detail(detail: Any) -> str:
+    return detail if isinstance(detail, str) else _describe(detail)
+
+
+async def _body(request: Request, services: Services, model: type[_Body]) -> Any:
+    data = await read_json_body(request, services.settings.max_body_bytes)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from exc
+
+
+def run_scope(request: Request) -> RunScope | None:
+    scope = request.scope.get("state", {}).get("run_scope")
+    return scope if isinstance(scope, RunScope) else None
+
+
+def _page(page: Page) -> dict[str, Any]:
+    return to_wire(page)  # type: ignore[no-any-return]
+
+
+def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema(by_alias=True)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def build_agents_router(services: Services) -> APIRouter:
+    service = services.agents
+    assert service is not None
+    router = APIRouter(route_class=AgentRoute, tags=["agents"])
+    _session_routes(router, services, service)
+    _artifact_routes(router, service)
+    _grant_routes(router, services, service)
+    _run_routes(router, services, service)
+    _run_output_routes(router, service)
+    return router
+
+
+def _session_routes(router: APIRouter, services: Services, service: AgentService) -> None:
+    catalog = service.catalog
+
+    @router.post("/sessions", status_code=201, openapi_extra=_body_schema(SessionCreate))
+    async def create_session(request: Request) -> Any:
+        body = await _body(request, services, SessionCreate)
+        session = await run_in_threadpool(catalog.create_session, body.title, run_scope(request))
+        return to_wire(session)
+
+    @router.get("/sessions")
+    async def list_sessions(
+        request: Request, limit: int | None = Query(None), cursor: str | None = Query(None)
+    ) -> Any:
+        page = await run_in_threadpool(catalog.list_sessions, limit, cursor, run_scope(request))
+        return _page(page)
+
+    @router.get("/sessions/{session_id}")
+    async def get_session(request: Request, session_id: str) -> Any:
+        return to_wire(await run_in_threadpool(catalog.session, session_id, run_scope(request)))
+
+    @router.get("/sessions/{session_id}/state")
+    async def get_session_state(request: Request, session_id: str) -> Any:
+        scope = run_scope(request)
+        return to_wire(await run_in_threadpool(catalog.session_state, session_id, scope))
+
+    for action, status in (("close", SessionStatus.CLOSED), ("reopen", SessionStatus.OPEN)):
+        _status_route(router, catalog, action, status)
+
+    @router.get("/packages")
+    async def list_packages() -> Any:
+        names = await run_in_threadpool(available_packages, services.settings)
+        default = await run_in_threadpool(resolve_package, services.settings, None)
+        items = []
+        for name in names:
+            package = await run_in_threadpool(resolve_package, services.settings, name)
+            info = package.describe(str(package.path))
+            items.append({**info, "default": package.path == default.path})
+        return {"items": items, "nextCursor": None}
+
+
+def _status_route(router: APIRouter, catalog: Any, action: str, status: SessionStatus) -> None:
+    async def change(request: Request, session_id: str) -> Any:
+        session = await run_in_threadpool(
+            catalog.set_status, session_id, status, run_scope(request)
+        )
+        return to_wire(session)
+
+    router.add_api_route(
+        f"/sessions/{{session_id}}/{action}", change, methods=["POST"], name=f"{action}_session"
+    )
+
+
+def _artifact_routes(router: APIRouter, service: AgentService) -> None:
+    catalog = service.catalog
+    limit_bytes = service.settings.upload_max_bytes
+
+    @router.post("/artifacts/upload", status_code=201)
+    async def upload(request: Request) -> Any:
+        scope = run_scope(request)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit_bytes + UPLOAD_SLACK:
+            raise UploadTooLarge(limit_bytes)
+        received = await receive_upload(
+            request.stream(),
+            request.headers.get("content-type"),
+            lambda fields: catalog.open_upload(fields, scope),
+        )
+        artifact = await run_in_threadpool(catalog.finish_upload, received, scope)
+        return to_wire(artifact)
+
+    @router.get("/artifacts")
+    async def list_artifacts(
+        request: Request,
+        session_id: str = Query(..., alias="sessionId"),
+        limit: int | None = Query(None),
+        cursor: str | None = Query(None),
+    ) -> Any:
+        scope = run_scope(request)
+        page = await run_in_threadpool(catalog.list_artifacts, session_id, limit, cursor, scope)
+        return _page(page)
+
+    @router.get("/artifacts/{artifact_id}")
+    async def get_artifact(request: Request, artifact_id: str) -> Any:
+        return to_wire(await run_in_threadpool(catalog.artifact, artifact_id, run_scope(request)))
+
+    @router.get("/artifacts/{artifact_id}/content")
+    async def artifact_content(request: Request, artifact_id: str) -> Any:
+        artifact = await run_in_threadpool(catalog.artifact, artifact_id, run_scope(request))
+        path = catalog.artifact_file(artifact)
+        return FileResponse(path, media_type=artifact.media_type, filename=artifact.file_name)
+
+
+def _grant_routes(router: APIRouter, services: Services, service: AgentService) -> None:
+    catalog = service.catalog
+
+    @router.post("/mount-grants", status_code=201, openapi_extra=_body_schema(GrantCreate))
+    async def create_grant(request: Request) -> Any:
+        body = await _body(request, services, GrantCreate)
+        grant = await run_in_threadpool(
+            catalog.create_grant, body.session_id, body.name, body.host_path, body.access,
+            run_scope(request),
+        )  # fmt: skip
+        return to_wire(grant)
+
+    @router.get("/mount-grants")
+    async def list_grants(
+        request: Request,
+        session_id: str = Query(..., alias="sessionId"),
+        limit: int | None = Query(None),
+        cursor: str | None = Query(None),
+    ) -> Any:
+        scope = run_scope(request)
+        page = await run_in_threadpool(catalog.list_grants, session_id, limit, cursor, scope)
+        return _page(page)
+
+    @router.delete("/mount-grants/{grant_id}")
+    async def revoke_grant(request: Request, grant_id: str) -> Any:
+        return to_wire(await run_in_threadpool(catalog.revoke_grant, grant_id, run_scope(request)))
+
+
+def _run_routes(router: APIRouter, services: Services, service: AgentService) -> None:
+    runs = service.runs
+
+    @router.post("/runs", status_code=201, openapi_extra=_body_schema(RunCreate))
+    async def create_run(request: Request) -> Any:
+        body = await _body(request, services, RunCreate)
+        run_request = RunRequest(**body.model_dump())
+        run = await run_in_threadpool(runs.create, run_request, run_scope(request))
+        return to_wire(run)
+
+    @router.get("/runs")
+    async def list_runs(
+        request: Request,
+        session_id: str | None = Query(None, alias="sessionId"),
+        limit: int | None = Query(None),
+        cursor: str | None = Query(None),
+    ) -> Any:
+        scope = run_scope(request)
+        page = await run_in_threadpool(runs.list, session_id, limit, cursor, scope)
+        return _page(page)
+
+    @router.get("/runs/{run_id}")
+    async def get_run(request: Request, run_id: str) -> Any:
+        return to_wire(await run_in_threadpool(runs.run, run_id, run_scope(request)))
+
+    @router.post("/runs/{run_id}/cancel")
+    async def cancel_run(request: Request, run_id: str) -> Any:
+        return to_wire(await run_in_threadpool(runs.cancel, run_id, run_scope(request)))
+
+
+def _run_output_routes(router: APIRouter, service: AgentService) -> None:
+    runs = service.runs
+
+    @router.get("/runs/{run_id}/files")
+    async def list_files(request: Request, run_id: str) -> Any:
+        run = await run_in_threadpool(runs.run, run_id, run_scope(request))
+        out_dir = service.layout.run_subdir(run.id, "out")
+        items = await run_in_threadpool(list_output_files, out_dir)
+        return {"items": items, "nextCursor": None}
+
+    @router.get("/runs/{run_id}/files/{path:path}")
+    async def download_file(request: Request, run_id: str, path: str) -> Any:
+        run = await run_in_threadpool(runs.run, run_id, run_scope(request))
+        out_dir = service.layout.run_subdir(run.id, "out")
+        target = await run_in_threadpool(output_file, out_dir, path)
+        return FileResponse(target, filename=target.name)
+
+    @router.get("/runs/{run_id}/events")
+    async def events(request: Request, run_id: str) -> Any:
+        cursor = RunCursor.parse(request.headers.get("last-event-id"))
+        run = await run_in_threadpool(runs.run, run_id, run_scope(request))
+        stream = run_events(service.stream_source(run), cursor)
+        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
