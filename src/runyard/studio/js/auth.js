@@ -4,6 +4,7 @@
 const KEY = "runyard.token";
 const listeners = new Set();
 let pending = null;
+let declined = false; // the prompt was cancelled: background requests do not reopen it
 
 export class SignInCancelled extends Error {
   constructor() {
@@ -21,14 +22,22 @@ export function getToken() {
   }
 }
 
+const notify = () => listeners.forEach((fn) => fn());
+
 function setToken(token) {
   sessionStorage.setItem(KEY, token);
-  listeners.forEach((fn) => fn(token));
+  declined = false;
+  notify();
 }
 
 export function forgetToken() {
   sessionStorage.removeItem(KEY);
-  listeners.forEach((fn) => fn(null));
+  notify();
+}
+
+/** True once the user cancelled the prompt, until they ask to sign in again. */
+export function signInDeclined() {
+  return declined;
 }
 
 export function onTokenChange(fn) {
@@ -36,7 +45,9 @@ export function onTokenChange(fn) {
 }
 
 /** Show the sign-in dialog once, however many requests were refused at the same time. */
-export function askToken(reason) {
+export function askToken(reason, { force = false } = {}) {
+  if (force) declined = false;
+  if (declined) return Promise.reject(new SignInCancelled());
   if (!pending) {
     pending = promptForToken(reason).finally(() => {
       pending = null;
@@ -61,6 +72,8 @@ function promptForToken(reason) {
         setToken(token);
         resolve(token);
       } else {
+        declined = true;
+        notify();
         reject(new SignInCancelled());
       }
     };

@@ -1,7 +1,7 @@
 // The Studio shell: a hash router that mounts one view at a time into <main>.
 // Each view is `render(container, params, query) -> cleanup` and owns its timers/streams.
 
-import { forgetToken, getToken, onTokenChange } from "./auth.js";
+import { askToken, forgetToken, getToken, onTokenChange, signInDeclined } from "./auth.js";
 import { errorBox, h, replace } from "./dom.js";
 import { setTitle } from "./ui.js";
 import { renderTasks } from "./views/tasks.js";
@@ -70,8 +70,9 @@ function markNav(active) {
   }
 }
 
-function syncTokenButton() {
+function syncTokenButtons() {
   document.getElementById("forget-token").hidden = !getToken();
+  document.getElementById("sign-in").hidden = !signInDeclined();
 }
 
 function start() {
@@ -84,8 +85,11 @@ function start() {
     event.preventDefault();
     document.getElementById("main").focus();
   });
-  onTokenChange(syncTokenButton);
-  syncTokenButton();
+  document.getElementById("sign-in").addEventListener("click", () => {
+    askToken("Enter the access token of this server.", { force: true }).then(route, () => {});
+  });
+  onTokenChange(syncTokenButtons);
+  syncTokenButtons();
   window.addEventListener("hashchange", route);
   route();
 }

@@ -11,6 +11,7 @@ import { agentUnavailable, unavailableNotice } from "./sessions.js";
 
 const POLL_MS = 2000;
 const MAX_EVENTS = 500;
+const MAX_OUTPUT = 1024 * 1024;
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const FINAL_EVENTS = new Set(["result", "end", "done", "final", "closed"]);
 const isActiveRun = (run) => run && !TERMINAL.has(run.state);
@@ -325,7 +326,8 @@ class SessionView {
     this.renderRuns();
     const run = this.runs.find((r) => r.id === runId);
     this.eventsList = h("ol", { class: "events", id: "run-events", "aria-label": "Run events" });
-    this.eventCount = 0;
+    this.runOutput = h("pre", { class: "log run-output", id: "run-output", tabindex: "0", "aria-label": "Run output" });
+    this.outputBytes = 0;
     this.runFacts = h("div");
     this.runFiles = h("div", { id: "run-files" }, spinner("Loading output files…"));
     this.runActions = h("div", { class: "actions" });
@@ -334,7 +336,8 @@ class SessionView {
       this.runFacts,
       h("div", { class: "grid-2" },
         h("div", {}, h("h4", {}, "Events"), this.eventsList),
-        h("div", {}, h("h4", {}, "Output files"), this.runFiles))));
+        h("div", {}, h("h4", {}, "Output"), this.runOutput)),
+      h("h4", {}, "Output files"), this.runFiles));
     if (run) this.renderRunFacts(run);
     this.followRun(runId);
     if (!isActiveRun(run)) this.loadRunFiles(runId);
@@ -398,17 +401,33 @@ class SessionView {
 
   showEvent(event) {
     const data = eventData(event);
+    if (event.event === "log") return this.showOutput(data);
+    if (event.event === "end" && data?.run) this.renderRunFacts(data.run);
     const payload = data && typeof data === "object" && data.data && typeof data.data === "object" ? data.data : data;
-    const kind = data?.kind || event.event;
-    const at = data?.createdAt || payload?.at || payload?.createdAt;
-    const text = eventText(payload);
-    this.eventCount += 1;
+    const kind = event.event === "message" ? data?.kind || "message" : event.event;
+    const at = payload?.at || payload?.createdAt || payload?.run?.finishedAt;
+    const text = event.event === "end" ? `run ${payload?.run?.state || "ended"}` : eventText(payload);
     this.eventsList.append(h("li", { class: `event event-${String(kind).replace(/[^a-z0-9-]/gi, "")}` },
       h("span", { class: "event-kind" }, kind),
       at ? h("time", { class: "muted small", datetime: at }, formatTime(at)) : null,
       h("span", { class: "event-text" }, text)));
     while (this.eventsList.children.length > MAX_EVENTS) this.eventsList.firstChild.remove();
     this.eventsList.scrollTop = this.eventsList.scrollHeight;
+    return undefined;
+  }
+
+  // Output lines as they are written; only the last MAX_OUTPUT characters stay in the page.
+  showOutput(data) {
+    const text = typeof data === "string" ? data : data?.content || "";
+    if (!text) return;
+    const follow = this.runOutput.scrollHeight - this.runOutput.scrollTop - this.runOutput.clientHeight < 32;
+    this.runOutput.append(document.createTextNode(text));
+    this.outputBytes += text.length;
+    while (this.outputBytes > MAX_OUTPUT && this.runOutput.childNodes.length > 1) {
+      this.outputBytes -= this.runOutput.firstChild.textContent.length;
+      this.runOutput.firstChild.remove();
+    }
+    if (follow) this.runOutput.scrollTop = this.runOutput.scrollHeight;
   }
 
   async loadRunFiles(runId) {
@@ -457,7 +476,7 @@ function runDuration(run) {
 function eventText(payload) {
   if (payload === null || payload === undefined) return "";
   if (typeof payload !== "object") return String(payload);
-  for (const key of ["message", "text", "content", "line", "state", "error"]) {
+  for (const key of ["state", "message", "text", "content", "line", "error"]) {
     if (typeof payload[key] === "string" && payload[key]) return payload[key];
   }
   return JSON.stringify(payload);

@@ -1,0 +1,82 @@
+"""Submit: a form generated from the input schema, with inline client and server errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import screenshot, task_hash
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+
+def task_ids(server) -> set[str]:
+    return set(server.call("list_task_ids")["answer"])
+
+
+def test_form_shows_client_and_server_errors_inline(studio, page):
+    page.goto(studio.url + "/#/submit?task=demo")
+    expect(page.locator("#definition")).to_have_value("demo")
+    expect(page.locator(".definition-description")).to_contain_text("arithmetic")
+    for field in ("x", "y", "fail", "task_name", "source_tasks"):
+        expect(page.locator(f"#in-{field}")).to_be_visible()
+    expect(page.locator("#in-fail")).to_have_attribute("type", "checkbox")
+
+    before = task_ids(studio)
+    page.fill("#in-y", "abc")
+    page.click("#submit-task")
+    expect(page.locator("#in-x-error")).to_have_text("Required.")
+    expect(page.locator("#in-y-error")).to_have_text("Enter a whole number.")
+    expect(page.locator("#in-x")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#in-x")).to_be_focused()
+    expect(page.locator("#form-errors")).to_be_visible()
+    assert task_ids(studio) == before
+
+    page.fill("#in-x", "2")
+    page.fill("#in-y", "3")
+    page.fill("#in-task_name", "bad name!")
+    page.click("#submit-task")
+    name_error = page.locator("#in-task_name-error")
+    expect(name_error).to_be_visible()
+    expect(name_error).not_to_be_empty()
+    expect(page.locator("#in-task_name")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#in-x-error")).to_be_hidden()
+    assert task_ids(studio) == before
+    screenshot(page, "submit")
+
+    page.fill("#in-task_name", "form-ok")
+    page.click("#submit-task")
+    expect(page).to_have_url(re.compile(re.escape(task_hash("base#demo#form-ok")) + "$"))
+    expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=15_000)
+    expect(page.locator("#sec-result + pre, .json").first).to_contain_text('"result": 5')
+
+
+def test_schema_kinds_become_matching_controls(studio, page):
+    page.goto(studio.url + "/#/submit")
+    page.select_option("#definition", "command")
+    expect(page.locator("#in-command")).to_be_visible()
+    expect(page.locator("#in-shell")).to_have_attribute("type", "checkbox")
+    expect(page.locator("#in-artifacts")).to_have_value("**/*")
+    expect(page.locator("#in-timeout_seconds")).to_have_attribute("inputmode", "decimal")
+    page.fill("#in-command", "true")
+    page.fill("#in-timeout_seconds", "0")
+    page.click("#submit-task")
+    expect(page.locator("#in-timeout_seconds-error")).to_have_text("Must be greater than 0.")
+    page.fill("#in-timeout_seconds", "")
+    page.fill("#in-task_name", "schema-kinds")
+    page.click("#submit-task")
+    expect(page).to_have_url(re.compile(re.escape(task_hash("base#command#schema-kinds")) + "$"))
+    status = studio.call("status", task_id="base#command#schema-kinds")["answer"]
+    assert status["config"]["artifacts"] == "**/*"
+    assert status["config"]["shell"] is False
+
+
+def test_edit_and_submit_prefills_from_a_task(studio, page):
+    reply = studio.call("submit", task="demo", x=7, y=8, task_name="prefill-src")
+    task_id = reply["answer"]["task_id"]
+    page.goto(studio.url + "/" + task_hash(task_id))
+    page.get_by_role("link", name="Edit & submit").click()
+    expect(page.locator("#in-x")).to_have_value("7")
+    expect(page.locator("#in-y")).to_have_value("8")
+    expect(page.locator("#in-task_name")).to_have_value("prefill-src")
