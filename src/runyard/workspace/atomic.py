@@ -63,7 +63,8 @@ def write_json_atomic(path: Path, obj: Any, *, sync_dir: bool = False, fsync: bo
 def read_bytes_tolerant(path: Path) -> bytes | None:
     """The file's bytes, or None when it is missing, a symlink or not a regular file."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: opening a FIFO planted under a record's name must not block forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,12 @@ def read_events(path: Path, offset: int = 0) -> tuple[list[tuple[int, dict[str, 
     A trailing line without its newline is not returned yet; invalid lines are skipped.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return [], offset
     with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return [], offset
         fh.seek(offset)
         data = fh.read()
     events: list[tuple[int, dict[str, Any]]] = []

@@ -42,7 +42,7 @@ class TaskId(NamedTuple):
 
 
 def validate_task_name(name: str) -> str:
-    if not TASK_NAME_RE.match(name):
+    if not isinstance(name, str) or not TASK_NAME_RE.fullmatch(name):
         raise InvalidInput(
             f"Invalid task_name {name!r}: use 1-32 English letters, digits or hyphens"
         )
@@ -50,7 +50,7 @@ def validate_task_name(name: str) -> str:
 
 
 def validate_reg_name(name: str) -> str:
-    if not REG_NAME_RE.match(name):
+    if not isinstance(name, str) or not REG_NAME_RE.fullmatch(name):
         raise InvalidInput(
             f"Invalid task registration name {name!r}: use letters, digits, '_' or '-'"
         )
@@ -79,11 +79,13 @@ def is_task_id(task_id: object) -> bool:
 
 
 def _checked(task_id: str, task_type: str, task: str, task_name: str) -> TaskId:
+    if not all(isinstance(part, str) for part in (task_type, task, task_name)):
+        raise InvalidTaskId(task_id, "every part of a task id is a string")
     if task_type not in TASK_TYPES:
         raise InvalidTaskId(task_id, f"task type must be one of {', '.join(sorted(TASK_TYPES))}")
-    if not REG_NAME_RE.match(task):
+    if not REG_NAME_RE.fullmatch(task):
         raise InvalidTaskId(task_id, "task must be letters, digits, '_' or '-'")
-    if not TASK_NAME_RE.match(task_name):
+    if not TASK_NAME_RE.fullmatch(task_name):
         raise InvalidTaskId(task_id, "task_name must be 1-32 English letters, digits or hyphens")
     return TaskId(task_type, task, task_name)
 

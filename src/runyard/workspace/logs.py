@@ -7,6 +7,7 @@ and the end moves back to the last complete character.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -30,10 +31,7 @@ def read_log_window(
     path: Path | str | None, offset: int = -1, limit: int = DEFAULT_LIMIT
 ) -> TaskLogChunk:
     """Read up to ``limit`` bytes from ``offset`` (-1: the tail; past the end: reset + tail)."""
-    try:
-        fd = os.open(path, os.O_RDONLY) if path else -1
-    except OSError:
-        fd = -1
+    fd = _open_regular(path)
     if fd < 0:
         return TaskLogChunk(
             content="", start_offset=0, next_offset=0, file_size=0,
@@ -61,6 +59,20 @@ def read_log_window(
         has_more_after=end < size,
         reset=reset,
     )
+
+
+def _open_regular(path: Path | str | None) -> int:
+    """A descriptor of a regular file, or -1 (a FIFO or device must not block the reader)."""
+    if not path:
+        return -1
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return -1
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return -1
+    return fd
 
 
 def _skip_continuation(data: bytes, start: int) -> int:
