@@ -30,6 +30,7 @@ class ServerProcess:
     proc: subprocess.Popen[str]
     token: str | None = None
     output: list[str] = field(default_factory=list)
+    pump: threading.Thread | None = None
 
     @property
     def headers(self) -> dict[str, str]:
@@ -59,6 +60,10 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self.pump is not None:
+            self.pump.join(10)
+        if self.proc.stdout is not None and (self.pump is None or not self.pump.is_alive()):
+            self.proc.stdout.close()
         return self.proc.returncode
 
 
@@ -98,9 +103,12 @@ def start_server(
             output.append(line)
             lines.put(line)
 
-    threading.Thread(target=pump, daemon=True).start()
+    pump_thread = threading.Thread(target=pump, daemon=True)
+    pump_thread.start()
     url = _await_url(proc, lines, output)
-    server = ServerProcess(url, root, workspace, log_dir, config_path, proc, token, output)
+    server = ServerProcess(
+        url, root, workspace, log_dir, config_path, proc, token, output, pump_thread
+    )
     _await_health(server)
     return server
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -21,16 +22,22 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         proc.stop()
 
 
+@contextmanager
 def open_stream(
     srv: ServerProcess, task_id: str, last_event_id: str | None = None
-) -> httpx.Response:
+) -> Iterator[httpx.Response]:
     headers = {"last-event-id": last_event_id} if last_event_id else {}
-    client = srv.client()
-    request = client.build_request(
-        "POST", "/jobs/stream_task/events",
-        json={"arguments": {"task_id": task_id, "poll_interval": 0.05}}, headers=headers,
-    )  # fmt: skip
-    return client.send(request, stream=True)
+    body = {"arguments": {"task_id": task_id, "poll_interval": 0.05}}
+    with (
+        srv.client() as client,
+        client.stream("POST", "/jobs/stream_task/events", json=body, headers=headers) as reply,
+    ):
+        yield reply
+
+
+def stream_events(srv: ServerProcess, task_id: str, last_event_id: str | None = None) -> list[dict]:
+    with open_stream(srv, task_id, last_event_id) as reply:
+        return read_sse(reply.iter_lines())
 
 
 def submit_script(srv: ServerProcess, name: str) -> dict:
@@ -41,11 +48,10 @@ def submit_script(srv: ServerProcess, name: str) -> dict:
 
 def test_stream_has_progress_logs_and_one_final_result(srv: ServerProcess) -> None:
     handle = submit_script(srv, "sse-full")
-    reply = open_stream(srv, handle["task_id"])
-    assert reply.status_code == 200
-    assert reply.headers["content-type"].startswith("text/event-stream")
-    events = read_sse(reply.iter_lines())
-    reply.close()
+    with open_stream(srv, handle["task_id"]) as reply:
+        assert reply.status_code == 200
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        events = read_sse(reply.iter_lines())
     kinds = [e["event"] for e in events]
     assert kinds[-1] == "result" and kinds.count("result") == 1
     assert "progress" in kinds and "log" in kinds
@@ -64,16 +70,14 @@ def test_stream_has_progress_logs_and_one_final_result(srv: ServerProcess) -> No
 
 def test_resume_with_last_event_id_has_no_gap_and_no_repeat(srv: ServerProcess) -> None:
     handle = submit_script(srv, "sse-resume")
-    reply = open_stream(srv, handle["task_id"])
     first: list[dict] = []
-    lines = reply.iter_lines()
-    for event in _iter_events(lines):
-        first.append(event)
-        if event["event"] == "log":
-            break
-    reply.close()
-    rest = read_sse(open_stream(srv, handle["task_id"], first[-1]["id"]).iter_lines())
-    full = read_sse(open_stream(srv, handle["task_id"]).iter_lines())
+    with open_stream(srv, handle["task_id"]) as reply:
+        for event in _iter_events(reply.iter_lines()):
+            first.append(event)
+            if event["event"] == "log":
+                break
+    rest = stream_events(srv, handle["task_id"], first[-1]["id"])
+    full = stream_events(srv, handle["task_id"])
     joined = "".join(e["data"]["content"] for e in first + rest if e["event"] == "log")
     whole = "".join(e["data"]["content"] for e in full if e["event"] == "log")
     assert joined == whole
@@ -112,7 +116,7 @@ def test_other_jobs_answer_one_result_event(srv: ServerProcess) -> None:
 
 
 def test_stream_of_unknown_task_ends_with_a_failed_result(srv: ServerProcess) -> None:
-    events = read_sse(open_stream(srv, "base#demo#absent").iter_lines())
+    events = stream_events(srv, "base#demo#absent")
     assert [e["event"] for e in events] == ["result"]
     assert events[0]["data"]["success"] is False
     assert events[0]["data"]["answer"].startswith("KeyError: ")

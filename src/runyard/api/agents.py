@@ -81,8 +81,8 @@ class RunCreate(_Body):
     session_id: str
     user_prompt: str
     system_prompt: str | None = None
-    artifact_ids: list[str] = Field(default_factory=list)
-    mount_grant_ids: list[str] = Field(default_factory=list)
+    artifact_ids: list[str] | None = Field(None, description="Default: all of the session's")
+    mount_grant_ids: list[str] | None = Field(None, description="Default: all active grants")
     package: str | None = None
     enqueue: bool = False
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from runyard.repository.index import TaskRepository
+from runyard.repository import TaskRepository
 
 
 class Subscription:

@@ -54,6 +54,12 @@ def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, di
         model = envelope_model(job.name, job.args)
         schemas.update(_component_schemas(model))
         _add_job_routes(router, services, hub, job, model)
+
+    @router.post("/jobs/{name}", include_in_schema=False)
+    @router.post("/jobs/{name}/events", include_in_schema=False)
+    async def unknown_job(name: str) -> None:
+        raise HTTPException(404, f"Unknown job {name!r}. Jobs: {', '.join(JOBS)}")
+
     return router, schemas
 
 

@@ -58,6 +58,7 @@ def serve(settings: Settings) -> None:
         servers.append(uds)
     record = {"url": url, "pid": os.getpid(), "started_at": utcnow()}
     print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
+    print(f"  Studio: {url}/   try: runyard submit demo x=1 y=2 --wait", flush=True)
     asyncio.run(_run_all(servers, settings, record))
 
 

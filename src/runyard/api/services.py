@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runyard.config import Settings
-from runyard.repository.index import TaskRepository
+from runyard.repository import TaskRepository
 from runyard.runtime.supervisor import Supervisor
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace

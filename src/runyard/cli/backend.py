@@ -13,7 +13,7 @@ from runyard.api.address import read_server_file
 from runyard.client import Client
 from runyard.config import Settings
 from runyard.errors import TaskNotFound
-from runyard.repository.index import TaskRepository
+from runyard.repository import TaskRepository
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.runtime.liveness import settle
 from runyard.runtime.supervisor import Supervisor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from runyard.cli import tasks
+from runyard.cli import agent, tasks
 from runyard.cli.serve import serve
 from runyard.cli.watch import watch
 
@@ -22,6 +22,7 @@ for command in (
 ):  # fmt: skip
     app.command()(command)
 app.command()(watch)
+app.add_typer(agent.app, name="agent")
 
 
 def main() -> None:

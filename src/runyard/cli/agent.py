@@ -1,0 +1,417 @@
+"""``runyard agent ...``: the agent-run API over HTTP (sessions, uploads, grants, runs).
+
+The server is ``--url``/``RUNYARD_URL``, else the address the workspace's server recorded;
+the token ``--token``/``RUNYARD_TOKEN``, else the configured one. ``--json`` prints the
+API's JSON as is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.table import Table
+
+from runyard.cli.backend import server_address
+from runyard.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    TokenOpt,
+    UrlOpt,
+    WorkspaceOpt,
+    console,
+    fail,
+    load_settings,
+    print_json,
+)
+from runyard.cli.render import state_text
+
+app = typer.Typer(
+    name="agent", help="Agent runs: sessions, uploads, mount grants, runs.", no_args_is_help=True
+)
+SessionOpt = Annotated[str, typer.Option("--session", "-s", help="Session id")]
+RunArg = Annotated[str, typer.Argument(help="Run id")]
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+class AgentApi:
+    """A thin HTTP client of ``/api/v1`` that turns error answers into CLI failures."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        base = url.rstrip("/") + "/api/v1"
+        self.http = httpx.Client(base_url=base, headers=headers, timeout=60)
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            reply = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            fail(f"cannot reach the server: {exc}")
+        return self.checked(reply).json()
+
+    @staticmethod
+    def checked(reply: httpx.Response) -> httpx.Response:
+        if reply.status_code < 400:
+            return reply
+        try:
+            body = reply.json()
+            error = body.get("error") or {"message": body.get("detail")}
+            message = f"{error.get('message')} ({reply.status_code} {error.get('code', '')})"
+        except (ValueError, AttributeError):
+            message = f"HTTP {reply.status_code}: {reply.text[:300]}"
+        fail(message.replace(" )", ")"))
+        return reply
+
+    def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        with self.http.stream("GET", path, timeout=httpx.Timeout(60, read=None)) as reply:
+            self.checked(reply)
+            kind, data = "", ""
+            for line in reply.iter_lines():
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:"):
+                    data = line[5:].strip()
+                elif line == "" and kind:
+                    yield kind, json.loads(data)
+                    kind, data = "", ""
+
+
+def _api(
+    url: str | None, token: str | None, workspace_dir: Path | None, config: Path | None
+) -> AgentApi:
+    settings = load_settings(workspace_dir, None, config)
+    address = server_address(settings, url)
+    if address is None:
+        fail("no server found for this workspace: start one with `runyard serve` or pass --url")
+    return AgentApi(str(address), token or settings.token)
+
+
+def _show(data: Any, as_json: bool, render: Any = None) -> None:
+    if as_json or render is None:
+        print_json(data)
+    else:
+        render(data)
+
+
+def _table(columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(*columns)
+    for row in rows:
+        table.add_row(*[str(cell) if cell is not None else "" for cell in row])
+    console.print(table)
+
+
+def _sessions_table(page: dict[str, Any]) -> None:
+    rows = [
+        [s["id"], s["title"], s["status"], len(s["history"]), s["latestRunId"]]
+        for s in page["items"]
+    ]
+    _table(["id", "title", "status", "turns", "latest run"], rows)
+
+
+def _session_view(session: dict[str, Any]) -> None:
+    console.print(f"[bold]{session['id']}[/] {session['title']!r} {session['status']}")
+    for turn in session["history"]:
+        head = f"[bold]{turn['role']}[/] ({turn['runId']}):"
+        console.print(head, turn["content"], highlight=False)
+
+
+def _runs_table(page: dict[str, Any]) -> None:
+    rows = [
+        [r["id"], state_text(r["state"]), r["package"], r["isolation"], r["exitCode"], r["error"]]
+        for r in page["items"]
+    ]
+    _table(["id", "state", "package", "isolation", "exit", "error"], rows)
+
+
+@app.command()
+def sessions(
+    as_json: JsonOpt = False, limit: int | None = None, cursor: str | None = None,
+    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+    config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List sessions, newest first."""
+    params = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
+    page = _api(url, token, workspace_dir, config).call("GET", "/sessions", params=params)
+    _show(page, as_json, _sessions_table)
+
+
+@app.command("create-session")
+def create_session(
+    title: Annotated[str | None, typer.Option(help="A title")] = None, as_json: JsonOpt = False,
+    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+    config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Create a session and print it (its id on its own without --json)."""
+    api = _api(url, token, workspace_dir, config)
+    session = api.call("POST", "/sessions", json={"title": title})
+    _show(session, as_json, lambda s: print(s["id"]))
+
+
+@app.command()
+def session(
+    session_id: Annotated[str, typer.Argument(help="Session id")], as_json: JsonOpt = False,
+    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+    config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Show a session with its history."""
+    found = _api(url, token, workspace_dir, config).call("GET", f"/sessions/{session_id}")
+    _show(found, as_json, _session_view)
+
+
+def _status_command(action: str) -> Any:
+    def command(
+        session_id: Annotated[str, typer.Argument(help="Session id")], as_json: JsonOpt = False,
+        url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+        config: ConfigOpt = None,
+    ) -> None:  # fmt: skip
+        api = _api(url, token, workspace_dir, config)
+        found = api.call("POST", f"/sessions/{session_id}/{action}")
+        _show(found, as_json, lambda s: print(f"{s['id']} {s['status']}"))
+
+    command.__doc__ = f"{action.title()} a session."
+    return command
+
+
+app.command("close")(_status_command("close"))
+app.command("reopen")(_status_command("reopen"))
+
+
+@app.command()
+def upload(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="File to upload")],
+    session_id: SessionOpt,
+    path: Annotated[str | None, typer.Option("--path", help="relativePath under in/")] = None,
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Upload a file into a session (streamed)."""
+    api = _api(url, token, workspace_dir, config)
+    data = {"sessionId": session_id, **({"relativePath": path} if path else {})}
+    with open(file, "rb") as fh:
+        files = {"file": (file.name, fh)}
+        artifact = api.call("POST", "/artifacts/upload", data=data, files=files, timeout=None)
+    _show(artifact, as_json, lambda a: print(a["id"]))
+
+
+@app.command()
+def artifacts(
+    session_id: SessionOpt, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List a session's uploaded artifacts."""
+    api = _api(url, token, workspace_dir, config)
+    page = api.call("GET", "/artifacts", params={"sessionId": session_id, "limit": 1000})
+    rows = [
+        [a["id"], a["fileName"], a["relativePath"], a["size"], a["sha256"][:12]]
+        for a in page["items"]
+    ]
+    _show(page, as_json, lambda _: _table(["id", "name", "relativePath", "size", "sha256"], rows))
+
+
+def _download(api: AgentApi, path: str, output: Path) -> None:
+    with api.http.stream("GET", path) as reply:
+        api.checked(reply)
+        with open(output, "wb") as fh:
+            for chunk in reply.iter_bytes(1 << 20):
+                fh.write(chunk)
+
+
+@app.command()
+def download(
+    artifact_id: Annotated[str, typer.Argument(help="Artifact id")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write it")],
+    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+    config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Download an uploaded artifact."""
+    _download(_api(url, token, workspace_dir, config), f"/artifacts/{artifact_id}/content", output)
+
+
+@app.command()
+def grant(
+    session_id: SessionOpt,
+    name: Annotated[str, typer.Option(help="Mounted at /workspace/mounts/<name>")],
+    host_path: Annotated[str, typer.Option("--host-path", help="Folder inside an allowed root")],
+    access: Annotated[str, typer.Option(help="ro or rw")] = "ro",
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Let a session mount a host folder."""
+    body = {"sessionId": session_id, "name": name, "hostPath": host_path, "access": access}
+    created = _api(url, token, workspace_dir, config).call("POST", "/mount-grants", json=body)
+    _show(created, as_json, lambda g: print(g["id"]))
+
+
+@app.command()
+def grants(
+    session_id: SessionOpt, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List a session's mount grants."""
+    api = _api(url, token, workspace_dir, config)
+    page = api.call("GET", "/mount-grants", params={"sessionId": session_id, "limit": 1000})
+    rows = [[g["id"], g["name"], g["hostPath"], g["access"], g["revoked"]] for g in page["items"]]
+    _show(page, as_json, lambda _: _table(["id", "name", "hostPath", "access", "revoked"], rows))
+
+
+@app.command()
+def revoke(
+    grant_id: Annotated[str, typer.Argument(help="Mount grant id")], as_json: JsonOpt = False,
+    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+    config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Revoke a mount grant."""
+    revoked = _api(url, token, workspace_dir, config).call("DELETE", f"/mount-grants/{grant_id}")
+    _show(revoked, as_json, lambda g: print(f"{g['id']} revoked"))
+
+
+@app.command()
+def run(
+    session_id: SessionOpt,
+    prompt: Annotated[str, typer.Argument(help="The user prompt")],
+    system: Annotated[str | None, typer.Option(help="System prompt")] = None,
+    artifact: Annotated[
+        list[str] | None, typer.Option(help="Artifact id (repeat); default: all")
+    ] = None,
+    grant_id: Annotated[list[str] | None, typer.Option("--grant", help="Grant id (repeat)")] = None,
+    package: Annotated[str | None, typer.Option(help="Agent package name")] = None,
+    enqueue: Annotated[bool, typer.Option(help="Queue behind the session's active run")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends")] = False,
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Start a run in a session."""
+    api = _api(url, token, workspace_dir, config)
+    body: dict[str, Any] = {"sessionId": session_id, "userPrompt": prompt, "enqueue": enqueue}
+    optional = {"systemPrompt": system, "artifactIds": artifact, "mountGrantIds": grant_id}
+    body.update({k: v for k, v in {**optional, "package": package}.items() if v is not None})
+    created = api.call("POST", "/runs", json=body)
+    if wait:
+        created = _follow(api, created["id"], as_json)
+    _show(created, as_json, lambda r: print(f"{r['id']} {r['state']}"))
+    if wait and created["state"] != "succeeded":
+        raise typer.Exit(1)
+
+
+def _follow(api: AgentApi, run_id: str, as_json: bool) -> dict[str, Any]:
+    for kind, data in api.stream(f"/runs/{run_id}/events"):
+        if kind == "log" and not as_json:
+            console.print(data["content"], end="", highlight=False, markup=False)
+        elif kind == "state" and not as_json:
+            console.print(f"[dim]{run_id}[/] {state_text(data['state'])} {data['error']}")
+        elif kind == "end":
+            return data["run"]  # type: ignore[no-any-return]
+    return api.call("GET", f"/runs/{run_id}")  # type: ignore[no-any-return]
+
+
+@app.command()
+def runs(
+    session_id: Annotated[str | None, typer.Option("--session", "-s", help="Session id")] = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Print state changes until idle")] = False,
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List runs (of one session); --watch follows them until none is active."""
+    api = _api(url, token, workspace_dir, config)
+    params = {"limit": 1000, **({"sessionId": session_id} if session_id else {})}
+    page = api.call("GET", "/runs", params=params)
+    _show(page, as_json, _runs_table)
+    if watch:
+        _watch_runs(api, params, page, as_json)
+
+
+def _watch_runs(api: AgentApi, params: dict[str, Any], page: dict[str, Any], as_json: bool) -> None:
+    seen = {r["id"]: r["state"] for r in page["items"]}
+    while any(state not in TERMINAL for state in seen.values()):
+        time.sleep(0.5)
+        for found in api.call("GET", "/runs", params=params)["items"][::-1]:
+            if seen.get(found["id"]) != found["state"]:
+                seen[found["id"]] = found["state"]
+                if as_json:
+                    print(json.dumps(found), flush=True)
+                else:
+                    console.print(f"{found['id']} {state_text(found['state'])} {found['error']}")
+
+
+@app.command("run-info")
+def run_info(
+    run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Show one run."""
+    found = _api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}")
+    _show(found, as_json, lambda r: _runs_table({"items": [r]}))
+
+
+@app.command()
+def cancel(
+    run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Cancel a run (its whole sandbox is stopped)."""
+    found = _api(url, token, workspace_dir, config).call("POST", f"/runs/{run_id}/cancel")
+    _show(found, as_json, lambda r: print(f"{r['id']} {r['state']}"))
+
+
+@app.command()
+def files(
+    run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List a run's output files."""
+    page = _api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}/files")
+    rows = [[f["path"], f["size"], f["mediaType"]] for f in page["items"]]
+    _show(page, as_json, lambda _: _table(["path", "size", "type"], rows))
+
+
+@app.command()
+def fetch(
+    run_id: RunArg,
+    path: Annotated[str, typer.Argument(help="Path under out/, e.g. final-answer.md")],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="File (default: stdout)")
+    ] = None,
+    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
+    config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Download one of a run's output files."""
+    api = _api(url, token, workspace_dir, config)
+    if output is not None:
+        _download(api, f"/runs/{run_id}/files/{path}", output)
+        return
+    reply = api.checked(api.http.get(f"/runs/{run_id}/files/{path}"))
+    typer.echo(reply.content, nl=False)
+
+
+@app.command()
+def events(
+    run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Follow a run's events (state changes and log) until it ends."""
+    api = _api(url, token, workspace_dir, config)
+    if as_json:
+        for kind, data in api.stream(f"/runs/{run_id}/events"):
+            print(json.dumps({"event": kind, "data": data}), flush=True)
+        return
+    final = _follow(api, run_id, False)
+    print(f"{final['id']} {final['state']}")
+
+
+@app.command()
+def packages(
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List the agent packages runs may name."""
+    page = _api(url, token, workspace_dir, config).call("GET", "/packages")
+    rows = [
+        [p["name"], p["version"], "yes" if p["default"] else "", p["description"]]
+        for p in page["items"]
+    ]
+    _show(page, as_json, lambda _: _table(["name", "version", "default", "description"], rows))
