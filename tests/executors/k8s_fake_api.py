@@ -1,0 +1,368 @@
+"""A small in-memory Kubernetes API server on 127.0.0.1 for the executor tests.
+
+It speaks just the REST paths the Kubernetes executor uses — Jobs (create, read, patch,
+delete, list), ConfigMaps, Secrets and NetworkPolicies (create, list, delete), Pods (list,
+delete) and the pod log (plain and ``follow=true``, chunked) — and plays a crude job
+controller: resuming a Job creates its pod. Tests advance the rest themselves (start the
+container, write log bytes, terminate it with an exit code, fail the Job, ...). It is a
+stand-in for a cluster, not a model of one: no admission, no validation, no scheduling.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import secrets
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+ROUTES = [
+    (re.compile(r"^/apis/batch/v1/namespaces/([^/]+)/jobs(?:/([^/]+))?$"), "Job"),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/configmaps(?:/([^/]+))?$"), "ConfigMap"),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$"), "Secret"),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+))?$"), "Pod"),
+    (
+        re.compile(r"^/apis/networking.k8s.io/v1/namespaces/([^/]+)/networkpolicies(?:/([^/]+))?$"),
+        "NetworkPolicy",
+    ),
+]
+LOG_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+
+
+def timestamp(moment: datetime | None = None) -> str:
+    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    headers: dict[str, str]
+
+
+class ApiFailure(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+    def status(self) -> dict[str, Any]:
+        return {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+
+
+def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def matches(labels: dict[str, str], selector: str) -> bool:
+    for term in filter(None, selector.split(",")):
+        key, sep, value = term.partition("=")
+        if sep and labels.get(key) != value:
+            return False
+        if not sep and key not in labels:
+            return False
+    return True
+
+
+class FakeKubernetes:
+    """The cluster state, the request journal, and the controls tests use to advance it."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.requests: list[Request] = []
+        self.logs: dict[str, bytearray] = {}
+        self.log_requests = 0
+        self.break_next_stream_after: int | None = None
+        self.cond = threading.Condition()
+        self.closed = False
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.server.daemon_threads = True
+        self.server.fake = self  # type: ignore[attr-defined]
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def start(self) -> FakeKubernetes:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+    # --- the REST side -------------------------------------------------------------------
+    def handle(self, method: str, kind: str, ns: str, name: str | None, query: dict[str, str],
+               body: Any) -> dict[str, Any]:
+        with self.cond:
+            if name is None and method == "POST":
+                return self._create(kind, ns, body)
+            if name is None and method == "GET":
+                items = [copy.deepcopy(o) for (k, n, _), o in sorted(self.objects.items())
+                         if k == kind and n == ns
+                         and matches(o["metadata"].get("labels") or {},
+                                     query.get("labelSelector", ""))]
+                return {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {}, "items": items}
+            current = self.objects.get((kind, ns, name or ""))
+            if current is None:
+                raise ApiFailure(404, "NotFound", f'{kind.lower()}s "{name}" not found')
+            if method == "GET":
+                return copy.deepcopy(current)
+            if method == "PATCH":
+                return self._patch(current, body)
+            if method == "DELETE":
+                self._delete(kind, ns, current)
+                return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+        raise ApiFailure(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _create(self, kind: str, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = body["metadata"]["name"]
+        if (kind, ns, name) in self.objects:
+            raise ApiFailure(409, "AlreadyExists", f'{kind.lower()}s "{name}" already exists')
+        stored = copy.deepcopy(body)
+        stored["metadata"].update(
+            namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=timestamp(), resourceVersion="1"
+        )
+        self.objects[(kind, ns, name)] = stored
+        if kind == "Job" and not stored["spec"].get("suspend"):
+            self._create_pod(stored)
+        return copy.deepcopy(stored)
+
+    def _patch(self, job: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+        was_suspended = job["spec"].get("suspend")
+        merge(job, patch)
+        if was_suspended and not job["spec"].get("suspend"):
+            self._create_pod(job)
+        return copy.deepcopy(job)
+
+    def _delete(self, kind: str, ns: str, obj: dict[str, Any]) -> None:
+        del self.objects[(kind, ns, obj["metadata"]["name"])]
+        uid = obj["metadata"]["uid"]
+        for key, other in list(self.objects.items()):  # the garbage collector, at once
+            owners = other["metadata"].get("ownerReferences") or []
+            if any(ref["uid"] == uid for ref in owners):
+                self._delete(key[0], key[1], other)
+        self.cond.notify_all()
+
+    def _create_pod(self, job: dict[str, Any]) -> None:
+        meta, template = job["metadata"], job["spec"]["template"]
+        name = f"{meta['name']}-{secrets.token_hex(3)[:5]}"
+        labels = {**template["metadata"].get("labels", {}), "job-name": meta["name"]}
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
+                 "uid": meta["uid"], "controller": True}
+        status = {"name": "worker", "image": template["spec"]["containers"][0]["image"],
+                  "imageID": "", "ready": False, "restartCount": 0,
+                  "state": {"waiting": {"reason": "ContainerCreating"}}}
+        self.objects[("Pod", meta["namespace"], name)] = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                         "uid": str(uuid.uuid4()), "creationTimestamp": timestamp(),
+                         "ownerReferences": [owner]},
+            "spec": copy.deepcopy(template["spec"]),
+            "status": {"phase": "Pending", "containerStatuses": [status]},
+        }
+        self.logs[name] = bytearray()
+
+    # --- test controls -------------------------------------------------------------------
+    def job(self, name: str, ns: str = "default") -> dict[str, Any]:
+        with self.cond:
+            return copy.deepcopy(self.objects[("Job", ns, name)])
+
+    def kinds_named(self, name: str) -> set[str]:
+        with self.cond:
+            return {kind for kind, _, obj_name in self.objects if obj_name == name}
+
+    def pod_of(self, job_name: str) -> dict[str, Any]:
+        with self.cond:
+            for (kind, _, _), obj in self.objects.items():
+                if kind == "Pod" and obj["metadata"]["labels"].get("job-name") == job_name:
+                    return obj
+        raise KeyError(job_name)
+
+    def _container(self, job_name: str) -> dict[str, Any]:
+        return self.pod_of(job_name)["status"]["containerStatuses"][0]
+
+    def start_container(self, job_name: str) -> None:
+        with self.cond:
+            self.pod_of(job_name)["status"]["phase"] = "Running"
+            self._container(job_name)["state"] = {"running": {"startedAt": timestamp()}}
+            self.cond.notify_all()
+
+    def set_waiting(self, job_name: str, reason: str, message: str, age_seconds: int = 0) -> None:
+        with self.cond:
+            pod = self.pod_of(job_name)
+            created = datetime.fromtimestamp(datetime.now(UTC).timestamp() - age_seconds, UTC)
+            pod["metadata"]["creationTimestamp"] = timestamp(created)
+            self._container(job_name)["state"] = {"waiting": {"reason": reason, "message": message}}
+
+    def write_log(self, job_name: str, data: bytes) -> None:
+        with self.cond:
+            self.logs[self.pod_of(job_name)["metadata"]["name"]] += data
+            self.cond.notify_all()
+
+    def terminate(self, job_name: str, exit_code: int, reason: str | None = None) -> None:
+        with self.cond:
+            pod, job = self.pod_of(job_name), self.objects[("Job", "default", job_name)]
+            pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+            reason = reason or ("Completed" if exit_code == 0 else "Error")
+            self._container(job_name)["state"] = {
+                "terminated": {"exitCode": exit_code, "reason": reason, "finishedAt": timestamp()}
+            }
+            if exit_code == 0:
+                condition = {"type": "Complete", "status": "True"}
+                job["status"] = {"succeeded": 1, "conditions": [condition]}
+            else:
+                condition = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                             "message": "Job has reached the specified backoff limit"}
+                job["status"] = {"failed": 1, "conditions": [condition]}
+            self.cond.notify_all()
+
+    def fail_job(self, job_name: str, reason: str, message: str) -> None:
+        """What the job controller does at activeDeadlineSeconds: Failed, pods deleted."""
+        with self.cond:
+            job = self.objects[("Job", "default", job_name)]
+            condition = {"type": "Failed", "status": "True", "reason": reason, "message": message}
+            job["status"] = {"failed": 1, "conditions": [condition]}
+            pod = self.pod_of(job_name)
+            del self.objects[("Pod", "default", pod["metadata"]["name"])]
+            self.cond.notify_all()
+
+    def add(self, kind: str, body: dict[str, Any], created: datetime, ns: str = "default") -> None:
+        with self.cond:
+            stored = copy.deepcopy(body)
+            stored["metadata"].update(namespace=ns, uid=str(uuid.uuid4()),
+                                      creationTimestamp=timestamp(created))
+            self.objects[(kind, ns, stored["metadata"]["name"])] = stored
+
+    def requests_of(self, method: str, kind_path: str) -> list[Request]:
+        return [r for r in self.requests if r.method == method and kind_path in r.path]
+
+    # --- pod log streaming ---------------------------------------------------------------
+    def log_chunks(self, pod_name: str, follow: bool) -> Any:
+        """Yield log bytes as they arrive; None at the end marks a broken stream."""
+        with self.cond:
+            self.log_requests += 1
+            limit, self.break_next_stream_after = self.break_next_stream_after, None
+        sent = 0
+        while True:
+            with self.cond:
+                data = bytes(self.logs.get(pod_name, b"")[sent:])
+                while not data and follow and self._running(pod_name) and not self.closed:
+                    self.cond.wait(0.5)
+                    data = bytes(self.logs.get(pod_name, b"")[sent:])
+            if limit is not None and sent + len(data) >= limit:
+                yield data[: limit - sent]
+                yield None
+                return
+            if data:
+                sent += len(data)
+                yield data
+                continue
+            return
+
+    def _running(self, pod_name: str) -> bool:
+        pod = self.objects.get(("Pod", "default", pod_name))
+        return pod is not None and "running" in pod["status"]["containerStatuses"][0]["state"]
+
+    def log_precheck(self, ns: str, pod_name: str) -> None:
+        with self.cond:
+            pod = self.objects.get(("Pod", ns, pod_name))
+            if pod is None:
+                raise ApiFailure(404, "NotFound", f'pods "{pod_name}" not found')
+            waiting = pod["status"]["containerStatuses"][0]["state"].get("waiting")
+            if waiting is not None:
+                raise ApiFailure(400, "BadRequest", f'container "worker" in pod "{pod_name}" '
+                                 f"is waiting to start: {waiting.get('reason')}")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    @property
+    def fake(self) -> FakeKubernetes:
+        return self.server.fake  # type: ignore[attr-defined]
+
+    def _serve(self, method: str) -> None:
+        parts = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.fake.requests.append(Request(method, parts.path, query, body, headers))
+        try:
+            log = LOG_ROUTE.match(parts.path)
+            if log and method == "GET":
+                self.fake.log_precheck(log.group(1), log.group(2))
+                return self._stream_log(log.group(2), query.get("follow") == "true")
+            for pattern, kind in ROUTES:
+                found = pattern.match(parts.path)
+                if found:
+                    answer = self.fake.handle(method, kind, found.group(1), found.group(2),
+                                              query, body)
+                    return self._json(200 if method != "POST" else 201, answer)
+            raise ApiFailure(404, "NotFound", f"no route for {parts.path}")
+        except ApiFailure as failure:
+            self._json(failure.code, failure.status())
+
+    def _json(self, code: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream_log(self, pod_name: str, follow: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for chunk in self.fake.log_chunks(pod_name, follow):
+            if chunk is None:  # a broken stream: no final chunk, connection cut
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if chunk:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
