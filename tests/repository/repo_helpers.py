@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from runyard.workspace import TaskMetadata, TaskStatus, Workspace
+from runyard.workspace.atomic import write_json_atomic
 
 BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -46,7 +47,7 @@ def put_status(
         }
     )
     ws.task_dir(task_id).mkdir(parents=True, exist_ok=True)
-    ws.write_status(status)
+    write_json_atomic(ws.status_path(task_id), status.to_json(), fsync=False)
     return status
 
 
@@ -63,7 +64,7 @@ def put_metadata(
         output_params={"value": 3},
     )
     ws.task_dir(task_id).mkdir(parents=True, exist_ok=True)
-    ws.write_metadata(meta)
+    write_json_atomic(ws.metadata_path(task_id), meta.to_json(), fsync=False)
     return meta
 
 

@@ -24,6 +24,7 @@ from runyard.workspace.identity import is_task_id
 from runyard.workspace.records import TERMINAL_STATES
 
 SortKey = tuple[int, str]
+MERGE_LIMIT = 1000
 
 
 class _Keep:
@@ -134,23 +135,28 @@ class TaskIndex:
     ) -> tuple[list[tuple[str, StatusRecord]], SortKey | None]:
         """Up to ``limit`` statuses below ``after``, newest first; the last key if more follow."""
         with self.lock:
-            merged = self._descending(buckets, after)
-            keys = list(islice(merged, None if limit is None else limit + 1))
+            keys = self._below(buckets, after, None if limit is None else limit + 1)
             more = limit is not None and len(keys) > limit
             keys = keys[:limit] if more else keys
             found = [(key[1], self.statuses[key[1]]) for key in keys]
         return found, (keys[-1] if more else None)
 
-    def _descending(
-        self, buckets: Iterable[tuple[str, str]], after: SortKey | None
-    ) -> Iterator[SortKey]:
-        iterators = []
+    def _below(
+        self, buckets: Iterable[tuple[str, str]], after: SortKey | None, count: int | None
+    ) -> list[SortKey]:
+        """``count`` keys below ``after`` (all if None), descending: a lazy merge of the
+        buckets for a page, one sort of the already sorted runs for a long listing."""
+        runs: list[tuple[list[SortKey], int]] = []
         for name in buckets:
             keys = self._buckets.get(name)
             if keys:
-                stop = len(keys) if after is None else bisect_left(keys, after)
-                iterators.append(_reverse_from(keys, stop))
-        return heapq.merge(*iterators, reverse=True)
+                runs.append((keys, len(keys) if after is None else bisect_left(keys, after)))
+        if count is not None and count <= MERGE_LIMIT:
+            merged = heapq.merge(*(_descending(keys, stop) for keys, stop in runs), reverse=True)
+            return list(islice(merged, count))
+        everything = [key for keys, stop in runs for key in keys[:stop]]
+        everything.sort(reverse=True)
+        return everything if count is None else everything[:count]
 
     def _set_status(self, task_id: str, record: StatusRecord | None) -> None:
         old = self.statuses.get(task_id)
@@ -207,6 +213,5 @@ def _bucket(task_id: str, record: StatusRecord) -> tuple[str, str]:
     return task_id.split("#", 1)[0], record.state
 
 
-def _reverse_from(keys: list[SortKey], stop: int) -> Iterator[SortKey]:
-    for at in range(stop - 1, -1, -1):
-        yield keys[at]
+def _descending(keys: list[SortKey], stop: int) -> Iterator[SortKey]:
+    return (keys[at] for at in range(stop - 1, -1, -1))
