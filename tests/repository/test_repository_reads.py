@@ -86,7 +86,9 @@ def broken_folders(ws: Workspace, outside: Path) -> list[str]:
         "truncated": json.dumps(put_status(ws, "base#demo#truncated").to_json()).encode()[:40],
         "non-object": b"[1, 2, 3]",
         "bad-state": json.dumps({**_status_dict(ws, "bad-state"), "state": "exploded"}).encode(),
-        "wrong-field-type": json.dumps({**_status_dict(ws, "wrong-field-type"), "steps": 7}).encode(),
+        "wrong-field-type": json.dumps(
+            {**_status_dict(ws, "wrong-field-type"), "steps": 7}
+        ).encode(),
         "other-id": json.dumps({**_status_dict(ws, "other-id"), "task_id": "base#demo#x"}).encode(),
         "other-type": json.dumps({**_status_dict(ws, "other-type"), "task_type": "etl"}).encode(),
         "not-utf8": b"\xff\xfe{}",

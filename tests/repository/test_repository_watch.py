@@ -109,9 +109,7 @@ def test_a_replaced_folder_is_read_again(live: TaskRepository, ws: Workspace) ->
     assert live.list_ids()[0] == "base#demo#done"
 
 
-def test_a_broken_write_reads_as_missing_then_recovers(
-    live: TaskRepository, ws: Workspace
-) -> None:
+def test_a_broken_write_reads_as_missing_then_recovers(live: TaskRepository, ws: Workspace) -> None:
     ws.status_path("base#demo#busy").write_text("{half")
     wait_for(lambda: live.peek("base#demo#busy") is None)
     put_status(ws, "base#demo#busy", state="running", created=2)
