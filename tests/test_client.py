@@ -1,0 +1,147 @@
+"""The typed Python client against a real server, including a stream cut off mid-way."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from runyard.client import AsyncClient, Client, LogEvent, ProgressEvent, ResultEvent
+from runyard.errors import JobFailed, RequestInvalid, ServerUnreachable, Unauthorized
+from runyard.workspace.records import TaskStatus
+from serverproc import ServerProcess
+
+SCRIPT = "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.1; done"
+
+
+def test_typed_methods(server: ServerProcess) -> None:
+    with Client(server.url) as client:
+        assert client.health() is True
+        handle = client.submit("demo", task_name="typed", x=2, y=5)
+        status = client.wait_task(handle.task_id, handle.run_id, poll_interval=0.05)
+        assert isinstance(status, TaskStatus) and status.result["result"] == 7
+        assert client.status("base#demo#typed") == status
+        assert "Demo result=7" in client.read_task_log("base#demo#typed", offset=0).content
+        assert client.get_task_graph("base#demo#typed").selected_id == "base#demo#typed"
+        assert client.get_task_context("base#demo#typed").metadata_exists is True
+        assert "base#demo#typed" in client.list_task_ids()
+        assert [s.task_id for s in client.list_task_statuses(limit=1)] == ["base#demo#typed"]
+        assert {d.name for d in client.list_installed_task_definitions()} >= {"demo", "command"}
+        assert client.get_task_definition("demo").task_type == "base"
+        failed = client.wait_task(*_ids(client.submit("demo", x=1, y=1, fail=True)), poll_interval=0.05)
+        assert failed.state == "failed"
+        assert client.cancel("base#demo#typed") is False
+        assert client.delete_tasks(["base#demo#typed"]) == ["base#demo#typed"]
+        with pytest.raises(JobFailed) as info:
+            client.status("base#demo#typed")
+        assert info.value.error_type == "KeyError"
+        with pytest.raises(JobFailed, match="Unknown Task"):
+            client.submit("nope")
+        with pytest.raises(RequestInvalid):
+            client.read_task_log("base#demo#x", limit=5)
+
+
+def _ids(handle: object) -> tuple[str, str]:
+    return handle.task_id, handle.run_id  # type: ignore[attr-defined]
+
+
+def test_async_client(server: ServerProcess) -> None:
+    async def scenario() -> list[str]:
+        async with AsyncClient(server.url) as client:
+            handle = await client.submit("command", task_name="async", command=SCRIPT, shell=True)
+            kinds = [event.kind async for event in client.stream(handle.task_id, poll_interval=0.05)]
+            status = await client.status(handle.task_id)
+            assert status.state == "succeeded"
+            return kinds
+
+    kinds = asyncio.run(scenario())
+    assert kinds[-1] == "result" and "log" in kinds and "progress" in kinds
+
+
+def test_unreachable_and_unauthorized(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with Client(f"http://127.0.0.1:{port}") as client, pytest.raises(ServerUnreachable):
+        client.list_task_ids()
+    from serverproc import start_server
+
+    srv = start_server(tmp_path / "auth", token="tok")
+    try:
+        with Client(srv.url, "wrong") as client, pytest.raises(Unauthorized):
+            client.list_task_ids()
+        with Client(srv.url, "tok") as client:
+            assert client.list_task_ids() == []
+    finally:
+        srv.stop()
+
+
+class CuttingProxy:
+    """A loopback TCP proxy that drops the first connection after ``cut_after`` reply bytes."""
+
+    def __init__(self, upstream_port: int, cut_after: int) -> None:
+        self.upstream_port = upstream_port
+        self.cut_after = cut_after
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            limit = self.cut_after if self.connections == 1 else None
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pipe, args=(downstream, upstream, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, downstream, limit), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket, limit: int | None) -> None:
+        sent = 0
+        try:
+            while data := source.recv(65536):
+                if limit is not None and sent + len(data) > limit:
+                    sink.sendall(data[: limit - sent])
+                    break
+                sink.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy(server: ServerProcess) -> Iterator[CuttingProxy]:
+    port = int(server.url.rsplit(":", 1)[1])
+    cutting = CuttingProxy(port, cut_after=900)
+    yield cutting
+    cutting.close()
+
+
+def test_stream_resumes_after_a_cut(server: ServerProcess, proxy: CuttingProxy) -> None:
+    with Client(server.url) as direct:
+        handle = direct.submit("command", task_name="cut", command=SCRIPT, shell=True)
+    with Client(f"http://127.0.0.1:{proxy.port}") as client:
+        events = list(client.stream(handle.task_id, poll_interval=0.05))
+    assert proxy.connections >= 2
+    assert isinstance(events[-1], ResultEvent) and events[-1].success
+    ids = [e.id for e in events if not isinstance(e, ResultEvent)]
+    assert len(ids) == len(set(ids))
+    log = "".join(e.chunk.content for e in events if isinstance(e, LogEvent))
+    assert log.count("line-1") == 1 and all(f"line-{i}\n" in log for i in range(1, 7))
+    assert any(isinstance(e, ProgressEvent) for e in events)
