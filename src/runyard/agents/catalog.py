@@ -63,7 +63,7 @@ class Catalog:
         self.owner = owner
 
     # sessions
-    def create_session(self, title: str | None, scope: RunScope | None = None) -> Session:
+    def create_session(self, title: str | None = None, scope: RunScope | None = None) -> Session:
         if scope is not None:
             raise AgentForbidden("A run token may not create sessions")
         now = utcnow()

@@ -13,11 +13,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from runyard.agents.answers import read_final_answer
-from runyard.agents.catalog import Catalog, check_limit, visible
+from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, visible
 from runyard.agents.errors import AgentInvalid, AgentNotFound
 from runyard.agents.grants import check_still_granted
 from runyard.agents.layout import AgentLayout
@@ -43,11 +44,14 @@ MAX_PROMPT_CHARS = 1_000_000
 
 @dataclass
 class RunRequest:
+    """A run to create. ``None`` for ``artifact_ids``/``mount_grant_ids`` means all of the
+    session's artifacts / active grants; a list (even empty) means exactly those."""
+
     session_id: str
     user_prompt: str
     system_prompt: str = ""
-    artifact_ids: list[str] = field(default_factory=list)
-    mount_grant_ids: list[str] = field(default_factory=list)
+    artifact_ids: list[str] | None = None
+    mount_grant_ids: list[str] | None = None
     package: str | None = None
     enqueue: bool = False
 
@@ -130,7 +134,9 @@ class RunManager:
         self.notify()
         return self.run(run.id)
 
-    def _check_artifacts(self, session_id: str, ids: list[str]) -> list[str]:
+    def _check_artifacts(self, session_id: str, ids: list[str] | None) -> list[str]:
+        if ids is None:
+            return [artifact.id for artifact in self._all(self.store.list_artifacts, session_id)]
         _refuse_duplicates(ids, "artifactIds")
         for artifact_id in ids:
             artifact = self.store.get_artifact(artifact_id)
@@ -140,7 +146,10 @@ class RunManager:
                 raise AgentInvalid(f"Artifact {artifact_id} belongs to another session")
         return list(ids)
 
-    def _check_grants(self, session_id: str, ids: list[str]) -> list[str]:
+    def _check_grants(self, session_id: str, ids: list[str] | None) -> list[str]:
+        if ids is None:
+            grants = self._all(self.store.list_grants, session_id)
+            ids = [grant.id for grant in grants if not grant.revoked]
         _refuse_duplicates(ids, "mountGrantIds")
         for grant_id in ids:
             grant = self.store.get_grant(grant_id)
@@ -152,6 +161,18 @@ class RunManager:
                 raise AgentInvalid(f"Mount grant {grant_id} is revoked")
             check_still_granted(grant.host_path, self.settings.allowed_mount_roots)
         return list(ids)
+
+    @staticmethod
+    def _all(list_page: Callable[..., Page], session_id: str) -> list[Any]:
+        """Every record of a session's paged list, oldest first."""
+        found: list[Any] = []
+        cursor = None
+        while True:
+            page = list_page(session_id, MAX_PAGE, cursor)
+            found += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                return found[::-1]
 
     # dispatch
     def _dispatch(self, session_id: str) -> None:
@@ -298,7 +319,11 @@ class RunManager:
             deadline=_deadline(run.started_at, self.settings.agent_run_timeout_seconds),
         )
         if live.pid > 0 and self.processes.adopt(live):
-            log.info("adopted run %s (pid %s)", run.id, live.pid)
+            code = self.processes.exit_code(live)
+            if code is not None:  # it ended just now: settle it before anyone asks
+                self.finish(live, code)
+            else:
+                log.info("adopted run %s (pid %s)", run.id, live.pid)
             return
         code = read_exit_file(live.exit_file)
         self._settle(run.id, UNKNOWN_EXIT if code is None else code, "")

@@ -58,6 +58,7 @@ class AgentService:
         self.processes = RunProcesses(executor or LocalExecutor())
         self.catalog = Catalog(settings, layout, store, self.owner)
         self._choice: SandboxChoice | None = None
+        self._stopped = False
         self._choice_lock = threading.Lock()
         self._starter = RunStarter(self._start_context())
         self.runs = RunManager(
@@ -110,6 +111,10 @@ class AgentService:
         self.runs.start()
 
     def stop(self) -> None:
+        """Stop watching (runs keep going; the next server adopts them). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         self.runs.stop()
         self.processes.close()
         self.store.close()

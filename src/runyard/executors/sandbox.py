@@ -10,7 +10,8 @@ Inside: the host's system folders read-only (``/usr``, the ``/bin``-style links,
 files of ``/etc``), a fresh ``/proc`` and ``/dev``, the spec's mounts (bound in order of
 depth, so a read-only file can sit inside a read-write folder), and nothing else. The
 sandbox has its own PID, IPC, UTS and (unless ``network``) network namespaces, drops every
-capability, and dies with its parent. ``spec.cwd`` is a path inside the sandbox.
+capability, and dies with its parent; its root (the folders around the mounts) is
+read-only. ``spec.cwd`` is a path inside the sandbox.
 :meth:`wrap` is the pure translation; :meth:`launch` hands the wrapped spec to ``inner``.
 """
 
@@ -63,7 +64,7 @@ def bwrap_argv(bwrap: str, spec: LaunchSpec) -> list[str]:
     namespaces = ["--unshare-all"] + ([] if not spec.network else ["--share-net"])
     argv = [bwrap, "--die-with-parent", "--new-session", *namespaces, "--cap-drop", "ALL"]
     argv += system_args(spec.network) + mount_args(spec.mounts)
-    argv += ["--chdir", str(spec.cwd or "/")]
+    argv += ["--remount-ro", "/", "--chdir", str(spec.cwd or "/")]
     return argv + ["--", *spec.argv]
 
 

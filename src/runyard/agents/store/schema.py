@@ -97,7 +97,9 @@ MIGRATIONS: tuple[str, ...] = (
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    return int(cursor.execute("PRAGMA user_version").fetchone()[0])
 
 
 def migrate(conn: sqlite3.Connection) -> int:
