@@ -49,9 +49,7 @@ class Services:
         self.repository.stop()
 
 
-def _build_agents(services: Services) -> AgentService | None:
-    try:
-        from runyard.agents.service import AgentService
-    except ImportError:
-        return None
+def _build_agents(services: Services) -> AgentService:
+    from runyard.agents.service import AgentService
+
     return AgentService.from_services(services)
