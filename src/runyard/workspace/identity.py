@@ -91,9 +91,9 @@ def _checked(task_id: str, task_type: str, task: str, task_name: str) -> TaskId:
 
 
 def generate_task_name() -> str:
-    """A fresh anonymous name: UTC time plus randomness, 24 chars of ``[A-Za-z0-9-]``."""
+    """A fresh anonymous name: UTC time plus 48 random bits, 28 chars of ``[A-Za-z0-9-]``."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{stamp}-{secrets.token_hex(4)}"
+    return f"{stamp}-{secrets.token_hex(6)}"
 
 
 def parse_source_tasks(value: object) -> list[str]:

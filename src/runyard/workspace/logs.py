@@ -42,11 +42,13 @@ def read_log_window(
         reset = offset > size
         tail = offset < 0 or reset
         start = max(0, size - limit) if tail else offset
-        data = os.pread(fd, min(limit, size - start), start) if start < size else b""
+        # Up to 3 bytes more, so a start inside a character can move to the next one even
+        # when the window is smaller than the rest of that character.
+        data = os.pread(fd, min(limit + 3, size - start), start) if start < size else b""
     finally:
         os.close(fd)
     head = _skip_continuation(data, start)
-    body = data[head:]
+    body = data[head : head + limit]
     body = body[: _complete_prefix(body)]
     begin = start + head
     end = begin + len(body)
