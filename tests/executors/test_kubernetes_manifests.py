@@ -101,24 +101,40 @@ def test_run_ids_become_dns_names() -> None:
     assert resource_name(long_a) != resource_name(long_b)
     with pytest.raises(ExecutorError, match="not a valid label value"):
         run_id_of({RUN_ID_LABEL: "has space"})
+    assert run_id_of({"runyard.agent-run": "run-0193f2c4a1b2-9f3e1c7a"}) == "run-0193f2c4a1b2-9f3e1c7a"
+    assert run_id_of({"runyard.agent-run": "a", RUN_ID_LABEL: "b"}) == "b"
 
 
-def test_host_path_mounts_honour_read_only_and_translate_the_working_dir() -> None:
-    mounts = [Mount(Path("/srv/ws/run-1/in"), "/workspace/in", read_only=True),
-              Mount(Path("/srv/ws/run-1"), "/workspace"),
+def test_host_path_mounts_honour_read_only(tmp_path: Path) -> None:
+    run = tmp_path / "ws" / "run-1"
+    (run / "in").mkdir(parents=True)
+    (run / "in" / "data.csv").write_text("a,b\n")
+    mounts = [Mount(run / "in", "/workspace/in"),
+              Mount(run / "in" / "data.csv", "/workspace/in/data.csv", read_only=True),
+              Mount(run, "/workspace"),
               Mount(Path("/data/grant"), "/workspace/mounts/grant", read_only=True)]
-    job = build(spec(mounts=mounts, cwd=Path("/srv/ws/run-1/out"))).job
+    job = build(spec(mounts=mounts, cwd=Path("/workspace"))).job
     assert [m["mountPath"] for m in worker_of(job)["volumeMounts"]] == [
-        "/tmp", "/workspace", "/workspace/in", "/workspace/mounts/grant"]  # parents first
+        "/tmp", "/workspace", "/workspace/in", "/workspace/in/data.csv",
+        "/workspace/mounts/grant"]  # parents first
     by_path, volumes = mounts_by_path(job), volumes_by_name(job)
     assert by_path["/workspace"]["readOnly"] is False
-    assert by_path["/workspace/in"]["readOnly"] is True
+    assert by_path["/workspace/in"]["readOnly"] is False
+    assert by_path["/workspace/in/data.csv"]["readOnly"] is True
+    data = volumes[by_path["/workspace/in/data.csv"]["name"]]
+    assert data["hostPath"] == {"path": str(run / "in" / "data.csv"), "type": "File"}
     grant = volumes[by_path["/workspace/mounts/grant"]["name"]]
     assert grant["hostPath"] == {"path": "/data/grant", "type": "Directory"}
     assert volumes["tmp"] == {"name": "tmp", "emptyDir": {}}
-    assert worker_of(job)["workingDir"] == "/workspace/out"
-    with pytest.raises(ExecutorError, match="not inside any mount"):
-        build(spec(mounts=mounts, cwd=Path("/elsewhere")))
+    assert worker_of(job)["workingDir"] == "/workspace"  # a path inside the pod
+    with pytest.raises(ExecutorError, match="inside the pod"):
+        build(spec(mounts=mounts, cwd=Path("relative/dir")))
+
+
+def test_a_tmp_mount_replaces_the_empty_dir() -> None:
+    job = build(spec(mounts=[Mount(Path("/srv/ws/run-1/tmp"), "/tmp")])).job
+    assert mounts_by_path(job)["/tmp"]["name"] == "mount-0"
+    assert "tmp" not in volumes_by_name(job)
 
 
 def test_pvc_mode_uses_one_claim_with_sub_paths() -> None:
@@ -139,8 +155,8 @@ def test_pvc_mode_uses_one_claim_with_sub_paths() -> None:
 
 @pytest.mark.parametrize(
     ("target", "message"),
-    [("workspace", "absolute"), ("/workspace/../etc", "normalised"), ("/tmp/x", "reserved"),
-     ("/run/runyard", "reserved"), ("/", "absolute")],
+    [("workspace", "absolute"), ("/workspace/../etc", "normalised"), ("/run/runyard", "reserved"),
+     ("/run/runyard/x", "reserved"), ("/opt/agent/package/x", "reserved"), ("/", "absolute")],
 )
 def test_bad_mount_targets_are_refused(target: str, message: str) -> None:
     with pytest.raises(ExecutorError, match=message):
@@ -182,13 +198,15 @@ def test_secret_env_goes_to_the_secret_never_into_the_job() -> None:
     assert entries["MODE"] == {"name": "MODE", "value": "fast"}
     assert entries["RUNYARD_TOKEN"]["valueFrom"]["secretKeyRef"] == {
         "name": "runyard-run-1", "key": "env.RUNYARD_TOKEN"}
-    assert "PATH" not in entries  # a host path means nothing inside the image
+    assert entries["PATH"]["value"] == "/home/me/.venv/bin:/usr/bin"  # passed as given
+    host_aware = build(spec(env=env), settings(host_env=["PATH"]))
+    assert "PATH" not in {e["name"] for e in worker_of(host_aware.job)["env"]}
     secret = dependent(manifests, "Secret")
     assert secret["type"] == "Opaque" and secret["immutable"] is True
     assert base64.b64decode(secret["data"]["env.RUNYARD_TOKEN"]).decode() == TOKEN
     assert base64.b64decode(secret["data"]["env.OPENAI_API_KEY"]).decode() == "sk-abc123"
     assert "env.MODE" not in secret["data"]
-    everything = build(spec(env=env), settings(secret_env=["*"], host_env=[]))
+    everything = build(spec(env=env), settings(secret_env=["*"]))
     assert all("valueFrom" in e for e in worker_of(everything.job)["env"])
 
 

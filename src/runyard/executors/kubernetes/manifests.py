@@ -71,10 +71,13 @@ def _metadata(spec: LaunchSpec, run_id: str) -> _Meta:
 
 
 def _special_volumes(
-    meta: _Meta, package: PackageFiles | None, stdin: bool
+    meta: _Meta, package: PackageFiles | None, stdin: bool, tmp_mounted: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": TMP_TARGET}]
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if not tmp_mounted:  # the root file system is read-only: /tmp must come from somewhere
+        volumes.append({"name": "tmp", "emptyDir": {}})
+        mounts.append({"name": "tmp", "mountPath": TMP_TARGET})
     if package is not None:
         source = {"name": meta.name, "items": package.items, "defaultMode": 0o444}
         volumes.append({"name": "agent-package", "configMap": source})
@@ -111,7 +114,8 @@ def _pod_spec(
     env = ctr.split_env(spec.env, settings)
     _, workspace_mounts = split_package_mount(spec.mounts)
     planned = plan_volumes(workspace_mounts, settings, spec.cwd)
-    volumes, mounts = _special_volumes(meta, package, bool(spec.stdin))
+    tmp_mounted = any(m.target == TMP_TARGET for m in workspace_mounts)
+    volumes, mounts = _special_volumes(meta, package, bool(spec.stdin), tmp_mounted)
     worker = _container(spec, settings, env, meta)
     worker["volumeMounts"] = mounts + planned.volume_mounts
     if planned.working_dir is not None:

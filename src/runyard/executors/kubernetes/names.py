@@ -18,7 +18,8 @@ STDIN_KEY = "stdin"
 STDIN_PATH = f"{STDIN_DIR}/{STDIN_KEY}"
 STDIN_ENV = "RUNYARD_STDIN_FILE"
 TMP_TARGET = "/tmp"
-RESERVED_TARGETS = (TMP_TARGET, STDIN_DIR)
+RESERVED_TARGETS = (STDIN_DIR,)
+AGENT_RUN_LABEL = "runyard.agent-run"
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
@@ -43,13 +44,14 @@ def check_label_key(key: str) -> str:
 
 
 def run_id_of(labels: dict[str, str]) -> str:
-    """The run id the caller put under ``runyard.dev/run-id``, else a fresh one."""
-    run_id = labels.get(RUN_ID_LABEL)
+    """The run id the caller put under ``runyard.dev/run-id`` (else under
+    ``runyard.agent-run``, the agent-run backend's label), else a fresh one."""
+    run_id = labels.get(RUN_ID_LABEL, labels.get(AGENT_RUN_LABEL))
     if run_id is None:
         return f"r{secrets.token_hex(6)}"
     if not run_id or not is_label_value(run_id):
         raise ExecutorError(
-            f"Run id {run_id!r} under {RUN_ID_LABEL} is not a valid label value: 1-63 letters, "
+            f"Run id {run_id!r} is not a valid label value: 1-63 letters, "
             "digits, '-', '_' or '.', starting and ending with a letter or digit"
         )
     return run_id

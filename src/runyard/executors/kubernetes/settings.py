@@ -32,7 +32,6 @@ DEFAULT_SECRET_ENV = (
     "*_API_KEY",
     "*_CREDENTIALS",
 )
-DEFAULT_HOST_ENV = ("PATH", "HOME", "TMPDIR", "VIRTUAL_ENV", "PYTHONPATH", "SYSTEMROOT")
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
@@ -73,7 +72,7 @@ class KubernetesSettings(BaseModel):
 
     # environment and network
     secret_env: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_ENV))
-    host_env: list[str] = Field(default_factory=lambda: list(DEFAULT_HOST_ENV))
+    host_env: list[str] = Field(default_factory=list)
     network_policy: bool = True
 
     # log copying

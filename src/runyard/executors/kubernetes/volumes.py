@@ -64,9 +64,8 @@ def _host_path_volumes(mounts: list[Mount]) -> VolumePlan:
     volumes, volume_mounts = [], []
     for index, mount in enumerate(mounts):
         name = f"mount-{index}"
-        volumes.append(
-            {"name": name, "hostPath": {"path": str(mount.host_path), "type": "Directory"}}
-        )
+        kind = "File" if mount.host_path.is_file() else "Directory"  # the kubelet checks it
+        volumes.append({"name": name, "hostPath": {"path": str(mount.host_path), "type": kind}})
         volume_mounts.append(
             {"name": name, "mountPath": mount.target, "readOnly": mount.read_only}
         )
@@ -92,23 +91,13 @@ def _pvc_volumes(mounts: list[Mount], settings: KubernetesSettings) -> VolumePla
     return VolumePlan(volumes, volume_mounts, None)
 
 
-def container_path(host_path: Path, mounts: list[Mount]) -> str | None:
-    """Where ``host_path`` appears in the container through ``mounts`` (deepest mount wins)."""
-    host = posixpath.normpath(str(host_path))
-    best: tuple[int, str] | None = None
-    for mount in mounts:
-        base = posixpath.normpath(str(mount.host_path))
-        if host == base or host.startswith(base.rstrip("/") + "/"):
-            inside = posixpath.join(mount.target, host[len(base) :].lstrip("/")).rstrip("/")
-            if best is None or len(base) > best[0]:
-                best = (len(base), inside or mount.target)
-    return None if best is None else best[1]
-
-
 def plan_volumes(
     mounts: list[Mount], settings: KubernetesSettings, cwd: Path | None
 ) -> VolumePlan:
-    """Volumes and volumeMounts for ``mounts`` (the package mount excluded by the caller)."""
+    """Volumes and volumeMounts for ``mounts`` (the package mount excluded by the caller).
+
+    ``cwd`` is a path inside the pod, as for the bubblewrap sandbox.
+    """
     ordered = _sorted_checked(mounts)
     if settings.volume_mode == "pvc":
         plan = _pvc_volumes(ordered, settings)
@@ -116,9 +105,9 @@ def plan_volumes(
         plan = _host_path_volumes(ordered)
     working_dir = None
     if cwd is not None:
-        working_dir = container_path(cwd, ordered)
-        if working_dir is None:
+        working_dir = cwd.as_posix()
+        if not cwd.is_absolute() or posixpath.normpath(working_dir) != working_dir:
             raise ExecutorError(
-                f"Working directory {cwd} is not inside any mount, so the pod cannot see it"
+                f"Working directory {cwd} must be an absolute, normalised path inside the pod"
             )
     return VolumePlan(plan.volumes, plan.volume_mounts, working_dir)
