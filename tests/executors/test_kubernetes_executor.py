@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -258,17 +260,13 @@ def test_poll_of_a_job_gone_without_cancel_says_so(
         executor.poll(Handle(id="local-1", pid=1))
 
 
-def fake_now() -> Any:
-    from datetime import UTC, datetime
-
+def fake_now() -> datetime:
     return datetime.now(UTC)
 
 
 def test_sweeper_deletes_leftovers_of_finished_or_unknown_runs(
     fake: FakeKubernetes, executor: KubernetesExecutor
 ) -> None:
-    from datetime import timedelta
-
     old, young = fake_now() - timedelta(hours=1), fake_now() - timedelta(seconds=10)
     managed = {"app.kubernetes.io/managed-by": "runyard"}
 
@@ -325,3 +323,16 @@ def test_missing_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "kubernetes", None)
     with pytest.raises(ExecutorError, match=r"pip install 'runyard\[kubernetes\]'"):
         KubernetesExecutor(KubernetesSettings(image="a"))
+
+
+def test_cleanup_stops_copying_a_running_pods_log(
+    fake: FakeKubernetes, executor: KubernetesExecutor, run_spec: LaunchSpec
+) -> None:
+    handle = executor.launch(run_spec)
+    fake.start_container(JOB)
+    fake.write_log(JOB, b"before\n")
+    wait_for(lambda: run_spec.log_path.read_bytes() == b"before\n")
+    executor.cleanup(handle)
+    assert "k8s-log-run-1" not in {t.name for t in threading.enumerate()}
+    fake.write_log(JOB, b"after\n")
+    assert run_spec.log_path.read_bytes() == b"before\n"

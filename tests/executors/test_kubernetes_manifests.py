@@ -189,10 +189,10 @@ def test_security_context_is_explicit_and_locked_down() -> None:
 
 def test_secret_env_goes_to_the_secret_never_into_the_job() -> None:
     env = {"RUNYARD_TOKEN": TOKEN, "OPENAI_API_KEY": "sk-abc123", "MODE": "fast",
-           "PATH": "/home/me/.venv/bin:/usr/bin"}
+           "PATH": "/home/me/.venv/bin:/usr/bin", "RUNYARD_API_TOKEN": "run-scoped-tok"}
     manifests = build(spec(env=env))
     job_text = json.dumps(manifests.job)
-    for value in (TOKEN, "sk-abc123"):
+    for value in (TOKEN, "sk-abc123", "run-scoped-tok"):
         assert value not in job_text and base64.b64encode(value.encode()).decode() not in job_text
     entries = {e["name"]: e for e in worker_of(manifests.job)["env"]}
     assert entries["MODE"] == {"name": "MODE", "value": "fast"}
@@ -205,6 +205,7 @@ def test_secret_env_goes_to_the_secret_never_into_the_job() -> None:
     assert secret["type"] == "Opaque" and secret["immutable"] is True
     assert base64.b64decode(secret["data"]["env.RUNYARD_TOKEN"]).decode() == TOKEN
     assert base64.b64decode(secret["data"]["env.OPENAI_API_KEY"]).decode() == "sk-abc123"
+    assert base64.b64decode(secret["data"]["env.RUNYARD_API_TOKEN"]) == b"run-scoped-tok"
     assert "env.MODE" not in secret["data"]
     everything = build(spec(env=env), settings(secret_env=["*"]))
     assert all("valueFrom" in e for e in worker_of(everything.job)["env"])

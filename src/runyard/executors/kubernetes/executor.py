@@ -14,6 +14,7 @@ restart polls and cancels as before; the first poll resumes copying the pod log.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -43,6 +44,7 @@ from runyard.executors.local import open_log
 if TYPE_CHECKING:
     from runyard.config import Settings
 
+logger = logging.getLogger(__name__)
 _HANDLE_KEYS = ("namespace", "job_name", "job_uid", "run_id", "log_path", "log_offset")
 
 
@@ -103,7 +105,7 @@ class KubernetesExecutor:
             self._create_dependents(manifests, uid)
             self._api.patch_job(self.namespace, manifests.name, RESUME_PATCH)
         except ExecutorError:
-            self._api.delete("Job", self.namespace, manifests.name, propagation="Background")
+            self._discard_job(self.namespace, manifests.name)
             raise
         data = {
             "namespace": self.namespace, "job_name": manifests.name, "job_uid": uid,
@@ -156,12 +158,18 @@ class KubernetesExecutor:
             if outcome is None:
                 return None
             if outcome.stop_job:
-                self._api.delete("Job", ref["namespace"], ref["job_name"],
-                                 propagation="Background")
+                self._discard_job(ref["namespace"], ref["job_name"])
             info = outcome.info
         self._drain_log(handle)
         handle.data["exit"] = {"exit_code": info.exit_code, "reason": info.reason}
         return info
+
+    def _discard_job(self, namespace: str, name: str) -> None:
+        """Delete a Job that must not run; on failure the sweeper removes it later."""
+        try:
+            self._api.delete("Job", namespace, name, propagation="Background")
+        except ExecutorError as exc:
+            logger.warning("could not delete Job %s/%s: %s", namespace, name, exc)
 
     def _drain_log(self, handle: Handle) -> None:
         with self._lock:
