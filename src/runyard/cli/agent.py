@@ -8,6 +8,7 @@ API's JSON as is.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,13 +44,17 @@ class AgentApi:
     """A thin HTTP client of ``/api/v1`` that turns error answers into CLI failures."""
 
     def __init__(self, url: str, token: str | None) -> None:
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        base = url.rstrip("/") + "/api/v1"
-        self.http = httpx.Client(base_url=base, headers=headers, timeout=60)
+        self.base = url.rstrip("/") + "/api/v1"
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
+
+    def _client(self, timeout: httpx.Timeout | float | None = 60) -> httpx.Client:
+        return httpx.Client(base_url=self.base, headers=self.headers, timeout=timeout)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        timeout = kwargs.pop("timeout", 60)
         try:
-            reply = self.http.request(method, path, **kwargs)
+            with self._client(timeout) as http:
+                reply = http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             fail(f"cannot reach the server: {exc}")
         return self.checked(reply).json()
@@ -58,6 +63,7 @@ class AgentApi:
     def checked(reply: httpx.Response) -> httpx.Response:
         if reply.status_code < 400:
             return reply
+        reply.read()
         try:
             body = reply.json()
             error = body.get("error") or {"message": body.get("detail")}
@@ -67,8 +73,22 @@ class AgentApi:
         fail(message.replace(" )", ")"))
         return reply
 
+    def download(self, path: str, output: Path | None) -> None:
+        """Stream ``path`` into ``output`` (stdout when None)."""
+        with self._client(None) as http, http.stream("GET", path) as reply:
+            self.checked(reply)
+            if output is None:
+                for chunk in reply.iter_bytes(1 << 20):
+                    sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+                return
+            with open(output, "wb") as fh:
+                for chunk in reply.iter_bytes(1 << 20):
+                    fh.write(chunk)
+
     def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        with self.http.stream("GET", path, timeout=httpx.Timeout(60, read=None)) as reply:
+        timeout = httpx.Timeout(60, read=None)
+        with self._client(timeout) as http, http.stream("GET", path) as reply:
             self.checked(reply)
             kind, data = "", ""
             for line in reply.iter_lines():
@@ -213,14 +233,6 @@ def artifacts(
     _show(page, as_json, lambda _: _table(["id", "name", "relativePath", "size", "sha256"], rows))
 
 
-def _download(api: AgentApi, path: str, output: Path) -> None:
-    with api.http.stream("GET", path) as reply:
-        api.checked(reply)
-        with open(output, "wb") as fh:
-            for chunk in reply.iter_bytes(1 << 20):
-                fh.write(chunk)
-
-
 @app.command()
 def download(
     artifact_id: Annotated[str, typer.Argument(help="Artifact id")],
@@ -229,7 +241,8 @@ def download(
     config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Download an uploaded artifact."""
-    _download(_api(url, token, workspace_dir, config), f"/artifacts/{artifact_id}/content", output)
+    api = _api(url, token, workspace_dir, config)
+    api.download(f"/artifacts/{artifact_id}/content", output)
 
 
 @app.command()
@@ -380,12 +393,7 @@ def fetch(
     config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Download one of a run's output files."""
-    api = _api(url, token, workspace_dir, config)
-    if output is not None:
-        _download(api, f"/runs/{run_id}/files/{path}", output)
-        return
-    reply = api.checked(api.http.get(f"/runs/{run_id}/files/{path}"))
-    typer.echo(reply.content, nl=False)
+    _api(url, token, workspace_dir, config).download(f"/runs/{run_id}/files/{path}", output)
 
 
 @app.command()

@@ -105,6 +105,10 @@ def leave(code: str) -> None:
     sys.exit(int(code))
 
 
+def token() -> None:
+    (WORKSPACE / "out" / "token").write_text(os.environ["RUNYARD_API_TOKEN"])
+
+
 def answer(text: str) -> None:
     write(WORKSPACE / "out" / "final-answer.md", text)
 
@@ -115,7 +119,8 @@ def huge(size: str) -> None:
 
 PLAIN = {"sleep": lambda a, r: time.sleep(float(a)), "wait-for": lambda a, r: wait_for(a),
          "answer": lambda a, r: answer(r), "huge": lambda a, r: huge(a),
-         "spawn": lambda a, r: spawn(a), "exit": lambda a, r: leave(a)}  # fmt: skip
+         "spawn": lambda a, r: spawn(a), "exit": lambda a, r: leave(a),
+         "token": lambda a, r: token()}  # fmt: skip
 PROBES = {
     "write": lambda arg, text: write(resolve(arg), text),
     "append": lambda arg, text: write(resolve(arg), text, "a"),
