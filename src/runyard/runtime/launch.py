@@ -24,8 +24,9 @@ from runyard.errors import ExecutorError
 from runyard.executors.base import Handle, LaunchSpec
 from runyard.executors.local import LocalExecutor
 from runyard.runtime.creation import create_task
-from runyard.runtime.liveness import end_dead_run
+from runyard.runtime.liveness import end_dead_run, supervision_path
 from runyard.runtime.worker import WorkerPayload
+from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskStatus
@@ -92,18 +93,24 @@ def run_task(
     status = create_task(workspace, registry, task, inputs)
     target = registry.get(task).target
     executor = LocalExecutor()
+    supervision = None if detach else hold_supervision(supervision_path(workspace, status.task_id))
     try:
         handle = executor.launch(worker_spec(settings, workspace, status, target))
     except ExecutorError as exc:
+        _release(supervision)
         end_dead_run(workspace, status.task_id, status.run_id, error=f"ExecutorError: {exc}")
         raise
     if not detach:
-        _reap_in_background(executor, handle, workspace, status)
+        _reap_in_background(executor, handle, workspace, status, supervision)
     return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
 
 
 def _reap_in_background(
-    executor: LocalExecutor, handle: Handle, workspace: Workspace, status: TaskStatus
+    executor: LocalExecutor,
+    handle: Handle,
+    workspace: Workspace,
+    status: TaskStatus,
+    supervision: int | None,
 ) -> None:
     def reap() -> None:
         info = executor.wait_exit(handle)
@@ -111,5 +118,12 @@ def _reap_in_background(
             end_dead_run(workspace, status.task_id, status.run_id, info)
         except OSError:
             log.exception("Cannot record the end of %s", status.task_id)
+        finally:
+            _release(supervision)
 
     threading.Thread(target=reap, name=f"reap-{handle.pid}", daemon=True).start()
+
+
+def _release(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)

@@ -12,17 +12,26 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.local import open_pidfd, wait_readable
-from runyard.runtime.workerlock import holding_if_free, lock_held, read_owner
+from runyard.runtime.workerlock import (
+    SUPERVISED_FILE,
+    holding_if_free,
+    lock_held,
+    read_owner,
+    supervised,
+)
+from runyard.workspace.atomic import read_bytes_tolerant, write_bytes_atomic
 from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.logs import read_log_window
 from runyard.workspace.records import CANCEL_EXIT_CODE, TaskState, TaskStatus, utcnow
 
 TAIL_BYTES = 2048
+CANCEL_FILE = ".cancel"
 
 
 def worker_alive(workspace: Workspace, task_id: str) -> bool:
@@ -31,10 +40,20 @@ def worker_alive(workspace: Workspace, task_id: str) -> bool:
 
 
 def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
-    """``status``, or — for a ``running`` one whose worker is gone — the ``failed`` record."""
+    """``status``, or — for a ``running`` one whose worker is gone — the ``failed`` record.
+
+    A run watched by a live supervisor is left to it: it knows the exact exit status and
+    records the end within milliseconds.
+    """
     if status.state is not TaskState.RUNNING or worker_alive(workspace, status.task_id):
         return status
+    if supervised(supervision_path(workspace, status.task_id)):
+        return status
     return end_dead_run(workspace, status.task_id, status.run_id) or status
+
+
+def supervision_path(workspace: Workspace, task_id: str) -> Path:
+    return workspace.task_dir(task_id) / SUPERVISED_FILE
 
 
 def end_dead_run(
@@ -58,10 +77,21 @@ def end_dead_run(
         current = workspace.read_status(task_id)
         if not free or current is None or current.run_id != run_id or current.terminal:
             return current
+        cancelled = cancelled or cancel_requested(workspace, task_id, run_id)
         final = _final_status(current, exit_info, cancelled, error)
         append_event(workspace.events_path(task_id), state_event(final.state, final.finished_at))
         workspace.write_status(final, durable=True)
         return final
+
+
+def request_cancel(workspace: Workspace, task_id: str, run_id: str) -> None:
+    """Note on disk that run ``run_id`` is being cancelled, so whoever settles its end
+    (the supervisor, or any reader) records ``cancelled`` rather than ``failed``."""
+    write_bytes_atomic(workspace.task_dir(task_id) / CANCEL_FILE, run_id.encode(), fsync=False)
+
+
+def cancel_requested(workspace: Workspace, task_id: str, run_id: str) -> bool:
+    return read_bytes_tolerant(workspace.task_dir(task_id) / CANCEL_FILE) == run_id.encode()
 
 
 def state_event(state: TaskState, at: str | None) -> dict[str, str | None]:

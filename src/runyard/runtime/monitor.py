@@ -46,14 +46,15 @@ class ExitMonitor:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop the thread and close every fd; watches and timers are dropped."""
         with self._lock:
+            if self._stopping:
+                return
             self._stopping = True
-        if self._thread.ident is None:
-            self._close()
-            return
-        self._wake()
-        if self._thread is not threading.current_thread():
+            self._wake()
+        if self._thread.ident is not None and self._thread is not threading.current_thread():
             self._thread.join(10)
+        self._close()
 
     def watch(self, key: str, pid: int, start_time: int | None = None) -> None:
         """Watch ``pid`` (checked against ``start_time`` when given) under ``key``."""
@@ -62,24 +63,27 @@ class ExitMonitor:
             self.call_later(0.0, lambda: self._on_exit(key, None))
             return
         with self._lock:
+            if self._stopping:
+                os.close(pidfd)
+                return
             self._pending.append((key, pidfd))
-        self._wake()
+            self._wake()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None:
         with self._lock:
-            heapq.heappush(self._timers, (time.monotonic() + delay, next(self._seq), callback))
-        self._wake()
+            if not self._stopping:
+                when = time.monotonic() + delay
+                heapq.heappush(self._timers, (when, next(self._seq), callback))
+                self._wake()
 
     def _wake(self) -> None:
+        """Interrupt the select; call with the lock held (the fds live until stop())."""
         with contextlib.suppress(BlockingIOError):  # a wake-up is already pending
             os.write(self._wake_w, b"x")
 
     def _run(self) -> None:
-        try:
-            while self._loop_once():
-                pass
-        finally:
-            self._close()
+        while self._loop_once():
+            pass
 
     def _loop_once(self) -> bool:
         with self._lock:

@@ -31,9 +31,16 @@ from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.launch import TaskHandle, worker_spec
-from runyard.runtime.liveness import end_dead_run, settle, worker_alive
+from runyard.runtime.liveness import (
+    end_dead_run,
+    request_cancel,
+    settle,
+    supervision_path,
+    worker_alive,
+)
 from runyard.runtime.monitor import ExitMonitor
 from runyard.runtime.reconcile import live_worker, unfinished_statuses
+from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
@@ -56,6 +63,12 @@ class _Active:
     handle: Handle | None = None
     cancelling: bool = False
     exit_info: ExitInfo | None = None
+    supervision_fd: int | None = None
+
+    def release(self) -> None:
+        if self.supervision_fd is not None:
+            os.close(self.supervision_fd)
+            self.supervision_fd = None
 
 
 class Supervisor:
@@ -99,6 +112,8 @@ class Supervisor:
             monitor, executor = self._monitor, self._executor
             self._monitor = self._executor = None
             self._queue.clear()
+            for act in self._active.values():
+                act.release()
             self._active.clear()
         if monitor is not None:
             monitor.stop()
@@ -137,16 +152,20 @@ class Supervisor:
             self._adopt(status)
             return
         assert self._executor is not None and self._monitor is not None
+        supervision = hold_supervision(supervision_path(self.workspace, task_id))
         try:
             target = self.registry.get(status.task_name).target
             spec = worker_spec(self.settings, self.workspace, status, target)
             handle = self._executor.launch(spec)
         except (UnknownTask, ExecutorError) as exc:
+            if supervision is not None:
+                os.close(supervision)
             end_dead_run(self.workspace, task_id, run_id, error=f"{type(exc).__name__}: {exc}")
             self._changed(task_id)
             return
         assert handle.pid is not None
-        self._active[run_id] = _Active(task_id, run_id, handle.pid, None, handle)
+        act = _Active(task_id, run_id, handle.pid, None, handle, supervision_fd=supervision)
+        self._active[run_id] = act
         self._monitor.watch(run_id, handle.pid)
 
     # -- reconcile and exits -------------------------------------------------------------
@@ -169,6 +188,9 @@ class Supervisor:
             act = _Active(status.task_id, status.run_id, ref.pid, ref.start_time)
         act.pid, act.start_time = ref.pid, ref.start_time
         if self._monitor is not None:
+            if act.supervision_fd is None:
+                path = supervision_path(self.workspace, status.task_id)
+                act.supervision_fd = hold_supervision(path)
             self._active[status.run_id] = act
             self._monitor.watch(status.run_id, ref.pid, ref.start_time)
         return act
@@ -186,6 +208,7 @@ class Supervisor:
                 self._still_held(act, status)
                 return
             del self._active[run_id]
+            act.release()
             if act.handle is not None and self._executor is not None:
                 self._executor.cleanup(act.handle)
         self._changed(act.task_id)
@@ -254,6 +277,7 @@ class Supervisor:
                 return False
             act.cancelling = True
             watched = self._monitor is not None and act.run_id in self._active
+            request_cancel(self.workspace, act.task_id, act.run_id)
         if watched:
             threading.Thread(
                 target=self._terminate, args=(act,), name=f"cancel-{act.pid}", daemon=True

@@ -103,6 +103,8 @@ def _execute(run: WorkerRun, target: str, cancel: CancelSignal) -> int:
         return _finish_cancelled(run)
     except BaseException as exc:  # the task's failure is the run's result, whatever it is
         traceback.print_exc()
+        if cancel.requested:  # e.g. its child process got the group's SIGTERM first
+            return _finish_cancelled(run)
         return _finish_failed(run, f"{type(exc).__name__}: {exc}", _failure_code(exc))
     return _publish_success(run, output)
 

@@ -5,6 +5,10 @@ this folder is alive" whatever happened to its PID since. The file also records
 ``"<pid> <start_time> <run_id>"`` so a canceller can signal the right process: the start
 time (``/proc/<pid>/stat``) tells a reused PID apart.
 
+A supervisor (or ``run_task`` waiting on its own child) holds a shared flock on
+``<task_dir>/.supervised`` while it watches a run: it will learn the exact exit code or
+signal, so readers leave the settling to it while that lock is held.
+
 Settlers (whoever records a dead worker's end) take the same lock, non-blocking, while
 they re-read and rewrite the status; the worker only starts from a ``queued`` status read
 under the lock, so a settler and a starting worker never both act on one run.
@@ -23,6 +27,7 @@ from pathlib import Path
 from runyard.executors.local import process_start_time
 
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+SUPERVISED_FILE = ".supervised"
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,28 @@ def _try_flock(fd: int, mode: int) -> bool:
     except BlockingIOError:
         return False
     return True
+
+
+def hold_supervision(path: Path) -> int | None:
+    """Mark a run as watched by this process until the returned fd is closed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
+    except OSError:
+        return None
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def supervised(path: Path) -> bool:
+    """True while some process watches the run (holds ``.supervised``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
+    except OSError:
+        return False
+    try:
+        if _try_flock(fd, fcntl.LOCK_EX):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        return True
+    finally:
+        os.close(fd)
