@@ -1,0 +1,73 @@
+"""Liveness by lock (not by PID), settle, wait_for_run."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from runyard.errors import RunMismatch, TaskNotFound
+from runyard.executors.local import open_pidfd, process_start_time
+from runyard.runtime.creation import create_task
+from runyard.runtime.liveness import settle, wait_for_run, worker_alive
+from runyard.runtime.workerlock import acquire_worker_lock, read_owner
+from runyard.workspace.records import TaskState
+
+
+def test_a_recorded_live_pid_without_the_lock_is_not_alive(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    lock = workspace.lock_path(status.task_id)
+    # PID reuse: the file names a live process (this one), but nobody holds the lock.
+    lock.write_text(f"{os.getpid()} {process_start_time(os.getpid())} {status.run_id}\n")
+    running = status.model_copy(update={"state": TaskState.RUNNING, "pid": os.getpid()})
+    workspace.write_status(running)
+
+    assert not worker_alive(workspace, status.task_id)
+    settled = settle(workspace, running)
+    assert settled.state == "failed" and "exit status unknown" in settled.error
+    assert settled.exit_code == 1
+
+
+def test_the_lock_holder_is_alive_and_recorded(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    fd = acquire_worker_lock(workspace.lock_path(status.task_id), status.run_id)
+    try:
+        assert worker_alive(workspace, status.task_id)
+        owner = read_owner(workspace.lock_path(status.task_id))
+        assert owner.pid == os.getpid() and owner.run_id == status.run_id
+        running = status.model_copy(update={"state": TaskState.RUNNING})
+        workspace.write_status(running)
+        assert settle(workspace, running) is running
+    finally:
+        os.close(fd)
+    assert not worker_alive(workspace, status.task_id)
+
+
+def test_a_wrong_start_time_refuses_the_pidfd():
+    start = process_start_time(os.getpid())
+    assert start is not None
+    fd = open_pidfd(os.getpid(), start)
+    assert fd is not None
+    os.close(fd)
+    assert open_pidfd(os.getpid(), start + 1) is None
+
+
+def test_settle_leaves_queued_and_final_statuses_alone(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    assert settle(workspace, status) is status
+    done = status.model_copy(update={"state": TaskState.SUCCEEDED})
+    assert settle(workspace, done) is done
+
+
+def test_wait_for_run_errors_and_timeout(workspace, registry):
+    with pytest.raises(TaskNotFound):
+        wait_for_run(workspace, "base#demo#nothing", "0" * 32, timeout=1)
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    with pytest.raises(RunMismatch) as info:
+        wait_for_run(workspace, status.task_id, "0" * 32, timeout=1)
+    assert info.value.current == status.run_id
+
+    started = time.monotonic()
+    still = wait_for_run(workspace, status.task_id, status.run_id, poll_interval=0.05, timeout=0.3)
+    assert still.state == "queued" and 0.3 <= time.monotonic() - started < 2
