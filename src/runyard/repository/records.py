@@ -51,11 +51,13 @@ class StatusRecord(NamedTuple):
 
 
 class MetadataRecord(NamedTuple):
-    """What lineage needs of a valid metadata file; the file is read again for its content."""
-
+    raw: bytes
     instant: int
     created_at: str
     parents: tuple[str, ...]
+
+    def parse(self) -> TaskMetadata:
+        return TaskMetadata.model_validate_json(self.raw)
 
 
 class FolderRecords(NamedTuple):
@@ -135,6 +137,7 @@ def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, Tas
         return None
     created_at = meta.created_at
     record = MetadataRecord(
+        raw,
         sort_instant(created_at),
         created_at,
         parse_parents(meta.input_params.get("source_tasks"), task_id),

@@ -172,12 +172,11 @@ class TaskRepository:
         return [task_id for task_id, _ in found]
 
     def list_results(self) -> list[TaskMetadata]:
-        """Metadata of tasks that have it (each file read now), by created_at, task_id desc."""
+        """Metadata of tasks that have it, by created_at desc, then task_id desc."""
         with self._index.lock:
             items = list(self._index.metadata.items())
         items.sort(key=lambda item: (item[1].instant, item[0]), reverse=True)
-        found = (self.get_metadata(task_id) for task_id, _ in items)
-        return [metadata for metadata in found if metadata is not None]
+        return [record.parse() for _, record in items]
 
     def graph(self, task_id: str) -> TaskGraph:
         """The lineage component of a task; TaskNotFound if it has no records."""
