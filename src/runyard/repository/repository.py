@@ -125,10 +125,9 @@ class TaskRepository:
         with self._index.lock:
             exists, raw = read_one(task_dir, STATUS_FILE)
             parsed = parse_status(raw, task_id)
-            current = self._index.statuses.get(task_id)
             record = parsed[0] if parsed else None
-            changed = record != current and self._index.apply(task_id, status=record, exists=exists)
-        self._active_changed(changed)
+            if record != self._index.statuses.get(task_id):
+                self._active_changed(self._index.apply(task_id, status=record, exists=exists))
         return parsed[1] if parsed else None
 
     def get_metadata(self, task_id: str) -> TaskMetadata | None:
@@ -137,12 +136,9 @@ class TaskRepository:
         with self._index.lock:
             exists, raw = read_one(task_dir, METADATA_FILE)
             parsed = parse_metadata(raw, task_id)
-            current = self._index.metadata.get(task_id)
             record = parsed[0] if parsed else None
-            changed = record != current and self._index.apply(
-                task_id, metadata=record, exists=exists
-            )
-        self._active_changed(changed)
+            if record != self._index.metadata.get(task_id):
+                self._active_changed(self._index.apply(task_id, metadata=record, exists=exists))
         return parsed[1] if parsed else None
 
     def peek(self, task_id: str) -> TaskStatus | None:

@@ -20,6 +20,11 @@ Two ways to watch, chosen when the repository starts:
 is left to other watchers of the same user) and ``sparse`` beyond, or when the kernel
 refuses the recursive watches. Events are grouped for at most ``DEBOUNCE_MS`` and handed
 over ``STEP_MS`` after the last one, so a change reaches subscribers within a few ms.
+
+The kernel also reports every open of a watched file, and drops events when its queue
+(``fs.inotify.max_queued_events``) overflows; so the index answers lists from memory and
+opens files only for ``get``, ``get_metadata`` and actual changes, and watches are placed
+after the start-up scan rather than before it.
 """
 
 from __future__ import annotations
