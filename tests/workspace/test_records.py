@@ -67,6 +67,14 @@ def test_the_status_wire_shape_round_trips(ws: Workspace) -> None:
     assert status.state is TaskState.QUEUED and not status.terminal
 
 
+def test_steps_have_name_times_and_percentage(ws: Workspace) -> None:
+    step = {"name": "compute", "started_at": "2026-10-02T00:00:01Z", "finished_at": None}
+    write_json_atomic(ws.status_path(TASK_ID), status_json(state="running", steps=[step]))
+    status = ws.read_status(TASK_ID)
+    assert status is not None
+    assert status.to_json()["steps"] == [{**step, "percentage": 0.0}]
+
+
 def test_old_status_json_loads_with_defaults() -> None:
     minimal = {k: status_json()[k] for k in ("task_id", "run_id", "task_type", "task_name")}
     status = status_from_dict({**minimal, "state": "failed", "created_at": "x"}, TASK_ID)
