@@ -8,7 +8,6 @@ prompt is ``userPrompt``; ``latestRunId`` is the session's run before this one.
 from __future__ import annotations
 
 import platform
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +77,6 @@ def env_facts(
         "gid": owner.effective_gid,
         "python": python,
         "platform": f"{platform.system()}-{platform.machine()}",
-        "pythonVersion": ".".join(map(str, sys.version_info[:3])),
     }
     if choice.reason:
         facts["sandboxUnavailable"] = choice.reason
@@ -95,6 +93,7 @@ def run_context(
     facts: dict[str, Any],
     inputs: list[PlacedInput],
     grants: list[MountGrant],
+    limits: dict[str, Any],
 ) -> dict[str, Any]:
     return {
         "version": CONTEXT_VERSION,
@@ -111,6 +110,7 @@ def run_context(
         ],
         "paths": {"in": "in", "out": "out", "tmp": "tmp", "state": "state"},
         "finalAnswer": "out/final-answer.md",
+        "limits": limits,
         "systemPrompt": run.system_prompt,
         "userPrompt": run.user_prompt,
     }

@@ -135,6 +135,10 @@ class RunStarter:
             facts=facts,
             inputs=placed,
             grants=[grant for grant, _ in grants],
+            limits={
+                "finalAnswerBytes": ctx.settings.agent_max_final_answer_bytes,
+                "timeoutSeconds": ctx.settings.agent_run_timeout_seconds,
+            },
         )
         path = ctx.layout.run_subdir(run.id, "in") / CONTEXT_FILE
         write_json_atomic(path, context, sync_dir=True)

@@ -3,8 +3,9 @@
 The body is fed chunk by chunk to python-multipart's streaming parser. Small fields
 (``sessionId``, ``relativePath``) are kept in memory up to 64 KiB each; the ``file`` part
 is buffered up to 1 MiB at a time and written to a temp file in ``uploads/`` (hashing as
-it goes) by a worker thread. Past ``limit`` bytes the upload stops with
-:class:`UploadTooLarge` and the temp file is removed: nothing is left behind.
+it goes) by a worker thread while the next block is parsed. Past ``limit`` bytes the
+upload stops with :class:`UploadTooLarge` and the temp file is removed: nothing is left
+behind.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import hashlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,23 +38,32 @@ class UploadSink:
         self.path = folder / f"{PARTIAL_PREFIX}{secrets.token_hex(8)}"
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
         self.size = 0
+        self.received = 0
         self.pending = bytearray()
         self.digest = hashlib.sha256()
 
-    def add(self, data: bytes) -> None:
-        if self.size + len(self.pending) + len(data) > self.limit:
+    def add(self, data: bytes | memoryview) -> None:
+        if self.received + len(data) > self.limit:
             raise UploadTooLarge(self.limit)
+        self.received += len(data)
         self.pending += data
 
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        view = memoryview(self.pending)
+    def take(self) -> bytearray:
+        """Detach the buffered bytes (to hand them to :meth:`write_block` elsewhere)."""
+        block, self.pending = self.pending, bytearray()
+        return block
+
+    def write_block(self, block: bytearray) -> None:
+        """Hash and write one block; blocks must arrive in order."""
+        view = memoryview(block)
         self.digest.update(view)
         while view:
             view = view[os.write(self.fd, view) :]
-        self.size += len(self.pending)
-        self.pending = bytearray()
+        self.size += len(block)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.write_block(self.take())
 
     def finish(self) -> None:
         """Write what is left, make it durable and close the file."""
@@ -151,7 +161,7 @@ class _Receiver:
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self.part.name == "file":
             assert self.sink is not None
-            self.sink.add(data[start:end])
+            self.sink.add(memoryview(data)[start:end])
             return
         self.part.value += data[start:end]
         if len(self.part.value) > MAX_FIELD_BYTES:
@@ -184,30 +194,55 @@ async def receive_upload(
     chunks: AsyncIterator[bytes],
     content_type: str | None,
     open_sink: Callable[[dict[str, str]], UploadSink],
-    flush: Callable[[UploadSink], Awaitable[None]] | None = None,
 ) -> ReceivedUpload:
     """Parse a multipart body from ``chunks``; the file part streams into ``open_sink(...)``.
 
     ``open_sink`` gets the text fields seen so far (so it can refuse early, e.g. a closed
-    session). On any error the sink's temp file is removed before the error propagates.
+    session). While one block is hashed and written in a worker thread the next one is
+    parsed, so at most two blocks are in memory. On any error the sink's temp file is
+    removed before the error propagates.
     """
     receiver = _Receiver(open_sink)
     parser = MultipartParser(multipart_boundary(content_type), receiver.callbacks())
-    flush = flush or _flush_in_thread
+    writer = _BlockWriter()
     try:
         async for chunk in chunks:
             _feed(parser, chunk)
             if receiver.sink is not None and len(receiver.sink.pending) >= FLUSH_BYTES:
-                await flush(receiver.sink)
+                await writer.hand_over(receiver.sink)
         parser.finalize()
         if receiver.sink is None:
             raise BadRequest("The upload has no 'file' part")
+        await writer.drain()
         await asyncio.to_thread(receiver.sink.finish)
     except BaseException:
+        await writer.drain(suppress=True)
         if receiver.sink is not None:
             receiver.sink.discard()
         raise
     return ReceivedUpload(receiver.fields, receiver.file_name, receiver.content_type, receiver.sink)
+
+
+class _BlockWriter:
+    """One block in flight to a worker thread, in order."""
+
+    def __init__(self) -> None:
+        self.inflight: asyncio.Future[None] | None = None
+
+    async def hand_over(self, sink: UploadSink) -> None:
+        block = sink.take()
+        await self.drain()
+        self.inflight = asyncio.ensure_future(asyncio.to_thread(sink.write_block, block))
+
+    async def drain(self, suppress: bool = False) -> None:
+        inflight, self.inflight = self.inflight, None
+        if inflight is None:
+            return
+        try:
+            await inflight
+        except Exception:
+            if not suppress:
+                raise
 
 
 def _feed(parser: MultipartParser, chunk: bytes) -> None:
@@ -217,7 +252,3 @@ def _feed(parser: MultipartParser, chunk: bytes) -> None:
         raise
     except Exception as exc:
         raise BadRequest(f"Malformed multipart body: {exc}") from exc
-
-
-async def _flush_in_thread(sink: UploadSink) -> None:
-    await asyncio.to_thread(sink.flush)

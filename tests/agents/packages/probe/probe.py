@@ -145,7 +145,9 @@ def run_line(line: str) -> None:
 
 def save() -> None:
     out = WORKSPACE / "out" / "probes.json"
-    out.write_text(json.dumps({"context": CONTEXT, "env": dict(os.environ), "results": RESULTS}))
+    ids = {"uid": os.getuid(), "gid": os.getgid()}
+    saved = {"context": CONTEXT, "env": dict(os.environ), "results": RESULTS, **ids}
+    out.write_text(json.dumps(saved))
 
 
 def main() -> None:
