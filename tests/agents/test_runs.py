@@ -233,3 +233,37 @@ def _closed():  # type: ignore[no-untyped-def]
     from runyard.agents.models import SessionStatus
 
     return SessionStatus.CLOSED
+
+
+def test_an_adopted_run_can_be_cancelled(make_service: Make) -> None:
+    service = make_service("none")
+    session = service.catalog.create_session()
+    run = start(service, session.id, "sleep 60")
+    service.stop()
+    restarted = make_service("none")
+    cancelled = restarted.runs.cancel(run.id)
+    assert cancelled.state == RunState.CANCELLED and cancelled.exit_code == 130
+
+
+def test_a_queued_run_of_a_closed_session_fails_when_its_turn_comes(make_service: Make) -> None:
+    service = make_service("none")
+    session = service.catalog.create_session()
+    first = start(service, session.id, "wait-for go\nanswer one")
+    queued = start(service, session.id, "answer two", enqueue=True)
+    service.catalog.set_status(session.id, _closed())
+    (service.layout.state_dir(session.id) / "go").touch()
+    assert wait_done(service, first.id).state == RunState.SUCCEEDED
+    refused = wait_done(service, queued.id)
+    assert refused.state == RunState.FAILED and "closed" in refused.error
+
+
+def test_unfinished_uploads_are_swept_at_start(make_service: Make) -> None:
+    service = make_service("none")
+    session = service.catalog.create_session()
+    kept = add_artifact(service, session.id, b"kept")
+    uploads = service.layout.uploads
+    (uploads / ".partial-0123").write_bytes(b"half")
+    (uploads / "art-orphan-x.csv").write_bytes(b"never recorded")
+    service.stop()
+    make_service("none")
+    assert sorted(p.name for p in uploads.iterdir()) == [kept.stored_name]

@@ -126,3 +126,28 @@ def test_mounts_are_bound_parents_first() -> None:
     assert argv[argv.index("/workspace/in/f") - 2] == "--ro-bind"
     assert "--unshare-all" in argv and "--share-net" not in argv
     assert "--cap-drop" in argv and "--die-with-parent" in argv
+
+
+def test_network_only_when_asked(tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    check = (
+        f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2)' "
+        "2>/dev/null && echo net-open || echo net-closed"
+    )
+    inner = LocalExecutor()
+    try:
+        for network, expected in ((True, "net-open"), (False, "net-closed")):
+            log = tmp_path / f"net-{network}.log"
+            spec = LaunchSpec(
+                argv=["/bin/sh", "-c", check], log_path=log, env={"PATH": "/usr/bin:/bin"},
+                network=network,
+            )  # fmt: skip
+            handle = BwrapSandbox(inner).launch(spec)
+            assert inner.wait_exit(handle, 20) is not None
+            inner.cleanup(handle)
+            assert expected in log.read_text()
+    finally:
+        listener.close()

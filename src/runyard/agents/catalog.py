@@ -171,11 +171,13 @@ class Catalog:
         self.session(session_id, scope)
         return self.store.list_artifacts(session_id, check_limit(limit), cursor)
 
-    def sweep_partial_uploads(self) -> int:
-        """Remove temp files of uploads a previous server did not finish."""
+    def sweep_uploads(self) -> int:
+        """At start, before any upload: remove what a previous server left half-done —
+        temp files, and files whose record was never written."""
+        recorded = self.store.stored_names()
         removed = 0
         for entry in os.scandir(self.layout.uploads):
-            if entry.name.startswith(".partial-"):
+            if entry.name not in recorded and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
                     removed += 1

@@ -104,7 +104,7 @@ class AgentService:
         )  # fmt: skip
 
     def start(self) -> None:
-        removed = self.catalog.sweep_partial_uploads()
+        removed = self.catalog.sweep_uploads()
         if removed:
             log.info("removed %d unfinished uploads", removed)
         self.sandbox  # noqa: B018 - probe before the first run, not during it

@@ -237,12 +237,18 @@ def artifacts(
 def download(
     artifact_id: Annotated[str, typer.Argument(help="Artifact id")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write it")],
-    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
-    config: ConfigOpt = None,
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Download an uploaded artifact."""
     api = _api(url, token, workspace_dir, config)
     api.download(f"/artifacts/{artifact_id}/content", output)
+    _saved(output, as_json)
+
+
+def _saved(output: Path, as_json: bool) -> None:
+    saved = {"output": str(output), "size": output.stat().st_size}
+    _show(saved, as_json, lambda s: print(f"{s['output']} ({s['size']} bytes)"))
 
 
 @app.command()
@@ -389,11 +395,13 @@ def fetch(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="File (default: stdout)")
     ] = None,
-    url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
-    config: ConfigOpt = None,
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
-    """Download one of a run's output files."""
+    """Download one of a run's output files (to stdout without --output)."""
     _api(url, token, workspace_dir, config).download(f"/runs/{run_id}/files/{path}", output)
+    if output is not None:
+        _saved(output, as_json)
 
 
 @app.command()
