@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Protocol
 
 from runyard.config import Settings
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.local import LocalExecutor
+from runyard.executors.prefork import PreforkExecutor
+from runyard.runtime.launch import WORKER_MODULE, base_env
 from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.layout import Workspace
 
 
 class WorkerExecutor(Protocol):
@@ -28,5 +32,25 @@ class WorkerExecutor(Protocol):
     def close(self) -> None: ...
 
 
-def make_executor(settings: Settings, registry: TaskRegistry) -> WorkerExecutor:
-    return LocalExecutor()
+def make_executor(
+    settings: Settings, registry: TaskRegistry, workspace: Workspace
+) -> WorkerExecutor:
+    """A started executor for task workers.
+
+    The pre-forked zygote preloads the worker and the built-in tasks; plugin modules are
+    imported by each forked worker (a plugin's import could start threads in the zygote,
+    which would make forking it unsafe).
+    """
+    if not settings.prefork:
+        return LocalExecutor()
+    builtin = {
+        task.target.partition(":")[0]
+        for task in registry.tasks.values()
+        if task.target.startswith("runyard.")
+    }
+    executor = PreforkExecutor(
+        sys.executable, [WORKER_MODULE, *sorted(builtin)], base_env(settings),
+        log_path=workspace.log_dir / "prefork.log",
+    )
+    executor.start()
+    return executor

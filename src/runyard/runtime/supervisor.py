@@ -99,7 +99,7 @@ class Supervisor:
             if self._monitor is not None:
                 return
             self.workspace.ensure()
-            self._executor = make_executor(self.settings, self.registry)
+            self._executor = make_executor(self.settings, self.registry, self.workspace)
             self._monitor = ExitMonitor(self._on_exit)
             self._monitor.start()
             for status in unfinished_statuses(self.workspace):

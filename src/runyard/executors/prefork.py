@@ -1,0 +1,290 @@
+"""A pre-forked launcher: a zygote process that already imported the worker's modules forks
+each worker on request, so a worker starts in milliseconds instead of a fresh interpreter's
+hundreds.
+
+    executor = PreforkExecutor(sys.executable, preload=["runyard.runtime.worker"], env=env)
+    executor.start()                       # optional: pay the zygote's start-up now
+    handle = executor.launch(LaunchSpec(argv=[sys.executable, "-m", "runyard.runtime.worker"],
+                                        log_path=log, env=env, stdin=payload, cwd=task_dir))
+    executor.wait_exit(handle, timeout=30)
+    executor.close()                       # the zygote exits; running workers carry on
+
+A forked worker gets what :class:`LocalExecutor` gives a process: a new session (its own
+process group), stdout and stderr appended to ``spec.log_path``, ``spec.stdin`` on stdin,
+exactly ``spec.env``, ``spec.cwd``; its ``/proc/<pid>/cmdline`` is the zygote's. Only specs
+of the form ``[<this python>, "-m", <module>, *args]`` without limits are forked (the module's
+``main()`` is called, else it is run as ``__main__``); anything else, and any zygote failure,
+falls back to :class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
+finished worker's process group, and reports exit codes back over a socket.
+
+The zygote itself (:mod:`runyard.executors.zygote`) is single-threaded, so forking it is safe.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+import os
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from runyard.errors import ExecutorError
+from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
+from runyard.executors.local import (
+    LocalExecutor,
+    open_pidfd,
+    process_start_time,
+    terminate_group,
+    wait_readable,
+)
+
+READY_TIMEOUT = 60.0
+SPAWN_TIMEOUT = 10.0
+
+
+class PreforkExecutor:
+    """Fork workers from a warm zygote; fall back to plain processes when it cannot."""
+
+    name = "prefork"
+
+    def __init__(
+        self,
+        python: str,
+        preload: list[str],
+        env: dict[str, str],
+        log_path: Path | None = None,
+    ) -> None:
+        self.python = python
+        self.preload = list(preload)
+        self.env = dict(env)
+        self.log_path = log_path
+        self.local = LocalExecutor()
+        self._zygote: ZygoteClient | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the zygote now rather than at the first launch."""
+        with self._lock:
+            self._ensure_zygote()
+
+    def launch(self, spec: LaunchSpec) -> Handle:
+        module_args = self._forkable(spec)
+        with self._lock:
+            zygote = self._ensure_zygote() if module_args is not None else None
+        if zygote is None or module_args is None:
+            return self.local.launch(spec)
+        try:
+            pid = zygote.spawn(module_args[0], module_args[1:], spec)
+        except ExecutorError:
+            if zygote.alive:
+                raise
+            return self.local.launch(spec)
+        return Handle(
+            id=f"prefork-{pid}", pid=pid, labels=dict(spec.labels),
+            data={"zygote": zygote, "start_time": process_start_time(pid)},
+        )
+
+    def _forkable(self, spec: LaunchSpec) -> list[str] | None:
+        argv = spec.argv
+        if len(argv) < 3 or argv[1] != "-m" or spec.limits != Limits():
+            return None
+        if os.path.realpath(argv[0]) != os.path.realpath(self.python):
+            return None
+        return list(argv[2:])
+
+    def _ensure_zygote(self) -> ZygoteClient | None:
+        if self._closed:
+            return None
+        if self._zygote is not None and self._zygote.alive:
+            return self._zygote
+        old, self._zygote = self._zygote, None
+        if old is not None:
+            old.close()
+        try:
+            self._zygote = ZygoteClient(self.python, self.preload, self.env, self.log_path)
+        except ExecutorError:
+            self._closed = True  # a zygote that cannot start will not start next time either
+        return self._zygote
+
+    def poll(self, handle: Handle) -> ExitInfo | None:
+        zygote = handle.data.get("zygote")
+        if not isinstance(zygote, ZygoteClient):
+            return self.local.poll(handle)
+        code = zygote.exit_code(_pid(handle))
+        return None if code is None else ExitInfo(code)
+
+    def wait_exit(self, handle: Handle, timeout: float | None = None) -> ExitInfo | None:
+        zygote = handle.data.get("zygote")
+        if not isinstance(zygote, ZygoteClient):
+            return self.local.wait_exit(handle, timeout)
+        code = zygote.wait_exit(_pid(handle), timeout)
+        return None if code is None else ExitInfo(code)
+
+    def cancel(self, handle: Handle, grace_seconds: float = 5.0) -> None:
+        if not isinstance(handle.data.get("zygote"), ZygoteClient):
+            self.local.cancel(handle, grace_seconds)
+        elif self.poll(handle) is None:
+            terminate_group(_pid(handle), grace_seconds, handle.data.get("start_time"))
+
+    def cleanup(self, handle: Handle) -> None:
+        zygote = handle.data.get("zygote")
+        if isinstance(zygote, ZygoteClient):
+            zygote.forget(_pid(handle))
+        else:
+            self.local.cleanup(handle)
+
+    def close(self) -> None:
+        """Stop the zygote; workers it forked keep running."""
+        with self._lock:
+            self._closed = True
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
+
+
+def _pid(handle: Handle) -> int:
+    if handle.pid is None:
+        raise ExecutorError(f"Handle {handle.id} has no process")
+    return handle.pid
+
+
+class ZygoteClient:
+    """This side of one zygote: spawn requests, and the exit codes it reports."""
+
+    def __init__(
+        self, python: str, preload: list[str], env: dict[str, str], log_path: Path | None
+    ) -> None:
+        ours, theirs = socket.socketpair()
+        self._sock = ours
+        self._file = ours.makefile("rb")
+        self._proc = self._start(python, theirs, env, log_path)
+        theirs.close()
+        self._ids = itertools.count(1)
+        self._cond = threading.Condition()
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._exits: dict[int, int] = {}
+        self.alive = True
+        self.preload_errors = self._handshake(preload)
+        self._reader = threading.Thread(target=self._read, name="prefork-reader", daemon=True)
+        self._reader.start()
+
+    @staticmethod
+    def _start(
+        python: str, theirs: socket.socket, env: dict[str, str], log_path: Path | None
+    ) -> subprocess.Popen[bytes]:
+        out: Any = subprocess.DEVNULL
+        try:
+            if log_path is not None:
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                out = open(log_path, "ab")  # noqa: SIM115 - closed right after the spawn
+            with contextlib.ExitStack() as stack:
+                if out is not subprocess.DEVNULL:
+                    stack.enter_context(out)
+                return subprocess.Popen(
+                    [python, "-m", "runyard.executors.zygote", str(theirs.fileno())],
+                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=out, env=env, start_new_session=True,
+                )
+        except OSError as exc:
+            raise ExecutorError(f"Cannot start the prefork zygote: {exc}") from exc
+
+    def _handshake(self, preload: list[str]) -> dict[str, str]:
+        self._send({"op": "preload", "modules": preload})
+        self._sock.settimeout(READY_TIMEOUT)
+        try:
+            line = self._file.readline()
+        except OSError as exc:
+            self.close()
+            raise ExecutorError(f"The prefork zygote did not start: {exc}") from exc
+        finally:
+            self._sock.settimeout(None)
+        if not line:
+            self.close()
+            raise ExecutorError("The prefork zygote exited during start-up")
+        errors: dict[str, str] = json.loads(line).get("errors", {})
+        return errors
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self._sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def spawn(self, module: str, args: list[str], spec: LaunchSpec) -> int:
+        request_id = next(self._ids)
+        request = {
+            "op": "spawn", "id": request_id, "module": module, "args": args,
+            "env": dict(spec.env), "cwd": str(spec.cwd) if spec.cwd else None,
+            "log_path": str(spec.log_path), "stdin": base64.b64encode(spec.stdin).decode(),
+        }
+        with self._cond:
+            try:
+                self._send(request)
+            except OSError as exc:
+                self.alive = False
+                raise ExecutorError(f"The prefork zygote is gone: {exc}") from exc
+            if not self._cond.wait_for(
+                lambda: request_id in self._replies or not self.alive, SPAWN_TIMEOUT
+            ):
+                raise ExecutorError("The prefork zygote did not answer in time")
+            reply = self._replies.pop(request_id, None)
+        if reply is None:
+            raise ExecutorError("The prefork zygote is gone")
+        if "pid" not in reply:
+            raise ExecutorError(f"Cannot launch {module}: {reply.get('error')}")
+        return int(reply["pid"])
+
+    def _read(self) -> None:
+        for line in self._file:
+            message = json.loads(line)
+            with self._cond:
+                if message.get("op") == "exit":
+                    self._exits[int(message["pid"])] = int(message["code"])
+                else:
+                    self._replies[int(message["id"])] = message
+                self._cond.notify_all()
+        with self._cond:
+            self.alive = False
+            self._cond.notify_all()
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._cond:
+            return self._exits.get(pid)
+
+    def wait_exit(self, pid: int, timeout: float | None) -> int | None:
+        """The exit code the zygote reports for ``pid`` (None: not within ``timeout``, or
+        the zygote died and the code is lost)."""
+        with self._cond:
+            self._cond.wait_for(lambda: pid in self._exits or not self.alive, timeout)
+            if pid in self._exits or self.alive:
+                return self._exits.get(pid)
+        return self._wait_orphan(pid, timeout)
+
+    @staticmethod
+    def _wait_orphan(pid: int, timeout: float | None) -> None:
+        pidfd = open_pidfd(pid)
+        if pidfd is not None:
+            try:
+                wait_readable(pidfd, timeout)
+            finally:
+                os.close(pidfd)
+
+    def forget(self, pid: int) -> None:
+        with self._cond:
+            self._exits.pop(pid, None)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if getattr(self, "_reader", None) is not None:
+            self._reader.join(5)
+        self._file.close()
+        self._sock.close()

@@ -1,0 +1,177 @@
+"""The zygote of the pre-forked launcher: ``python -m runyard.executors.zygote <socket fd>``.
+
+It imports the modules it is told to preload, then forks one child per spawn request and
+reports each child's pid and exit code over the socket (JSON lines, see
+:mod:`runyard.executors.prefork`). It stays single-threaded and exits when the socket closes;
+children it forked run on.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import importlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+from runyard.executors.local import open_log, stdin_fd
+
+
+def serve(fd: int) -> int:
+    return Zygote(socket.socket(fileno=fd)).run()
+
+
+def run_module(module: str) -> int:
+    """Run ``module`` as ``python -m`` would: its ``main()`` if it has one, else as __main__."""
+    loaded = importlib.import_module(module)
+    main = getattr(loaded, "main", None)
+    if callable(main):
+        result = main()
+        return result if isinstance(result, int) else 0
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    return 0
+
+
+class Zygote:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = b""
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ, "socket")
+        self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
+
+    def run(self) -> int:
+        while True:
+            for key, _ in self.selector.select():
+                if key.data == "signal":
+                    self._drain_wake()
+                    self._reap()
+                elif not self._receive():
+                    return 0
+
+    def _receive(self) -> bool:
+        try:
+            data = self.sock.recv(1 << 16)
+        except OSError:
+            return False
+        if not data:
+            return False
+        self.pending += data
+        while b"\n" in self.pending:
+            line, self.pending = self.pending.split(b"\n", 1)
+            self._handle(json.loads(line))
+        return True
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        if message.get("op") == "preload":
+            self._reply({"op": "ready", "errors": self._preload(message.get("modules", []))})
+        elif message.get("op") == "spawn":
+            self._spawn(message)
+
+    @staticmethod
+    def _preload(modules: list[str]) -> dict[str, str]:
+        errors = {}
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # reported to the client; the module loads per child then
+                errors[module] = f"{type(exc).__name__}: {exc}"
+        return errors
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def _spawn(self, request: dict[str, Any]) -> None:
+        try:
+            log_fd = open_log(Path(request["log_path"]))
+            data = base64.b64decode(request["stdin"])
+            in_fd = stdin_fd(data) if data else os.open(os.devnull, os.O_RDONLY)
+        except (OSError, ValueError) as exc:
+            self._reply({"op": "failed", "id": request["id"], "error": str(exc)})
+            return
+        _flush()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            self._reply({"op": "failed", "id": request["id"], "error": str(exc)})
+            pid = -1
+        if pid == 0:
+            self._child(request, log_fd, in_fd)
+        os.close(log_fd)
+        os.close(in_fd)
+        if pid > 0:
+            self._reply({"op": "spawned", "id": request["id"], "pid": pid})
+
+    def _child(self, request: dict[str, Any], log_fd: int, in_fd: int) -> NoReturn:
+        code = 1
+        try:
+            os.setsid()
+            self._leave_zygote()
+            for target, source in ((0, in_fd), (1, log_fd), (2, log_fd)):
+                os.dup2(source, target)
+            os.close(in_fd)
+            os.close(log_fd)
+            if request.get("cwd"):
+                os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            sys.argv = [request["module"], *request["args"]]
+            code = run_module(request["module"])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            _flush()
+            os._exit(code)
+
+    def _leave_zygote(self) -> None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        self.selector.close()
+        self.sock.close()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+    def _drain_wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.wake_r, 4096):
+                pass
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or not info.si_pid:
+                return
+            with contextlib.suppress(OSError):  # stragglers; the zombie still holds the pgid
+                os.killpg(info.si_pid, signal.SIGKILL)
+            _, status = os.waitpid(info.si_pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            self._reply({"op": "exit", "pid": info.si_pid, "code": code})
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(serve(int(sys.argv[1])))
