@@ -188,3 +188,15 @@ def test_worker_refuses_a_run_that_is_not_queued_for_it(settings, workspace, reg
     after = workspace.read_status(status.task_id)
     assert after.started_at is None and after.state == ("queued" if mismatch == "run_id"
                                                          else "cancelled")
+
+
+def test_a_target_that_no_longer_imports_fails_the_run(settings, workspace, registry):
+    from dataclasses import replace
+
+    registry.tasks["ghost"] = replace(registry.get("demo"), name="ghost",
+                                      target="no_such_module_here:Demo")
+    status = run_to_end(settings, workspace, registry, "ghost", {"x": 1, "y": 2})
+
+    assert status.state == "failed" and status.exit_code == 1
+    assert status.error == "ModuleNotFoundError: No module named 'no_such_module_here'"
+    assert "Traceback" in Path(status.log_path).read_text()

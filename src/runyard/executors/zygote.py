@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -77,7 +78,9 @@ class Zygote:
 
     def _handle(self, message: dict[str, Any]) -> None:
         if message.get("op") == "preload":
-            self._reply({"op": "ready", "errors": self._preload(message.get("modules", []))})
+            errors = self._preload(message.get("modules", []))
+            gc.freeze()  # children then leave the preloaded heap shared (no copy-on-write by gc)
+            self._reply({"op": "ready", "errors": errors})
         elif message.get("op") == "spawn":
             self._spawn(message)
 

@@ -84,21 +84,13 @@ class WorkerRun(TaskRun):
         self._lock = threading.RLock()
         self._events = workspace.events_path(status.task_id)
 
-    def begin(self, pid: int) -> None:
-        """Publish the ``running`` state."""
+    def begin(self, pid: int, steps: tuple[str, ...]) -> None:
+        """Publish the ``running`` state, listing the task's steps at 0 %."""
         self.status = self.status.model_copy(
-            update={"state": TaskState.RUNNING, "started_at": utcnow(), "pid": pid}
+            update={"state": TaskState.RUNNING, "started_at": utcnow(), "pid": pid,
+                    "steps": [Step(name=name) for name in dict.fromkeys(steps)]}
         )
         self.publish_state(durable=False)
-
-    def declare_steps(self, names: tuple[str, ...]) -> None:
-        """List the task's steps at 0 % so readers see the plan before it runs."""
-        with self._cancel.deferred(), self._lock:
-            known = {step.name for step in self.status.steps}
-            missing = [Step(name=name) for name in names if name not in known]
-            if missing:
-                self.status.steps.extend(missing)
-                self._write_status_fast()
 
     def publish_state(self, *, durable: bool) -> None:
         at = self.status.finished_at or self.status.started_at

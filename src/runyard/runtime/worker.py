@@ -30,7 +30,7 @@ from runyard.runtime.taskrun import (
     result_of,
 )
 from runyard.runtime.workerlock import acquire_worker_lock
-from runyard.tasks.base import TaskExit, TaskOutput
+from runyard.tasks.base import Task, TaskExit, TaskOutput
 from runyard.tasks.registry import import_target, validate_inputs
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import CANCEL_EXIT_CODE, TaskMetadata, TaskState, utcnow
@@ -81,10 +81,15 @@ def run_payload(payload: WorkerPayload, cancel: CancelSignal) -> int:
     if status.state is not TaskState.QUEUED:
         return _refuse(payload, f"the run is already {status.state.value}")
     run = WorkerRun(workspace, status, cancel)
+    try:
+        task_cls = import_target(payload.target)
+    except Exception as exc:  # a plugin that no longer imports fails its run, clearly
+        traceback.print_exc()
+        return _finish_failed(run, f"{type(exc).__name__}: {exc}", 1)
     if cancel.requested:
         return _finish_cancelled(run)
-    run.begin(os.getpid())
-    return _execute(run, payload.target, cancel)
+    run.begin(os.getpid(), task_cls.steps)
+    return _execute(run, task_cls, cancel)
 
 
 def _refuse(payload: WorkerPayload, why: str) -> int:
@@ -93,10 +98,10 @@ def _refuse(payload: WorkerPayload, why: str) -> int:
     return EXIT_REFUSED
 
 
-def _execute(run: WorkerRun, target: str, cancel: CancelSignal) -> int:
+def _execute(run: WorkerRun, task_cls: type[Task], cancel: CancelSignal) -> int:
     try:
         with cancel.armed():
-            output = _run_body(run, target)
+            output = _run_body(run, task_cls)
         if cancel.requested:
             raise TaskCancelled
     except TaskCancelled:
@@ -109,9 +114,7 @@ def _execute(run: WorkerRun, target: str, cancel: CancelSignal) -> int:
     return _publish_success(run, output)
 
 
-def _run_body(run: WorkerRun, target: str) -> TaskOutput:
-    task_cls = import_target(target)
-    run.declare_steps(task_cls.steps)
+def _run_body(run: WorkerRun, task_cls: type[Task]) -> TaskOutput:
     inputs = validate_inputs(task_cls, run.status.task_name, run.status.config)
     output = task_cls().run(inputs, run)
     if isinstance(output, dict):

@@ -1,0 +1,31 @@
+"""A module the prefork tests run in forked children: ``main()`` acts on a JSON stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read() or "{}")
+    action = request.get("action", "report")
+    if action == "report":
+        print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "argv": sys.argv,
+                          "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
+                          "stdin": request.get("data", "")}), flush=True)
+        return int(request.get("code", 0))
+    if action == "sleep":
+        if request.get("ignore_term"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(30)
+    if action == "straggler":
+        child = subprocess.Popen(["/bin/sleep", "30"])
+        print(child.pid, flush=True)
+    if action == "exit":
+        raise SystemExit(request.get("code", 3))
+    return 0

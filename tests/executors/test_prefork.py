@@ -1,0 +1,150 @@
+"""The pre-forked launcher with a real zygote and real forked children."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runyard.executors.base import LaunchSpec, Limits
+from runyard.executors.local import open_pidfd
+from runyard.executors.prefork import PreforkExecutor
+
+HERE = Path(__file__).parent
+PY = sys.executable
+
+
+@pytest.fixture
+def executor() -> Iterator[PreforkExecutor]:
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    executor = PreforkExecutor(PY, ["json", "prefork_probe"], env)
+    executor.start()
+    yield executor
+    executor.close()
+
+
+def probe(tmp_path: Path, request: dict, **extra: object) -> LaunchSpec:
+    values: dict[str, object] = {
+        "argv": [PY, "-m", "prefork_probe"], "log_path": tmp_path / "logs" / "probe.log",
+        "stdin": json.dumps(request).encode(), "env": {"ONLY": "this"},
+    }
+    values.update(extra)
+    return LaunchSpec(**values)  # type: ignore[arg-type]
+
+
+def log_of(tmp_path: Path) -> str:
+    return (tmp_path / "logs" / "probe.log").read_text()
+
+
+def wait_for_line(tmp_path: Path, text: str) -> None:
+    deadline = time.monotonic() + 10
+    while text not in log_of(tmp_path):
+        assert time.monotonic() < deadline, log_of(tmp_path)
+        time.sleep(0.01)
+
+
+def test_forked_child_gets_its_own_session_env_cwd_stdin_and_log(executor, tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "probe.log").write_text("earlier\n")
+    handle = executor.launch(probe(tmp_path, {"data": "secret-input", "code": 0}, cwd=tmp_path))
+    assert "zygote" in handle.data
+
+    assert executor.wait_exit(handle, 10).exit_code == 0
+    executor.cleanup(handle)
+    first, line = log_of(tmp_path).splitlines()
+    report = json.loads(line)
+    assert first == "earlier"
+    assert report["env"] == {"ONLY": "this"} and report["cwd"] == str(tmp_path)
+    assert report["stdin"] == "secret-input" and report["argv"] == ["prefork_probe"]
+    assert report["pid"] == report["pgid"] == report["sid"] == handle.pid
+    assert report["sid"] != os.getsid(0)
+
+
+def test_inputs_are_not_on_the_childs_cmdline(executor, tmp_path):
+    handle = executor.launch(probe(tmp_path, {"action": "sleep", "marker": "m-9f8e7d"}))
+    wait_for_line(tmp_path, "ready")
+    cmdline = Path(f"/proc/{handle.pid}/cmdline").read_bytes()
+    assert b"runyard.executors.zygote" in cmdline and b"m-9f8e7d" not in cmdline
+    executor.cancel(handle, grace_seconds=2)
+    assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
+
+
+@pytest.mark.parametrize(("request_", "code"), [
+    ({"code": 5}, 5), ({"action": "exit", "code": 3}, 3), ({"action": "exit", "code": "x"}, 1),
+])
+def test_exit_codes_are_reported(executor, tmp_path, request_, code):
+    handle = executor.launch(probe(tmp_path, request_))
+    assert executor.wait_exit(handle, 10).exit_code == code
+    assert executor.poll(handle).exit_code == code
+
+
+def test_cancel_kills_a_child_that_ignores_sigterm(executor, tmp_path):
+    handle = executor.launch(probe(tmp_path, {"action": "sleep", "ignore_term": True}))
+    wait_for_line(tmp_path, "ready")
+    assert executor.poll(handle) is None
+    started = time.monotonic()
+    executor.cancel(handle, grace_seconds=0.3)
+    assert executor.wait_exit(handle, 10).exit_code == -signal.SIGKILL
+    assert 0.3 <= time.monotonic() - started < 5
+
+
+def test_stragglers_of_a_finished_child_are_killed(executor, tmp_path):
+    handle = executor.launch(probe(tmp_path, {"action": "straggler"}, env=dict(os.environ)))
+    assert executor.wait_exit(handle, 10).exit_code == 0
+    pidfd = open_pidfd(int(log_of(tmp_path).split()[0]))
+    if pidfd is not None:
+        try:
+            assert select.select([pidfd], [], [], 5)[0]
+        finally:
+            os.close(pidfd)
+
+
+def test_specs_it_cannot_fork_fall_back_to_plain_processes(executor, tmp_path):
+    plain = LaunchSpec(argv=["/bin/sh", "-c", "echo plain"], log_path=tmp_path / "plain.log")
+    limited = probe(tmp_path, {}, limits=Limits(memory_bytes=1 << 30),
+                    env={"PYTHONPATH": str(HERE)})
+    for spec in (plain, limited):
+        handle = executor.launch(spec)
+        assert "process" in handle.data
+        assert executor.wait_exit(handle, 10).exit_code == 0
+    assert (tmp_path / "plain.log").read_text() == "plain\n"
+
+
+def test_a_dead_zygote_is_replaced_and_its_children_run_on(executor, tmp_path):
+    sleeper = executor.launch(probe(tmp_path, {"action": "sleep"}))
+    wait_for_line(tmp_path, "ready")
+    zygote = sleeper.data["zygote"]
+    os.kill(zygote._proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while zygote.alive:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+    assert executor.poll(sleeper) is None
+    assert os.getpgid(sleeper.pid) == sleeper.pid  # still running
+    handle = executor.launch(probe(tmp_path, {"code": 2}))
+    assert handle.data["zygote"] is not zygote
+    assert executor.wait_exit(handle, 10).exit_code == 2
+
+    os.killpg(sleeper.pid, signal.SIGKILL)
+    assert executor.wait_exit(sleeper, 10) is None  # its exit code died with its zygote
+
+
+def test_close_leaves_running_children_alive(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    executor = PreforkExecutor(PY, ["prefork_probe"], env)
+    handle = executor.launch(probe(tmp_path, {"action": "sleep"}))
+    wait_for_line(tmp_path, "ready")
+    executor.close()
+    try:
+        assert os.getpgid(handle.pid) == handle.pid
+        assert "process" in executor.launch(probe(tmp_path, {})).data  # closed: plain processes
+    finally:
+        os.killpg(handle.pid, signal.SIGKILL)
