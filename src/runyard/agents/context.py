@@ -61,7 +61,7 @@ def built_in_tools(view: RunView) -> list[dict[str, Any]]:
 def env_facts(
     view: RunView, choice: SandboxChoice, owner: Ownership, network: bool, python: str
 ) -> dict[str, Any]:
-    sandboxed = view.isolation == "bwrap"
+    sandboxed = view.isolation in ("bwrap", "kubernetes")
     facts: dict[str, Any] = {
         "isolation": view.isolation,
         "sandboxed": sandboxed,

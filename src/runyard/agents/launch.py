@@ -9,7 +9,9 @@ With bubblewrap the run sees the pod layout::
     /opt/agent/package                                             read-only
     /run/runyard/api.sock                                          the runyard API
 
-Without it the run is a plain process: ``$RUNYARD_WORKSPACE`` is the run's own folder,
+On Kubernetes the run is a pod with the same layout (the socket under
+``/var/run/runyard-api``; it reaches the server where the pod shares its node's folders).
+Without either the run is a plain process: ``$RUNYARD_WORKSPACE`` is the run's own folder,
 holding ``in``, ``out``, ``tmp`` and the links ``state`` and ``mounts/<name>``, so the same
 relative paths work. Either way a small shell records the exit code in the run folder, so
 a run that ends while the server is down still reports how it ended.
@@ -31,13 +33,15 @@ from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
 SANDBOX_WORKSPACE = "/workspace"
 SANDBOX_PACKAGE = "/opt/agent/package"
 SANDBOX_SOCKET_DIR = "/run/runyard"
+POD_SOCKET_DIR = "/var/run/runyard-api"  # /run/runyard is the Kubernetes executor's
 EXIT_RECORDER = 'f=$1; shift; umask 007; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 @dataclass(frozen=True)
 class SandboxChoice:
-    """``bwrap`` or ``none``, and why ``none`` when bubblewrap was wanted or missing."""
+    """``bwrap``, ``kubernetes`` (a pod per run) or ``none``, and why ``none`` when
+    bubblewrap was wanted or missing."""
 
     mode: str
     bwrap: str | None = None
@@ -57,6 +61,8 @@ def user_prefix(owner: Ownership) -> list[str]:
 
 
 def choose_sandbox(settings: Settings, owner: Ownership) -> SandboxChoice:
+    if settings.agent_executor == "kubernetes":
+        return SandboxChoice("kubernetes")
     if settings.agent_sandbox == "none":
         return SandboxChoice("none", reason="agent_sandbox is 'none'")
     bwrap = find_bwrap()
@@ -101,9 +107,9 @@ class RunPlan:
 
 
 def view_for(choice: SandboxChoice, plan_dir: Path, package_dir: Path, socket: Path) -> RunView:
-    if choice.mode == "bwrap":
-        socket_inside = f"{SANDBOX_SOCKET_DIR}/{socket.name}"
-        return RunView("bwrap", SANDBOX_WORKSPACE, SANDBOX_PACKAGE, socket_inside)
+    if choice.mode in ("bwrap", "kubernetes"):
+        folder = SANDBOX_SOCKET_DIR if choice.mode == "bwrap" else POD_SOCKET_DIR
+        return RunView(choice.mode, SANDBOX_WORKSPACE, SANDBOX_PACKAGE, f"{folder}/{socket.name}")
     return RunView("none", str(plan_dir), str(package_dir), str(socket))
 
 
@@ -112,8 +118,8 @@ def run_env(settings: Settings, view: RunView, extra: dict[str, str]) -> dict[st
     env: dict[str, str] = {}
     if view.isolation == "none":
         env.update({k: os.environ[k] for k in settings.env_allowlist if k in os.environ})
-    else:
-        env["PATH"] = SANDBOX_PATH
+    elif view.isolation == "bwrap":
+        env["PATH"] = SANDBOX_PATH  # a pod keeps its image's PATH
     env.update(settings.worker_env)
     tmp = view.path("tmp")
     env.update({"HOME": tmp, "TMPDIR": tmp, "LANG": env.get("LANG", "C.UTF-8")})
@@ -130,7 +136,8 @@ def run_env(settings: Settings, view: RunView, extra: dict[str, str]) -> dict[st
     return env
 
 
-def sandbox_mounts(plan: RunPlan) -> list[Mount]:
+def sandbox_mounts(plan: RunPlan, socket_dir: str = SANDBOX_SOCKET_DIR) -> list[Mount]:
+    """The pod layout as mounts (bubblewrap binds them; Kubernetes makes them volumes)."""
     ws = SANDBOX_WORKSPACE
     mounts = [Mount(plan.run_dir / name, f"{ws}/{name}") for name in ("in", "out", "tmp")]
     mounts.append(Mount(plan.run_dir / "tmp", "/tmp"))
@@ -140,7 +147,7 @@ def sandbox_mounts(plan: RunPlan) -> list[Mount]:
     ]
     mounts.append(Mount(plan.state_dir, f"{ws}/state"))
     mounts.append(Mount(plan.package_dir, SANDBOX_PACKAGE, read_only=True))
-    mounts.append(Mount(plan.socket_path.parent, SANDBOX_SOCKET_DIR, read_only=True))
+    mounts.append(Mount(plan.socket_path.parent, socket_dir, read_only=True))
     mounts += [
         Mount(host, f"{ws}/mounts/{name}", read_only=read_only)
         for name, host, read_only in plan.grants
@@ -163,9 +170,19 @@ def link_plain_layout(plan: RunPlan) -> None:
 def launch_spec(
     plan: RunPlan, choice: SandboxChoice, owner: Ownership, timeout: float
 ) -> LaunchSpec:
-    """The final spec: sandbox (or plain), then the run user, then the exit recorder."""
+    """The final spec: sandbox (or plain), then the run user, then the exit recorder.
+
+    A pod needs none of the three: Kubernetes isolates it, runs it as its configured
+    user and reports how it ended.
+    """
     labels = {"runyard.agent-run": plan.run_id, "runyard.session": plan.session_id}
     limits = Limits(timeout_seconds=timeout)
+    if choice.mode == "kubernetes":
+        return LaunchSpec(
+            argv=plan.argv, log_path=plan.log_path, cwd=Path(SANDBOX_WORKSPACE), env=plan.env,
+            mounts=sandbox_mounts(plan, POD_SOCKET_DIR), labels=labels, limits=limits,
+            network=plan.network,
+        )  # fmt: skip
     if choice.mode == "bwrap":
         inner = LaunchSpec(
             argv=plan.argv, log_path=plan.log_path, cwd=Path(SANDBOX_WORKSPACE), env=plan.env,

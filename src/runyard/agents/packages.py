@@ -8,9 +8,9 @@
 
 ``{package}`` becomes the package folder as the run sees it (``/opt/agent/package`` in the
 sandbox), ``{python}`` the interpreter runs use (``agent_python``, else the server's base
-interpreter). A run names its package by ``name``: a folder under ``agent_packages_dir``;
-without a name it gets ``agent_package`` when configured, else the reference package that
-ships with runyard.
+interpreter, or ``python3`` of the image on Kubernetes). A run names its package by
+``name``: a folder under ``agent_packages_dir``; without a name it gets ``agent_package``
+when configured, else the reference package that ships with runyard.
 """
 
 from __future__ import annotations
@@ -134,6 +134,8 @@ def run_python(settings: Settings) -> str:
     """The interpreter ``{python}`` stands for."""
     if settings.agent_python is not None:
         return str(settings.agent_python)
+    if settings.agent_executor == "kubernetes":
+        return "python3"  # the image's
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 
 

@@ -1,9 +1,10 @@
-"""The live processes of running runs: launched by this server, or adopted after a restart.
+"""The live runs: processes launched by this server or adopted after a restart, and pods.
 
-A launched run is polled through its executor handle. An adopted one (left running by a
-previous server) is watched through a pidfd, checked against its recorded start time so
-a reused PID is never mistaken for it; its exit code comes from the ``exit-code`` file
-the launcher writes. Both are cancelled by signalling their process group.
+A launched run is polled through its executor handle. An adopted local one (left running
+by a previous server) is watched through a pidfd, checked against its recorded start time
+so a reused PID is never mistaken for it; its exit code comes from the ``exit-code`` file
+the launcher writes; it is cancelled by signalling its process group. A pod's handle is
+plain JSON, so it is rebuilt after a restart and polled and cancelled as before.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from runyard.executors.base import Executor, Handle
 from runyard.executors.local import open_pidfd, process_start_time, terminate_group
@@ -28,7 +30,7 @@ UNKNOWN_EXIT = -1000
 class LiveRun:
     run_id: str
     session_id: str
-    pid: int
+    pid: int | None
     start_time: int | None
     exit_file: Path
     deadline: float
@@ -36,13 +38,19 @@ class LiveRun:
     pidfd: int | None = None
     stop_reason: str = ""
 
-    @property
-    def adopted(self) -> bool:
-        return self.handle is None
-
     def handle_record(self) -> dict[str, object]:
-        """What the store keeps to adopt this process after a restart."""
+        """What the store keeps to find this run again after a restart."""
+        if self.pid is None and self.handle is not None:  # a pod: its handle is JSON
+            handle = self.handle
+            return {"id": handle.id, "labels": handle.labels, "data": handle.data}
         return {"pid": self.pid, "startTime": self.start_time}
+
+
+def handle_from_record(record: dict[str, Any]) -> Handle | None:
+    """The executor handle a record of :meth:`LiveRun.handle_record` describes, if any."""
+    if not isinstance(record.get("data"), dict) or not isinstance(record.get("id"), str):
+        return None
+    return Handle(id=record["id"], labels=dict(record.get("labels") or {}), data=record["data"])
 
 
 def read_exit_file(path: Path) -> int | None:
@@ -62,15 +70,19 @@ class RunProcesses:
         self._wake = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
 
     def launched(self, live: LiveRun) -> LiveRun:
-        live.start_time = live.start_time or process_start_time(live.pid)
-        live.pidfd = open_pidfd(live.pid)
+        if live.pid is not None:
+            live.start_time = live.start_time or process_start_time(live.pid)
+            live.pidfd = open_pidfd(live.pid)
         self._add(live)
         return live
 
     def adopt(self, live: LiveRun) -> bool:
-        """Watch a process a previous server started; False when it is gone."""
-        live.pidfd = open_pidfd(live.pid, live.start_time)
-        if live.pidfd is None:
+        """Watch a run a previous server started; False when its process is gone."""
+        if live.pid is not None:
+            live.pidfd = open_pidfd(live.pid, live.start_time)
+            if live.pidfd is None:
+                return False
+        elif live.handle is None:
             return False
         self._add(live)
         return True
@@ -118,7 +130,7 @@ class RunProcesses:
         live.stop_reason = live.stop_reason or reason
         if live.handle is not None:
             self.executor.cancel(live.handle, grace)
-        else:
+        elif live.pid is not None:
             terminate_group(live.pid, grace, live.start_time)
         self.wake()
 
@@ -134,6 +146,9 @@ class RunProcesses:
                 self.executor.cleanup(live.handle)
 
     def close(self) -> None:
+        close_executor = getattr(self.executor, "close", None)
+        if callable(close_executor):
+            close_executor()
         for live in self.all():
             if live.pidfd is not None:
                 with contextlib.suppress(OSError):

@@ -30,6 +30,7 @@ from runyard.agents.processes import (
     UNKNOWN_EXIT,
     LiveRun,
     RunProcesses,
+    handle_from_record,
     read_exit_file,
 )
 from runyard.agents.starter import RunStarter
@@ -313,12 +314,13 @@ class RunManager:
         live = LiveRun(
             run_id=run.id,
             session_id=run.session_id,
-            pid=pid if isinstance(pid, int) else -1,
+            pid=pid if isinstance(pid, int) and pid > 0 else None,
             start_time=run.handle.get("startTime"),
             exit_file=self.layout.exit_file(run.id),
             deadline=_deadline(run.started_at, self.settings.agent_run_timeout_seconds),
+            handle=handle_from_record(run.handle),
         )
-        if live.pid > 0 and self.processes.adopt(live):
+        if self.processes.adopt(live):
             code = self.processes.exit_code(live)
             if code is not None:  # it ended just now: settle it before anyone asks
                 self.finish(live, code)

@@ -55,7 +55,7 @@ class AgentService:
         self.owner = Ownership(settings.agent_run_uid, settings.agent_run_gid)
         _check_ownership(self.owner)
         self.signal = ChangeSignal()
-        self.processes = RunProcesses(executor or LocalExecutor())
+        self.processes = RunProcesses(executor or build_executor(settings))
         self.catalog = Catalog(settings, layout, store, self.owner)
         self._choice: SandboxChoice | None = None
         self._stopped = False
@@ -135,6 +135,15 @@ class AgentService:
             log_path=self.layout.log_path(run.id),
             signal=self.signal,
         )
+
+
+def build_executor(settings: Settings) -> Executor:
+    """Local processes (sandboxed where bubblewrap works), or one Kubernetes Job per run."""
+    if settings.agent_executor == "kubernetes":
+        from runyard.executors.kubernetes import KubernetesExecutor
+
+        return KubernetesExecutor.from_settings(settings)  # type: ignore[no-any-return]
+    return LocalExecutor()
 
 
 def _check_ownership(owner: Ownership) -> None:

@@ -172,7 +172,7 @@ class RunStarter:
             env=run_env(ctx.settings, view, extra),
             read_only_inputs=[p.relative for p in placed if p.placement == "hardlink"],
             grants=[(g.name, path, g.access.value == "ro") for g, path in grants],
-            python_root=python_root(python),
+            python_root=python_root(python) if view.isolation == "bwrap" else None,
             network=ctx.settings.agent_network,
         )
 
@@ -181,17 +181,15 @@ class RunStarter:
         timeout = ctx.settings.agent_run_timeout_seconds
         spec = launch_spec(plan, choice, ctx.owner, timeout)
         handle = ctx.executor.launch(spec)
-        assert handle.pid is not None
         live = LiveRun(
             run_id=run.id,
             session_id=run.session_id,
             pid=handle.pid,
-            start_time=None,
+            start_time=None if handle.pid is None else process_start_time(handle.pid),
             exit_file=plan.exit_file,
             deadline=deadline_after(timeout),
             handle=handle,
         )
-        live.start_time = process_start_time(handle.pid)
         started = ctx.store.mark_running(run.id, started_at=utcnow(), handle=live.handle_record())
         ctx.processes.launched(live)
         return started

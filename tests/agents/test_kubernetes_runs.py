@@ -1,0 +1,117 @@
+"""Agent runs as Kubernetes Jobs (``agent_executor: kubernetes``), against the in-memory
+API server of tests/executors: the pod layout as volumes, the token in a Secret, the
+answer folded when the pod ends, adoption of a Job after a restart, and cancel."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_helpers import add_artifact, wait_done
+
+from conftest import agent_settings
+from runyard.agents.layout import AgentLayout
+from runyard.agents.models import Run, RunState
+from runyard.agents.runs import RunRequest
+from runyard.agents.service import AgentService
+from runyard.agents.store import SQLiteStore
+from runyard.executors.kubernetes.names import resource_name
+
+pytest.importorskip("kubernetes")
+sys.path.insert(0, str(Path(__file__).parent.parent / "executors"))
+from k8s_fake_api import FakeKubernetes  # noqa: E402
+from kubernetes.client import ApiClient, Configuration  # noqa: E402
+
+from runyard.executors.kubernetes import KubernetesExecutor  # noqa: E402
+
+K8S = {"image": "registry.example/agent:1", "log_retry_seconds": 0.05, "log_drain_seconds": 1}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeKubernetes]:
+    server = FakeKubernetes().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make(fake: FakeKubernetes, tmp_path: Path) -> Iterator[Callable[[], AgentService]]:
+    made: list[AgentService] = []
+
+    def build() -> AgentService:
+        settings = agent_settings(tmp_path, "none", agent_executor="kubernetes", kubernetes=K8S)
+        assert settings.kubernetes is not None
+        executor = KubernetesExecutor(settings.kubernetes, ApiClient(Configuration(host=fake.url)))
+        layout = AgentLayout(settings.workspace_dir.absolute() / "agent", settings.log_dir)
+        layout.ensure()
+        service = AgentService(settings, layout, SQLiteStore(layout.db_path), executor)
+        service.start()
+        made.append(service)
+        return service
+
+    yield build
+    for service in made:
+        service.stop()
+
+
+def job_of(run: Run) -> str:
+    return resource_name(run.id)
+
+
+def container(fake: FakeKubernetes, run: Run) -> dict[str, Any]:
+    spec = fake.job(job_of(run))["spec"]["template"]["spec"]
+    return spec["containers"][0]  # type: ignore[no-any-return]
+
+
+def test_a_run_becomes_a_job_with_the_pod_layout(
+    fake: FakeKubernetes, make: Callable[[], AgentService]
+) -> None:
+    service = make()
+    session = service.catalog.create_session()
+    add_artifact(service, session.id, b"a,b\n", rel="data/prices.csv")
+    run = service.runs.create(RunRequest(session.id, "summarise", package="probe"))
+    assert run.state == RunState.RUNNING and run.isolation == "kubernetes"
+    worker = container(fake, run)
+    assert worker["command"][:1] == ["python3"] or worker["args"][:1] == ["python3"]
+    targets = {m["mountPath"] for m in worker["volumeMounts"]}
+    assert {"/workspace/in", "/workspace/out", "/workspace/tmp", "/workspace/state",
+            "/opt/agent/package", "/var/run/runyard-api"} <= targets  # fmt: skip
+    env = {e["name"]: e for e in worker["env"]}
+    assert env["RUNYARD_WORKSPACE"]["value"] == "/workspace"
+    assert "valueFrom" in env["RUNYARD_API_TOKEN"]  # the token travels in a Secret
+    context = (service.layout.run_subdir(run.id, "in") / "run-context.json").read_text()
+    assert '"isolation":"kubernetes"' in context and '"placement":"copy"' in context
+    out = service.layout.run_subdir(run.id, "out")
+    (out / "final-answer.md").write_text("from the pod")  # what the pod writes to its volume
+    fake.start_container(job_of(run))
+    fake.terminate(job_of(run), 0)
+    done = wait_done(service, run.id)
+    assert done.state == RunState.SUCCEEDED and done.exit_code == 0
+    assert service.catalog.session(session.id).history[-1].content == "from the pod"
+
+
+def test_a_job_is_adopted_after_a_restart_and_can_be_cancelled(
+    fake: FakeKubernetes, make: Callable[[], AgentService]
+) -> None:
+    service = make()
+    session = service.catalog.create_session()
+    first = service.runs.create(RunRequest(session.id, "one", package="probe"))
+    fake.start_container(job_of(first))
+    service.stop()
+    restarted = make()
+    assert restarted.runs.run(first.id).state == RunState.RUNNING
+    fake.terminate(job_of(first), 3)
+    failed = wait_done(restarted, first.id)
+    assert failed.state == RunState.FAILED and failed.exit_code == 3
+    second = restarted.runs.create(RunRequest(session.id, "two", package="probe"))
+    fake.start_container(job_of(second))
+    cancelled = restarted.runs.cancel(second.id)
+    assert cancelled.state == RunState.CANCELLED
+    deadline = time.monotonic() + 5
+    while job_of(second) in {name for (kind, _, name) in fake.objects if kind == "Job"}:
+        assert time.monotonic() < deadline, "the Job was not deleted"
+        time.sleep(0.02)
