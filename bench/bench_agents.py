@@ -26,8 +26,6 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from serverproc import start_server  # noqa: E402
-
 from runyard.agents.runs import RunRequest  # noqa: E402
 from runyard.agents.service import AgentService  # noqa: E402
 from runyard.agents.uploads import ReceivedUpload  # noqa: E402
@@ -35,6 +33,7 @@ from runyard.config import Settings  # noqa: E402
 from runyard.executors.base import LaunchSpec  # noqa: E402
 from runyard.executors.local import LocalExecutor  # noqa: E402
 from runyard.executors.sandbox import BwrapSandbox, find_bwrap, probe_bwrap  # noqa: E402
+from serverproc import start_server  # noqa: E402
 
 MIB = 1 << 20
 

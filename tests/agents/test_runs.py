@@ -219,7 +219,7 @@ def test_refusals_before_anything_is_created(make_service: Make) -> None:
     service.catalog.set_status(session.id, _closed())
     with pytest.raises(SessionClosed):
         start(service, session.id, "answer x")
-    assert service.runs.list(session.id, None, None, None).items == []
+    assert service.runs.list_runs(session.id, None, None, None).items == []
     assert list(service.layout.workspaces.iterdir()) == []
 
 

@@ -45,6 +45,6 @@ def check_still_granted(stored: str, allowed_roots: list[Path]) -> Path:
 
 def parse_access(value: object) -> Access:
     try:
-        return Access(value)
+        return Access(str(value)) if isinstance(value, str) else Access(repr(value))
     except ValueError as exc:
         raise AgentInvalid(f"access must be 'ro' or 'rw', got {value!r}") from exc

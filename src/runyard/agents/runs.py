@@ -104,7 +104,7 @@ class RunManager:
             raise AgentNotFound("run", run_id)
         return run
 
-    def list(
+    def list_runs(
         self, session_id: str | None, limit: int | None, cursor: str | None, scope: RunScope | None
     ) -> Page:
         """Runs of one session (every run when ``session_id`` is None), newest first."""

@@ -142,7 +142,7 @@ def build_executor(settings: Settings) -> Executor:
     if settings.agent_executor == "kubernetes":
         from runyard.executors.kubernetes import KubernetesExecutor
 
-        return KubernetesExecutor.from_settings(settings)  # type: ignore[no-any-return]
+        return KubernetesExecutor.from_settings(settings)
     return LocalExecutor()
 
 

@@ -9,7 +9,7 @@ authenticated by a run token reaches only that run's own session.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -45,7 +45,7 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
 class AgentRoute(APIRoute):
     """A route whose failures answer the agent API's error shape."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def guarded(request: Request) -> Response:
@@ -113,7 +113,7 @@ def run_scope(request: Request) -> RunScope | None:
 
 
 def _page(page: Page) -> dict[str, Any]:
-    return to_wire(page)  # type: ignore[no-any-return]
+    return to_wire(page)
 
 
 def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -271,7 +271,7 @@ def _run_routes(router: APIRouter, services: Services, service: AgentService) ->
         cursor: str | None = Query(None),
     ) -> Any:
         scope = run_scope(request)
-        page = await run_in_threadpool(runs.list, session_id, limit, cursor, scope)
+        page = await run_in_threadpool(runs.list_runs, session_id, limit, cursor, scope)
         return _page(page)
 
     @router.get("/runs/{run_id}")

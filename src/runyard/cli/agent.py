@@ -324,8 +324,8 @@ def _follow(api: AgentApi, run_id: str, as_json: bool) -> dict[str, Any]:
         elif kind == "state" and not as_json:
             console.print(f"[dim]{run_id}[/] {state_text(data['state'])} {data['error']}")
         elif kind == "end":
-            return data["run"]  # type: ignore[no-any-return]
-    return api.call("GET", f"/runs/{run_id}")  # type: ignore[no-any-return]
+            return data["run"]
+    return api.call("GET", f"/runs/{run_id}")
 
 
 @app.command()
