@@ -20,6 +20,7 @@ from itertools import chain
 
 from runyard.repository.index import TaskIndex
 from runyard.repository.models import GraphEdge, GraphNode, TaskGraph, TaskRelations
+from runyard.repository.records import STATE
 from runyard.workspace.records import TaskState
 
 
@@ -54,21 +55,15 @@ def collect_component(index: TaskIndex, selected: str) -> dict[str, LineageNode]
 def _node(index: TaskIndex, task_id: str) -> LineageNode:
     meta = index.metadata.get(task_id)
     status = index.statuses.get(task_id)
+    state = TaskState(status[STATE]) if status is not None else None
     if meta is not None:
-        state = TaskState(status.state) if status is not None else TaskState.SUCCEEDED
+        _, instant, created_at, parents = meta
         return LineageNode(
-            task_id, meta.instant, meta.created_at, state, meta.parents, False, False
+            task_id, instant, created_at, state or TaskState.SUCCEEDED, parents, False, False
         )
     if status is not None:
-        return LineageNode(
-            task_id,
-            status.instant,
-            status.created_at,
-            TaskState(status.state),
-            status.parents,
-            False,
-            True,
-        )
+        _, instant, created_at, parents, _ = status
+        return LineageNode(task_id, instant, created_at, state, parents, False, True)
     return LineageNode(task_id, -1, None, None, (), True, False)
 
 

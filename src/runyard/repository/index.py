@@ -19,7 +19,14 @@ from itertools import islice
 from typing import Final
 
 from runyard.errors import InvalidInput
-from runyard.repository.records import FolderRecords, MetadataRecord, StatusRecord
+from runyard.repository.records import (
+    INSTANT,
+    PARENTS,
+    STATE,
+    FolderRecords,
+    MetadataRecord,
+    StatusRecord,
+)
 from runyard.workspace.identity import is_task_id
 from runyard.workspace.records import TERMINAL_STATES
 
@@ -98,7 +105,7 @@ class TaskIndex:
                 if found.status is not None:
                     self.statuses[task_id] = found.status
                     bucket = self._buckets.setdefault(_bucket(task_id, found.status), [])
-                    bucket.append((found.status.instant, task_id))
+                    bucket.append((found.status[INSTANT], task_id))
                 if found.metadata is not None:
                     self.metadata[task_id] = found.metadata
                 self._relink(task_id, (), self.parents_of(task_id))
@@ -114,9 +121,9 @@ class TaskIndex:
     def parents_of(self, task_id: str) -> tuple[str, ...]:
         meta = self.metadata.get(task_id)
         if meta is not None:
-            return meta.parents
+            return meta[PARENTS]
         status = self.statuses.get(task_id)
-        return status.parents if status is not None else ()
+        return status[PARENTS] if status is not None else ()
 
     def active_ids(self) -> set[str]:
         """Tasks not finished yet, and folders that have no valid record yet."""
@@ -140,6 +147,11 @@ class TaskIndex:
             keys = keys[:limit] if more else keys
             found = [(key[1], self.statuses[key[1]]) for key in keys]
         return found, (keys[-1] if more else None)
+
+    def ids(self, buckets: Iterable[tuple[str, str]]) -> list[str]:
+        """Every task id of the buckets, newest first (no per-task objects are made)."""
+        with self.lock:
+            return [key[1] for key in self._below(buckets, None, None)]
 
     def _below(
         self, buckets: Iterable[tuple[str, str]], after: SortKey | None, count: int | None
@@ -166,11 +178,11 @@ class TaskIndex:
             self.statuses.pop(task_id, None)
             return
         self.statuses[task_id] = record
-        insort(self._buckets.setdefault(_bucket(task_id, record), []), (record.instant, task_id))
+        insort(self._buckets.setdefault(_bucket(task_id, record), []), (record[INSTANT], task_id))
 
     def _bucket_remove(self, task_id: str, record: StatusRecord) -> None:
         keys = self._buckets[_bucket(task_id, record)]
-        key = (record.instant, task_id)
+        key = (record[INSTANT], task_id)
         at = bisect_left(keys, key)
         if at < len(keys) and keys[at] == key:
             del keys[at]
@@ -196,7 +208,7 @@ class TaskIndex:
     def _update_active(self, task_id: str, exists: bool | None) -> None:
         status = self.statuses.get(task_id)
         if status is not None:
-            active = status.state not in TERMINAL_STATES
+            active = status[STATE] not in TERMINAL_STATES
         elif task_id in self.metadata:
             active = False
         elif exists is None:
@@ -210,7 +222,7 @@ class TaskIndex:
 
 
 def _bucket(task_id: str, record: StatusRecord) -> tuple[str, str]:
-    return task_id.split("#", 1)[0], record.state
+    return task_id.split("#", 1)[0], record[STATE]
 
 
 def _descending(keys: list[SortKey], stop: int) -> Iterator[SortKey]:

@@ -13,7 +13,7 @@ import re
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from pydantic import ValidationError
 
@@ -37,27 +37,26 @@ TASK_ID_RE = re.compile(
 )
 
 
-class StatusRecord(NamedTuple):
-    """A valid status; ``state`` is the plain string so the record holds no GC-tracked object."""
+# Index records are plain tuples of immutable values: the cyclic GC stops tracking such
+# tuples, so 100,000 of them add nothing to the cost of a collection (instances of a
+# NamedTuple or a slotted class would stay tracked and make every full collection slower).
+StatusRecord = tuple[bytes, int, str, tuple[str, ...], str]
+"""``(raw, instant, created_at, parents, state)`` of a valid status."""
+MetadataRecord = tuple[bytes, int, str, tuple[str, ...]]
+"""``(raw, instant, created_at, parents)`` of a valid metadata file."""
+RAW: Final = 0
+INSTANT: Final = 1
+CREATED_AT: Final = 2
+PARENTS: Final = 3
+STATE: Final = 4
 
-    raw: bytes
-    instant: int
-    created_at: str
-    state: str
-    parents: tuple[str, ...]
 
-    def parse(self) -> TaskStatus:
-        return TaskStatus.model_validate_json(self.raw)
+def status_model(record: StatusRecord) -> TaskStatus:
+    return TaskStatus.model_validate_json(record[RAW])
 
 
-class MetadataRecord(NamedTuple):
-    raw: bytes
-    instant: int
-    created_at: str
-    parents: tuple[str, ...]
-
-    def parse(self) -> TaskMetadata:
-        return TaskMetadata.model_validate_json(self.raw)
+def metadata_model(record: MetadataRecord) -> TaskMetadata:
+    return TaskMetadata.model_validate_json(record[RAW])
 
 
 class FolderRecords(NamedTuple):
@@ -115,13 +114,8 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
     if status.task_id != task_id or status.task_type != _task_type(task_id):
         return None
     created_at = status.created_at
-    record = StatusRecord(
-        raw,
-        sort_instant(created_at),
-        created_at,
-        status.state.value,
-        parse_parents(status.config.get("source_tasks"), task_id),
-    )
+    parents = parse_parents(status.config.get("source_tasks"), task_id)
+    record = (raw, sort_instant(created_at), created_at, parents, status.state.value)
     return record, status
 
 
@@ -136,13 +130,8 @@ def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, Tas
     if meta.task_id != task_id or meta.task_type != _task_type(task_id):
         return None
     created_at = meta.created_at
-    record = MetadataRecord(
-        raw,
-        sort_instant(created_at),
-        created_at,
-        parse_parents(meta.input_params.get("source_tasks"), task_id),
-    )
-    return record, meta
+    parents = parse_parents(meta.input_params.get("source_tasks"), task_id)
+    return (raw, sort_instant(created_at), created_at, parents), meta
 
 
 def list_task_folders(root: Path) -> list[tuple[str, str]]:

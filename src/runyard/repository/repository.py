@@ -17,12 +17,15 @@ from runyard.repository.graph import build_graph, build_relations, collect_compo
 from runyard.repository.index import TaskIndex, decode_cursor, encode_cursor
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
+    INSTANT,
     list_task_folders,
+    metadata_model,
     parse_metadata,
     parse_status,
     read_folder,
     read_one,
     scan_folder,
+    status_model,
 )
 from runyard.repository.watcher import AUTO, FOLDER, WATCH_MODES, Changes, TaskWatcher
 from runyard.workspace.identity import TASK_TYPES, parse_task_id
@@ -144,7 +147,7 @@ class TaskRepository:
     def peek(self, task_id: str) -> TaskStatus | None:
         """The status as the index holds it, without reading the file."""
         record = self._index.statuses.get(task_id)
-        return record.parse() if record is not None else None
+        return status_model(record) if record is not None else None
 
     def list_statuses(
         self,
@@ -159,20 +162,19 @@ class TaskRepository:
             raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
         after = decode_cursor(cursor) if cursor else None
         found, last = self._index.page(_buckets(state, task_type), after, limit)
-        page = [record.parse() for _, record in found]
+        page = [status_model(record) for _, record in found]
         return page, (encode_cursor(last) if last is not None else None)
 
     def list_ids(self) -> list[str]:
         """Ids of tasks with a valid status, in :meth:`list_statuses` order."""
-        found, _ = self._index.page(_buckets(None, None), None, None)
-        return [task_id for task_id, _ in found]
+        return self._index.ids(_buckets(None, None))
 
     def list_results(self) -> list[TaskMetadata]:
         """Metadata of tasks that have it, by created_at desc, then task_id desc."""
         with self._index.lock:
             items = list(self._index.metadata.items())
-        items.sort(key=lambda item: (item[1].instant, item[0]), reverse=True)
-        return [record.parse() for _, record in items]
+        items.sort(key=lambda item: (item[1][INSTANT], item[0]), reverse=True)
+        return [metadata_model(record) for _, record in items]
 
     def graph(self, task_id: str) -> TaskGraph:
         """The lineage component of a task; TaskNotFound if it has no records."""
