@@ -74,11 +74,19 @@ def generate(root: Path, count: int, seed: int = 7) -> list[str]:
 def status_of(task_id: str, task_type: str, state: str, sources: str, i: int) -> dict:
     at = created_at(i)
     return {
-        "task_id": task_id, "run_id": f"{i:032x}", "task_type": task_type,
-        "task_name": "demo", "state": state,
+        "task_id": task_id,
+        "run_id": f"{i:032x}",
+        "task_type": task_type,
+        "task_name": "demo",
+        "state": state,
         "config": {"task_name": task_id.rsplit("#", 1)[1], "source_tasks": sources, "x": i, "y": 2},
-        "created_at": at, "started_at": at, "finished_at": at, "pid": None,
-        "exit_code": 0, "error": "", "result": {"value": i + 2},
+        "created_at": at,
+        "started_at": at,
+        "finished_at": at,
+        "pid": None,
+        "exit_code": 0,
+        "error": "",
+        "result": {"value": i + 2},
         "steps": [{"name": "compute", "started_at": at, "finished_at": at, "percentage": 100.0}],
         "log_path": f"/logs/{task_type}/{task_id}/{i:032x}.log",
     }
@@ -86,7 +94,9 @@ def status_of(task_id: str, task_type: str, state: str, sources: str, i: int) ->
 
 def metadata_of(task_id: str, task_type: str, sources: str, i: int) -> dict:
     return {
-        "task_id": task_id, "reg_name": "demo", "created_at": created_at(i),
+        "task_id": task_id,
+        "reg_name": "demo",
+        "created_at": created_at(i),
         "task_type": task_type,
         "input_params": {"task_name": task_id.rsplit("#", 1)[1], "source_tasks": sources, "x": i},
         "output_params": {"value": i + 2},
@@ -98,6 +108,27 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def inotify_watches() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fdinfo"):
+        try:
+            text = Path(f"/proc/self/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        count += text.count("inotify wd:")
+    return count
+
+
+def cold_start(ws: Workspace, mode: str) -> str:
+    repo = TaskRepository(ws, watch_mode=mode)
+    start = time.perf_counter()
+    repo.start()
+    took = time.perf_counter() - start
+    watches = inotify_watches()
+    repo.stop()
+    return f"{took:8.3f} s  ({mode} watch, {watches:,} inotify watches)"
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[float, float]:
@@ -118,10 +149,14 @@ def bench_queries(repo: TaskRepository, ids: list[str], rng: random.Random) -> N
     report("get", timed(lambda: repo.get(rng.choice(ids)), 2000))
     report("list_statuses first page (50)", timed(lambda: repo.list_statuses(limit=50), 200))
     report("  state=running", timed(lambda: repo.list_statuses(limit=50, state="running"), 200))
-    report("  task_type=etl state=failed", timed(
-        lambda: repo.list_statuses(limit=50, task_type="etl", state="failed"), 200))
+    report(
+        "  task_type=etl state=failed",
+        timed(lambda: repo.list_statuses(limit=50, task_type="etl", state="failed"), 200),
+    )
     _, cursor = repo.list_statuses(limit=50 * 100)
-    report("  page after 5,000 rows", timed(lambda: repo.list_statuses(limit=50, cursor=cursor), 200))
+    report(
+        "  page after 5,000 rows", timed(lambda: repo.list_statuses(limit=50, cursor=cursor), 200)
+    )
     report("graph", timed(lambda: repo.graph(rng.choice(ids)), 500))
     report("context", timed(lambda: repo.context(rng.choice(ids)), 500))
     report("list_ids (all)", timed(repo.list_ids, 3))
@@ -146,7 +181,10 @@ def bench_changes(repo: TaskRepository, ws: Workspace, ids: list[str], rng: rand
         append_event(ws.events_path(task_id), {"kind": "progress", "name": "x", "percentage": n})
         seen.wait(2)
         callbacks.append((time.perf_counter() - start) * 1000)
-    for label, samples in (("status write -> index", visible), ("event line -> callback", callbacks)):
+    for label, samples in (
+        ("status write -> index", visible),
+        ("event line -> callback", callbacks),
+    ):
         samples.sort()
         report(label, (statistics.median(samples), samples[int(len(samples) * 0.9)]))
 
@@ -157,18 +195,25 @@ def run(count: int, mode: str) -> None:
         ws = Workspace.open(Path(tmp) / "ws", Path(tmp) / "logs")
         start = time.perf_counter()
         ids = generate(ws.root, count)
+        os.sync()
         print(f"\n{count:,} task folders (generated in {time.perf_counter() - start:.1f} s)")
         before = rss_mb()
         repo = TaskRepository(ws, watch_mode=mode)
         start = time.perf_counter()
         repo.start()
-        print(f"  cold start ({repo.watch_mode} watch)        {time.perf_counter() - start:8.3f} s")
+        took = time.perf_counter() - start
+        print(
+            f"  cold start                         {took:8.3f} s  ({repo.watch_mode} watch,"
+            f" {inotify_watches():,} inotify watches)"
+        )
         print(f"  index memory (RSS growth)          {rss_mb() - before:8.1f} MB")
+        other = "sparse" if repo.watch_mode == "recursive" else "recursive"
         try:
             bench_queries(repo, ids, rng)
             bench_changes(repo, ws, ids, rng)
         finally:
             repo.stop()
+        print(f"  cold start, {other + ' watch':<22} {cold_start(ws, other)}")
         scan_only = TaskRepository(ws)
         start = time.perf_counter()
         scan_only.start(watch=False)
