@@ -118,7 +118,7 @@ def test_adopted_worker_is_settled_when_it_ends(make_supervisor, workspace, sett
 
 
 def test_submit_is_thread_safe(make_supervisor, workspace):
-    sup = make_supervisor(max_concurrent_tasks=3)
+    sup = make_supervisor(max_concurrent_tasks=3, prefork=True)
     handles: list[TaskHandle] = []
     lock = threading.Lock()
 

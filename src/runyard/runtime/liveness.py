@@ -10,6 +10,7 @@ task whose worker is gone (kill -9, a machine crash). :func:`settle` records it 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -87,7 +88,8 @@ def end_dead_run(
 def request_cancel(workspace: Workspace, task_id: str, run_id: str) -> None:
     """Note on disk that run ``run_id`` is being cancelled, so whoever settles its end
     (the supervisor, or any reader) records ``cancelled`` rather than ``failed``."""
-    write_bytes_atomic(workspace.task_dir(task_id) / CANCEL_FILE, run_id.encode(), fsync=False)
+    with contextlib.suppress(OSError):  # a folder removed meanwhile has nothing to settle
+        write_bytes_atomic(workspace.task_dir(task_id) / CANCEL_FILE, run_id.encode(), fsync=False)
 
 
 def cancel_requested(workspace: Workspace, task_id: str, run_id: str) -> bool:

@@ -50,6 +50,7 @@ __all__ = ["Supervisor", "TaskHandle"]
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.05
+RECHECK_MAX_SECONDS = 2.0
 
 
 @dataclass
@@ -64,6 +65,7 @@ class _Active:
     cancelling: bool = False
     exit_info: ExitInfo | None = None
     supervision_fd: int | None = None
+    rechecks: int = 0
 
     def release(self) -> None:
         if self.supervision_fd is not None:
@@ -102,6 +104,7 @@ class Supervisor:
             self._executor = make_executor(self.settings, self.registry, self.workspace)
             self._monitor = ExitMonitor(self._on_exit)
             self._monitor.start()
+            self._queue.clear()  # the queued statuses on disk are the queue
             for status in unfinished_statuses(self.workspace):
                 self._reconcile(status)
         self._pump()
@@ -230,8 +233,10 @@ class Supervisor:
         if ref is not None and ref.pid != act.pid and self._monitor is not None:
             act.pid, act.start_time = ref.pid, ref.start_time
             self._monitor.watch(act.run_id, ref.pid, ref.start_time)
-        elif self._monitor is not None:
-            self._monitor.call_later(RECHECK_SECONDS, lambda: self._on_exit(act.run_id, None))
+        elif self._monitor is not None:  # back off: a process that inherited the lock may linger
+            delay = min(RECHECK_MAX_SECONDS, RECHECK_SECONDS * 2**act.rechecks)
+            act.rechecks += 1
+            self._monitor.call_later(delay, lambda: self._on_exit(act.run_id, None))
 
     # -- cancel ------------------------------------------------------------------------
 
