@@ -196,8 +196,18 @@ def run(count: int, mode: str) -> None:
         start = time.perf_counter()
         ids = generate(ws.root, count)
         os.sync()
+        # A server starts on a workspace at rest: folders written within the last second
+        # are read twice by design (see TaskRepository._catch_up), so let a second pass.
+        time.sleep(1.1)
         print(f"\n{count:,} task folders (generated in {time.perf_counter() - start:.1f} s)")
         before = rss_mb()
+        scan_only = TaskRepository(ws)
+        start = time.perf_counter()
+        scan_only.start(watch=False)
+        took = time.perf_counter() - start
+        print(f"  index build, no watching (1st read) {took:7.3f} s")
+        print(f"  index memory (RSS growth)          {rss_mb() - before:8.1f} MB")
+        del scan_only
         repo = TaskRepository(ws, watch_mode=mode)
         start = time.perf_counter()
         repo.start()
@@ -206,7 +216,6 @@ def run(count: int, mode: str) -> None:
             f"  cold start                         {took:8.3f} s  ({repo.watch_mode} watch,"
             f" {inotify_watches():,} inotify watches)"
         )
-        print(f"  index memory (RSS growth)          {rss_mb() - before:8.1f} MB")
         other = "sparse" if repo.watch_mode == "recursive" else "recursive"
         try:
             bench_queries(repo, ids, rng)
@@ -214,10 +223,6 @@ def run(count: int, mode: str) -> None:
         finally:
             repo.stop()
         print(f"  cold start, {other + ' watch':<22} {cold_start(ws, other)}")
-        scan_only = TaskRepository(ws)
-        start = time.perf_counter()
-        scan_only.start(watch=False)
-        print(f"  cold start without watching        {time.perf_counter() - start:8.3f} s")
 
 
 def main() -> None:
