@@ -145,6 +145,8 @@ def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
     """Save a screenshot as a test artefact under test-artifacts/studio/."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{re.sub(r'[^A-Za-z0-9_-]', '_', name)}.png"
+    if full_page:  # a sticky header would otherwise be drawn where the page was scrolled to
+        page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(path), full_page=full_page)
     return path
 

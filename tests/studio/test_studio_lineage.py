@@ -37,6 +37,9 @@ def test_lineage_graph_marks_missing_and_opens_nodes(studio, page):
         re.compile("is-selected")
     )
     expect(page.locator("svg.dag path.dag-edge")).to_have_count(3)
+    # the ghost -> down edge spans two layers: it is routed through a slot, not under lin-side
+    routed = page.locator("svg.dag path.dag-edge-missing").get_attribute("d")
+    assert " L " in routed
     assert node_x(page, UP) < node_x(page, SIDE) < node_x(page, DOWN)
     assert node_x(page, GHOST) < node_x(page, DOWN)
     screenshot(page, "lineage")

@@ -82,6 +82,9 @@ def test_schema_fields_read_and_validate(modules):
         const server = parseServerErrors(
           'ValidationError: 2 validation errors for X\\nn\\n  Input should be greater than 0 [type=greater_than]\\n'
           + 'name\\n  Value error, bad name [type=value_error, input_value=1]\\n', new Set(['n', 'name']));
+        const oneLine = parseServerErrors(
+          "ValueError: Invalid input for task demo: x: Field required; task_name: Value error, "
+          + "Invalid task_name 'a b': use letters; y: Input should be a valid integer", new Set(['x', 'y', 'task_name']));
         return {
           kinds: Object.fromEntries(Object.entries(f).map(([k, d]) => [k, [d.kind, d.nullable]])),
           n: [readField(f.n, ''), readField(f.n, '2.5'), readField(f.n, '9'), readField(f.n, ' 3 ')],
@@ -92,6 +95,7 @@ def test_schema_fields_read_and_validate(modules):
           flag: readField(f.flag, true),
           tags: [readField(f.tags, '["a"]'), 'error' in readField(f.tags, '[')],
           server: {fields: Object.fromEntries(server.fields), general: server.general},
+          oneLine: {fields: Object.fromEntries(oneLine.fields), general: oneLine.general},
         };
         """,
     )
@@ -111,6 +115,14 @@ def test_schema_fields_read_and_validate(modules):
     assert result["flag"] == {"value": True}
     assert result["tags"] == [{"value": ["a"]}, True]
     assert result["server"]["fields"] == {"n": "Input should be greater than 0", "name": "bad name"}
+    assert result["oneLine"] == {
+        "fields": {
+            "x": "Field required",
+            "task_name": "Invalid task_name 'a b': use letters",
+            "y": "Input should be a valid integer",
+        },
+        "general": "Invalid input for task demo",
+    }
 
 
 def test_csv_and_log_window_helpers(modules):

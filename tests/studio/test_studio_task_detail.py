@@ -14,12 +14,15 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 
-def png_bytes(width: int = 2, height: int = 1) -> bytes:
+def png_bytes(width: int = 96, height: int = 48) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    rows = b"".join(
+        b"\x00" + b"".join(bytes((255 * x // width, 90, 255 * y // height)) for x in range(width))
+        for y in range(height)
+    )
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     return (
         b"\x89PNG\r\n\x1a\n"
@@ -126,8 +129,12 @@ def test_artifacts_preview_and_download(studio, page):
     table.get_by_role("button", name="Preview plots/pixel.png").click()
     image = page.locator("img.preview-image")
     expect(image).to_be_visible()
-    page.wait_for_function("() => document.querySelector('img.preview-image').naturalWidth === 2")
+    page.wait_for_function("() => document.querySelector('img.preview-image').naturalWidth === 96")
     screenshot(page, "task-detail")
+
+    command = page.locator("#sec-configuration ~ table tr", has_text="command")
+    command.get_by_role("button", name=re.compile("Show all")).click()
+    expect(command.locator("td")).to_contain_text("> plots/pixel.png")
 
     with page.expect_download() as download_info:
         table.get_by_role("button", name="Download data.csv").click()
@@ -146,7 +153,14 @@ def test_cancel_then_rerun_then_delete(studio, page):
     expect(dialog).to_be_visible()
     expect(page.locator("#confirm-cancel")).to_be_focused()
     page.locator("#confirm-ok").click()
-    expect(page.locator("#task-state")).to_contain_text("cancelled", timeout=20_000)
+    try:
+        expect(page.locator("#task-state")).to_contain_text("cancelled", timeout=20_000)
+    except AssertionError:
+        for st in studio.call("list_task_statuses")["answer"]:
+            if st["state"] in ("queued", "running"):
+                print("ACTIVE", st["task_id"], st["state"], st["created_at"], st["started_at"])
+        print("".join(studio.output)[-4000:])
+        raise
     expect(page.locator("#task-error")).to_contain_text("Cancelled")
 
     # declining the confirmation leaves the task alone

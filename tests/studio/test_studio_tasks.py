@@ -85,7 +85,7 @@ def test_states_update_live_without_reload(studio, page):
     page.goto(studio.url + "/#/tasks?type=base")
     expect(page.locator("#tasks-summary")).to_contain_text("update live")
     page.evaluate("window.__sameDocument = true")
-    handle = submit(studio, "command", command="sleep 2", task_name="live-sleep")
+    handle = submit(studio, "command", command="sleep 3", task_name="live-sleep")
     row = page.locator(f"{ROWS}[data-task-id='{handle['task_id']}']")
     expect(row).to_have_attribute("data-state", re.compile("queued|running"), timeout=10_000)
     expect(row).to_have_attribute("data-state", "succeeded", timeout=15_000)

@@ -143,22 +143,50 @@ function withCheck(field, value) {
   return error ? { error } : { value };
 }
 
-/** Map a server failure text (a pydantic ValidationError) to fields: {fields, general}. */
+const escapeRe = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const tidy = (message) => message.trim().replace(/\s*\[type=.*$/, "").replace(/^Value error, /, "").replace(/;\s*$/, "");
+
+/**
+ * Map a server failure text to fields: {fields, general}. Understands runyard's one-line
+ * form ("ValueError: Invalid input for task demo: x: Field required; y: ...") and pydantic's
+ * multi-line ValidationError text. `general` is what is left to say above the form.
+ */
 export function parseServerErrors(answer, names) {
+  const text = String(answer || "").trim();
+  const found = text.includes("\n") ? multiLineErrors(text, names) : oneLineErrors(text, names);
+  if (!found.fields.size) return { fields: found.fields, general: text };
+  return found;
+}
+
+function oneLineErrors(text, names) {
   const fields = new Map();
-  const lines = String(answer || "").split("\n");
+  if (!names.size) return { fields, general: text };
+  const alternatives = [...names].map(escapeRe).join("|");
+  const marker = new RegExp(`(?:^|: |; )(${alternatives})(?:\\.[\\w.]+)?: `, "g");
+  const hits = [...text.matchAll(marker)];
+  hits.forEach((hit, i) => {
+    const from = hit.index + hit[0].length;
+    const to = i + 1 < hits.length ? hits[i + 1].index : text.length;
+    const message = tidy(text.slice(from, to));
+    fields.set(hit[1], fields.has(hit[1]) ? `${fields.get(hit[1])} ${message}` : message);
+  });
+  const general = hits.length ? text.slice(0, hits[0].index).replace(/^\w*Error: /, "") : text;
+  return { fields, general };
+}
+
+function multiLineErrors(text, names) {
+  const fields = new Map();
+  const lines = text.split("\n");
   for (let i = 0; i < lines.length - 1; i++) {
     const loc = lines[i];
     const next = lines[i + 1];
     if (!loc || /^\s/.test(loc) || !/^\s{2}\S/.test(next)) continue;
     const name = loc.trim().split(".")[0];
     if (!names.has(name)) continue;
-    const message = next.trim().replace(/\s*\[type=.*$/, "").replace(/^Value error, /, "");
+    const message = tidy(next);
     fields.set(name, fields.has(name) ? `${fields.get(name)} ${message}` : message);
   }
-  const first = lines[0] || "";
-  const general = fields.size ? first.replace(/^\w*Error: /, "").trim() : String(answer || "");
-  return { fields, general };
+  return { fields, general: (lines[0] || "").replace(/^\w*Error: /, "").trim() };
 }
 
 /** The inputs of one task definition; `initial` prefills (e.g. from an earlier run's config). */

@@ -131,7 +131,8 @@ export async function downloadFile(url, fileName) {
 export function fileTable(files, { caption, emptyText = "No files.", id } = {}) {
   const preview = new Preview();
   if (!files.length) return h("p", { class: "muted" }, emptyText);
-  const tbody = h("tbody", {}, files.map((file) => fileRow(file, preview)));
+  const hashes = files.some((file) => file.sha256);
+  const tbody = h("tbody", {}, files.map((file) => fileRow(file, preview, hashes)));
   return h("div", { class: "files", id },
     h("div", { class: "table-wrap" },
       h("table", { class: "table files-table" },
@@ -139,13 +140,13 @@ export function fileTable(files, { caption, emptyText = "No files.", id } = {}) 
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "Name"),
           h("th", { scope: "col", class: "num" }, "Size"),
-          h("th", { scope: "col", class: "col-opt" }, "SHA-256"),
+          hashes ? h("th", { scope: "col", class: "col-opt" }, "SHA-256") : null,
           h("th", { scope: "col" }, h("span", { class: "visually-hidden" }, "Actions")))),
         tbody)),
     preview.el);
 }
 
-function fileRow(file, preview) {
+function fileRow(file, preview, hashes) {
   const kind = previewKind(file.path || file.name, file.mediaType);
   const download = h("button", { type: "button", class: "btn btn-small", "aria-label": `Download ${file.name}` }, "Download");
   download.addEventListener("click", async () => {
@@ -171,8 +172,8 @@ function fileRow(file, preview) {
   return h("tr", { "data-file": file.name },
     h("th", { scope: "row", class: "cell-file" }, h("span", { class: "file-name" }, file.name), pathNote),
     h("td", { class: "num nowrap" }, formatBytes(file.size)),
-    h("td", { class: "col-opt" }, hash),
-    h("td", { class: "actions nowrap" }, open, download));
+    hashes ? h("td", { class: "col-opt" }, hash) : null,
+    h("td", { class: "cell-actions" }, h("div", { class: "actions file-actions" }, open, download)));
 }
 
 class Preview {

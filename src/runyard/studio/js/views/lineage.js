@@ -25,7 +25,8 @@ function nodeStatus(node) {
 export function lineageGraph(graph, { onOpen = (id) => navigate(taskHref(id)), label = "Lineage graph" } = {}) {
   const nodes = graph.nodes || [];
   const byId = new Map(nodes.map((n) => [n.task_id, n]));
-  const edges = (graph.edges || []).map((e) => ({ from: e.from ?? e.source, to: e.to ?? e.target }));
+  const edges = (graph.edges || []).map((e) => ({ from: e.from ?? e.source, to: e.to ?? e.target }))
+    .filter((e) => byId.has(e.from) && byId.has(e.to));
   const layout = layoutDag(nodes.map((n) => n.task_id), edges, {
     nodeWidth: NODE_W, nodeHeight: NODE_H, sortKey: (id) => `${byId.get(id)?.created_at || ""}\u0000${id}`,
   });
@@ -36,10 +37,10 @@ export function lineageGraph(graph, { onOpen = (id) => navigate(taskHref(id)), l
   });
   svg.append(arrowMarker());
   const edgeLayer = h("svg:g", { class: "dag-edges", "aria-hidden": "true" });
-  for (const edge of edges) {
-    const a = layout.positions.get(edge.from);
-    const b = layout.positions.get(edge.to);
-    if (a && b) edgeLayer.append(edgePath(a, b, byId.get(edge.from)?.missing || byId.get(edge.to)?.missing));
+  for (const route of layout.routes) {
+    const a = layout.positions.get(route.from);
+    const b = layout.positions.get(route.to);
+    edgeLayer.append(edgePath(a, route.via, b, byId.get(route.from)?.missing || byId.get(route.to)?.missing));
   }
   svg.append(edgeLayer);
   const nodeElements = [];
@@ -70,15 +71,28 @@ function arrowMarker() {
       h("svg:path", { d: "M 0 0 L 10 5 L 0 10 z", class: "dag-arrow" })));
 }
 
-function edgePath(a, b, missing) {
-  const x1 = a.x + PAD + NODE_W;
-  const y1 = a.y + PAD + NODE_H / 2;
-  const x2 = b.x + PAD;
-  const y2 = b.y + PAD + NODE_H / 2;
-  const bend = Math.max(30, (x2 - x1) / 2);
+// From the source's right side through each virtual slot (straight across it) to the
+// target's left side, with a smooth curve between layers.
+function edgePath(a, via, b, missing) {
+  const mid = PAD + NODE_H / 2;
+  let d = `M ${a.x + PAD + NODE_W} ${a.y + mid}`;
+  let x = a.x + PAD + NODE_W;
+  let y = a.y + mid;
+  const curveTo = (x2, y2) => {
+    const bend = Math.max(24, (x2 - x) / 2);
+    d += ` C ${x + bend} ${y}, ${x2 - bend} ${y2}, ${x2} ${y2}`;
+    x = x2;
+    y = y2;
+  };
+  for (const slot of via) {
+    curveTo(slot.x + PAD, slot.y + mid);
+    x = slot.x + PAD + NODE_W;
+    d += ` L ${x} ${y}`;
+  }
+  curveTo(b.x + PAD, b.y + mid);
   return h("svg:path", {
     class: missing ? "dag-edge dag-edge-missing" : "dag-edge",
-    d: `M ${x1} ${y1} C ${x1 + bend} ${y1}, ${x2 - bend} ${y2}, ${x2} ${y2}`,
+    d,
     "marker-end": "url(#dag-arrow)",
   });
 }

@@ -34,7 +34,7 @@ export class LogView {
 
   build() {
     this.pre = h("pre", { class: "log", id: "task-log", tabindex: "0", "aria-label": "Task log", "aria-live": "off" });
-    this.empty = h("p", { class: "muted log-empty" }, "No log output yet.");
+    this.empty = h("p", { class: "muted log-empty" }, "The log is empty.");
     this.earlier = h("button", { type: "button", class: "btn btn-small", id: "log-earlier", hidden: true,
       onclick: () => this.loadEarlier() }, "Load earlier");
     this.latest = h("button", { type: "button", class: "btn btn-small", id: "log-latest", hidden: true,
@@ -150,8 +150,9 @@ export class LogView {
     this.pre.hidden = !this.empty.hidden;
     this.earlier.hidden = !this.hasMoreBefore;
     this.latest.hidden = !this.detached;
-    const range = shown ? `bytes ${this.start.toLocaleString()}–${this.end.toLocaleString()}` : "nothing";
-    setText(this.info, `Showing ${range} of ${formatBytes(this.fileSize)}` +
-      (this.detached ? " · newer output not shown" : ""));
+    const range = `bytes ${this.start.toLocaleString()}–${this.end.toLocaleString()}`;
+    setText(this.info, shown || this.fileSize
+      ? `Showing ${range} of ${formatBytes(this.fileSize)}${this.detached ? " · newer output not shown" : ""}`
+      : "");
   }
 }

@@ -254,7 +254,10 @@ class SessionView {
   }
 
   async loadRuns() {
+    const ticket = (this.asked = (this.asked || 0) + 1);
     const answer = await agent(`/runs?sessionId=${encodeURIComponent(this.sessionId)}`);
+    if (ticket < (this.answered || 0)) return;
+    this.answered = ticket;
     this.runs = itemsOf(answer).sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
     this.renderRuns();
     this.renderChat();

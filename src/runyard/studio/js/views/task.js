@@ -2,7 +2,7 @@
 // failed run, artifacts (download + preview), lineage, and cancel / delete / rerun.
 
 import { job, jobAnswer, taskFileUrl } from "../api.js";
-import { errorBox, facts, h, replace, section, setText, spinner, stateBadge } from "../dom.js";
+import { append, errorBox, facts, h, replace, section, setText, spinner, stateBadge } from "../dom.js";
 import { elapsed, formatDuration, formatTime, instanceName, jsonText } from "../format.js";
 import { follow, eventData } from "../sse.js";
 import { confirmAction, lineageHref, navigate, routeHref, setTitle, taskHref, toast } from "../ui.js";
@@ -161,14 +161,17 @@ class TaskDetail {
     if (!steps.length) {
       return replace(this.stepsSlot, h("p", { class: "muted" }, isActive(this.status.state) ? "No step has started yet." : "This task reported no steps."));
     }
+    const active = isActive(this.status.state);
     return replace(this.stepsSlot, h("ol", { class: "steps" }, steps.map((step) => {
       const pct = Math.max(0, Math.min(100, Number(step.percentage) || 0));
-      const label = `${step.name}: ${pct.toFixed(0)}%`;
+      const stopped = !active && !step.finished_at;
+      const label = `${step.name}: ${pct.toFixed(0)}%${stopped ? ", stopped" : ""}`;
       const ms = step.started_at ? elapsed(step.started_at, step.finished_at) : null;
-      return h("li", { class: "step", "data-step": step.name },
+      const note = step.finished_at ? formatDuration(ms) : stopped ? `stopped (${this.status.state})` : step.started_at ? "running" : "";
+      return h("li", { class: `step${stopped ? " step-stopped" : ""}`, "data-step": step.name },
         h("div", { class: "step-head" },
           h("span", { class: "step-name" }, step.name),
-          h("span", { class: "muted small" }, step.finished_at ? formatDuration(ms) : step.started_at ? "running" : "")),
+          h("span", { class: "muted small" }, note)),
         h("div", { class: "step-bar" },
           h("progress", { max: "100", value: String(pct), "aria-label": label }),
           h("span", { class: "step-pct num" }, `${pct.toFixed(0)}%`)));
@@ -280,6 +283,7 @@ class TaskDetail {
       return;
     }
     const wasActive = isActive(this.status.state);
+    if (!wasActive && isActive(status.state)) return; // a finished run never becomes active again
     const stateChanged = status.state !== this.status.state;
     this.status = status;
     for (const step of status.steps || []) this.mergeStep(step);
@@ -297,8 +301,13 @@ class TaskDetail {
     this.steps.set(step.name, { ...known, ...step, percentage });
   }
 
+  // Polls, the stream's end and button handlers all refresh; an answer that arrives after a
+  // newer one is dropped, so a stale "running" never overwrites "cancelled".
   async refresh() {
+    const ticket = (this.asked = (this.asked || 0) + 1);
     const reply = await job("status", { task_id: this.taskId });
+    if (ticket < (this.answered || 0)) return;
+    this.answered = ticket;
     if (reply.success) this.apply(reply.answer);
   }
 
@@ -351,8 +360,17 @@ function sourceLinks(value) {
   return h("ul", { class: "plain" }, ids.map((id) => h("li", {}, h("a", { href: taskHref(id) }, id))));
 }
 
+const LONG_VALUE = 400;
+
 function valueText(value) {
   if (value === null || value === undefined) return h("span", { class: "muted" }, "null");
-  if (typeof value === "string") return value === "" ? h("span", { class: "muted" }, "(empty)") : h("span", { class: "wrap-anywhere" }, value);
-  return h("code", { class: "wrap-anywhere" }, JSON.stringify(value));
+  if (value === "") return h("span", { class: "muted" }, "(empty)");
+  const text = typeof value === "string" ? value : JSON.stringify(value);
+  const el = h(typeof value === "string" ? "span" : "code", { class: "wrap-anywhere" });
+  if (text.length <= LONG_VALUE) return append(el, text);
+  const more = h("button", { type: "button", class: "btn btn-tiny" }, `Show all ${text.length.toLocaleString()} characters`);
+  more.addEventListener("click", () => {
+    el.textContent = text;
+  });
+  return append(el, [`${text.slice(0, LONG_VALUE)}… `, more]);
 }

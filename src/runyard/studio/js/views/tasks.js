@@ -9,7 +9,7 @@ import { navigate, replaceQuery, setTitle, taskHref } from "../ui.js";
 export const TASK_STATES = ["queued", "running", "succeeded", "failed", "cancelled"];
 export const TASK_TYPES = ["base", "etl", "train", "predict", "backtest", "analysis", "inference"];
 const PAGE_SIZES = [25, 50, 100, 200];
-const LIVE_MS = 2000;
+const LIVE_MS = 1000;
 const SCAN_LIVE_MS = 5000;
 const MAX_SCAN_CHUNKS = 20;
 
@@ -113,7 +113,7 @@ class TaskList {
 
   start() {
     this.load();
-    this.timer = setInterval(() => this.tick(), 1000);
+    this.timer = setInterval(() => this.tick(), 250);
     this.lastRefresh = Date.now();
   }
 
@@ -124,7 +124,10 @@ class TaskList {
   }
 
   tick() {
-    for (const row of this.rows.values()) row.updateDuration();
+    if (Date.now() - (this.lastDurations || 0) >= 1000) {
+      this.lastDurations = Date.now();
+      for (const row of this.rows.values()) row.updateDuration();
+    }
     const period = this.filters.q && !textArgument ? SCAN_LIVE_MS : LIVE_MS;
     if (document.visibilityState === "visible" && !this.loading && Date.now() - this.lastRefresh >= period) {
       this.load({ quiet: true });
