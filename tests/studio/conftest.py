@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serverproc import ServerProcess, start_server
 
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.layout import Workspace
+from serverproc import ServerProcess, start_server
 
 CHROMIUM = os.environ.get("RUNYARD_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -56,11 +56,20 @@ def seed_paging_tasks(workspace: Path, count: int = SEEDED_PAGES) -> list[str]:
         write_json_atomic(
             folder / "status.json",
             {
-                "task_id": task_id, "run_id": f"{n:032x}", "task_type": "etl",
-                "task_name": "seeded", "state": "succeeded",
+                "task_id": task_id,
+                "run_id": f"{n:032x}",
+                "task_type": "etl",
+                "task_name": "seeded",
+                "state": "succeeded",
                 "config": {"task_name": f"page-{n:03d}", "source_tasks": ""},
-                "created_at": stamp, "started_at": stamp, "finished_at": stamp,
-                "pid": None, "exit_code": 0, "error": "", "result": {}, "steps": [],
+                "created_at": stamp,
+                "started_at": stamp,
+                "finished_at": stamp,
+                "pid": None,
+                "exit_code": 0,
+                "error": "",
+                "result": {},
+                "steps": [],
                 "log_path": "",
             },  # fmt: skip
             fsync=False,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import screenshot
 from playwright.sync_api import expect
+
+from conftest import screenshot
 from serverproc import ServerProcess, start_server
 
 pytestmark = pytest.mark.browser

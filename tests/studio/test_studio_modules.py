@@ -108,7 +108,11 @@ def test_schema_fields_read_and_validate(modules):
         {"error": "Required."}, {"error": "Enter a whole number."},
         {"error": "Must be at most 5."}, {"value": 3},
     ]  # fmt: skip
-    assert result["ratio"] == [{"omit": True}, {"error": "Must be greater than 0."}, {"value": 0.001}]
+    assert result["ratio"] == [
+        {"omit": True},
+        {"error": "Must be greater than 0."},
+        {"value": 0.001},
+    ]
     assert result["mode"] == [{"error": "Required."}, {"value": "slow"}]
     assert result["globs"] == [{"value": ""}, {"value": "*.csv"}]
     assert result["name"] == {"omit": True}

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import screenshot
 from playwright.sync_api import expect
+
+from conftest import screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -33,7 +34,8 @@ def test_session_upload_run_and_outputs(studio, page):
     files = page.locator("#session-files")
     expect(files.locator("tr[data-file='notes.txt']")).to_be_visible()
     page.set_input_files(
-        "#upload-input", files=[{"name": "table.csv", "mimeType": "text/csv", "buffer": b"a,b\n1,2\n"}]
+        "#upload-input",
+        files=[{"name": "table.csv", "mimeType": "text/csv", "buffer": b"a,b\n1,2\n"}],
     )
     expect(files.locator("tr[data-file='table.csv']")).to_be_visible()
     files.get_by_role("button", name="Preview table.csv").click()

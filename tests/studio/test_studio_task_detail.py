@@ -8,8 +8,9 @@ import struct
 import zlib
 
 import pytest
-from conftest import finish, screenshot, submit, task_hash
 from playwright.sync_api import expect
+
+from conftest import finish, screenshot, submit, task_hash
 
 pytestmark = pytest.mark.browser
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import SEEDED_PAGES, finish, screenshot, submit, task_hash
 from playwright.sync_api import expect
+
+from conftest import SEEDED_PAGES, finish, screenshot, submit, task_hash
 
 pytestmark = pytest.mark.browser
 
