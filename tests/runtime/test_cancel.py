@@ -79,3 +79,14 @@ def test_worker_ignoring_sigterm_is_killed_after_the_grace(make_supervisor, work
 
     assert status.state == "cancelled" and status.exit_code == 130
     assert 0.3 <= time.monotonic() - started < 5
+
+
+def test_cancel_reaches_the_current_run_of_a_replaced_name(supervisor, workspace):
+    first = supervisor.submit("sleepy", {"seconds": 0, "task_name": "rerun"})
+    wait_for_run(workspace, first.task_id, first.run_id, 0.05, timeout=30)
+    second = supervisor.submit("sleepy", {"seconds": 30, "task_name": "rerun"})
+    wait_state(workspace, second.task_id, "running")
+
+    assert supervisor.cancel(second.task_id)
+    status = wait_for_run(workspace, second.task_id, second.run_id, 0.05, timeout=30)
+    assert status.state == "cancelled" and status.run_id == second.run_id

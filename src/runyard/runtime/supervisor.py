@@ -251,7 +251,8 @@ class Supervisor:
             if queued is not None:
                 self._queue.remove(queued)
                 return self._cancel_queued(task_id, queued[1])
-            act = next((a for a in self._active.values() if a.task_id == task_id), None)
+            status = self.workspace.read_status(task_id)  # an exiting earlier run may linger
+            act = self._active.get(status.run_id) if status is not None else None
         if act is not None:
             return self._request_cancel(act)
         return self._cancel_untracked(task_id)
