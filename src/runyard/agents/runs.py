@@ -69,7 +69,7 @@ def outcome(code: int | None, reason: str, answer: str | None, timeout: float) -
         return RunState.SUCCEEDED, 0, ""
     if code == 0:
         return RunState.FAILED, 0, "The agent exited 0 without writing out/final-answer.md"
-    if code < 0 or code > 128:
+    if code < 0 or 128 < code <= 128 + 64:  # a shell reports a signal as 128 + its number
         signal = -code if code < 0 else code - 128
         return RunState.FAILED, code, f"The agent was killed by signal {signal}"
     return RunState.FAILED, code, f"The agent exited with code {code}"
