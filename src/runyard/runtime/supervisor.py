@@ -8,7 +8,8 @@
 
 A ``queued`` status on disk IS the queue, so queued work survives a restart. ``start()``
 adopts live workers (started by an earlier supervisor, or by ``runyard run``) and records
-dead ones as failed. Exits are noticed at once through pidfds. ``cancel`` and ``delete``
+dead ones as failed. One monitor thread notices exits at once (pidfds) and does all
+launching, so ``submit`` returns as soon as the records are durable. ``cancel`` and ``delete``
 also work on a supervisor that was never started (the CLI uses them that way); a cancel
 there waits for the worker to end.
 """
@@ -136,7 +137,8 @@ class Supervisor:
         self._changed(status.task_id)
         with self._lock:
             self._queue.append((status.task_id, status.run_id))
-        self._pump()
+            if self._monitor is not None:  # launch from the monitor thread: submit returns now
+                self._monitor.call_later(0.0, self._pump)
         return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
 
     def _pump(self) -> None:
