@@ -167,6 +167,7 @@ class ZygoteClient:
         theirs.close()
         self._ids = itertools.count(1)
         self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
         self._replies: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
         self.alive = True
@@ -220,12 +221,13 @@ class ZygoteClient:
             "env": dict(spec.env), "cwd": str(spec.cwd) if spec.cwd else None,
             "log_path": str(spec.log_path), "stdin": base64.b64encode(spec.stdin).decode(),
         }
-        with self._cond:
-            try:
+        try:
+            with self._send_lock:  # never under the condition: the reader must always read
                 self._send(request)
-            except OSError as exc:
-                self.alive = False
-                raise ExecutorError(f"The prefork zygote is gone: {exc}") from exc
+        except OSError as exc:
+            self.alive = False
+            raise ExecutorError(f"The prefork zygote is gone: {exc}") from exc
+        with self._cond:
             if not self._cond.wait_for(
                 lambda: request_id in self._replies or not self.alive, SPAWN_TIMEOUT
             ):
