@@ -11,6 +11,7 @@ import { agentUnavailable, unavailableNotice } from "./sessions.js";
 
 const POLL_MS = 2000;
 const MAX_EVENTS = 500;
+const PAGE = 1000; // uploads and runs read per session (the API's largest page)
 const MAX_OUTPUT = 1024 * 1024;
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const FINAL_EVENTS = new Set(["result", "end", "done", "final", "closed"]);
@@ -233,8 +234,9 @@ class SessionView {
 
   async loadArtifacts() {
     try {
-      const answer = await agent(`/artifacts?sessionId=${encodeURIComponent(this.sessionId)}`);
+      const answer = await agent(`/artifacts?sessionId=${encodeURIComponent(this.sessionId)}&limit=${PAGE}`);
       this.artifacts = itemsOf(answer);
+      this.moreArtifacts = Boolean(answer?.nextCursor);
     } catch (error) {
       replace(this.artifactList, errorBox(error.message, "Could not list the uploaded files."));
       return;
@@ -243,7 +245,8 @@ class SessionView {
       name: a.relativePath || a.fileName, path: a.relativePath || a.fileName, size: a.size, sha256: a.sha256,
       mediaType: a.mediaType, url: artifactUrl(a.id),
     }));
-    replace(this.artifactList, fileTable(files, { caption: "Uploaded files", emptyText: "No files uploaded yet." }));
+    replace(this.artifactList, fileTable(files, { caption: "Uploaded files", emptyText: "No files uploaded yet." }),
+      this.moreArtifacts ? h("p", { class: "muted small" }, `Showing the latest ${PAGE} uploads.`) : null);
     const checked = new Set(this.attachedIds());
     const known = new Set([...this.attachList.querySelectorAll("input")].map((c) => c.value));
     replace(this.attachList, this.artifacts.length
@@ -255,17 +258,25 @@ class SessionView {
 
   async loadRuns() {
     const ticket = (this.asked = (this.asked || 0) + 1);
-    const answer = await agent(`/runs?sessionId=${encodeURIComponent(this.sessionId)}`);
+    const answer = await agent(`/runs?sessionId=${encodeURIComponent(this.sessionId)}&limit=${PAGE}`);
     if (ticket < (this.answered || 0)) return;
     this.answered = ticket;
     this.runs = itemsOf(answer).sort((a, b) => String(b.createdAt).localeCompare(String(a.createdAt)));
+    this.moreRuns = Boolean(answer?.nextCursor);
     this.renderRuns();
     this.renderChat();
   }
 
   renderRuns() {
+    const focused = document.activeElement?.closest?.("#runs-table tr")?.dataset.runId;
+    this.drawRuns();
+    if (focused) this.runsTable.querySelector(`tr[data-run-id="${CSS.escape(focused)}"]`)?.focus();
+  }
+
+  drawRuns() {
     if (!this.runs.length) return replace(this.runsTable, h("p", { class: "muted" }, "No runs yet."));
-    return replace(this.runsTable, h("div", { class: "table-wrap" }, h("table", { class: "table", id: "runs-table" },
+    return replace(this.runsTable, this.moreRuns ? h("p", { class: "muted small" }, `Showing the latest ${PAGE} runs.`) : null,
+      h("div", { class: "table-wrap" }, h("table", { class: "table", id: "runs-table" },
       h("caption", { class: "visually-hidden" }, "Runs of this session"),
       h("thead", {}, h("tr", {},
         h("th", { scope: "col" }, "State"), h("th", { scope: "col" }, "Prompt"),
