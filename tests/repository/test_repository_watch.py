@@ -57,7 +57,7 @@ def test_a_new_task_appears_without_refresh(live: TaskRepository, ws: Workspace)
 def test_status_replaced_by_rename_is_seen(live: TaskRepository, ws: Workspace) -> None:
     calls = Recorder()
     live.subscribe(calls)
-    for state in ["succeeded", "failed"]:
+    for state in ["queued", "running", "failed"]:
         put_status(ws, "base#demo#busy", state=state, created=2)
         wait_for(lambda state=state: state_of(live, "base#demo#busy") == state)
     assert calls.seen("base#demo#busy", "status.json")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,6 +51,7 @@ FOLDER = ""
 DEBOUNCE_MS = 15
 STEP_MS = 3
 SPARSE_RESYNC_MS = 50
+REBUILD_SPACING = 9
 BUDGET_FILE = Path("/proc/sys/fs/inotify/max_user_watches")
 BUDGET_SHARE = 0.8
 BUDGET_RESERVE = 1024
@@ -89,6 +91,7 @@ class TaskWatcher:
         self._notify: RustNotify | None = None
         self._paths: frozenset[str] = frozenset()
         self._thread: threading.Thread | None = None
+        self._next_rebuild = 0.0
         self.mode = ""
 
     def open(self, requested: str, task_folders: int) -> str:
@@ -130,7 +133,7 @@ class TaskWatcher:
     def _run(self) -> None:
         timeout = SPARSE_RESYNC_MS if self.mode == SPARSE else 0
         while not self._stop.is_set() and self._notify is not None:
-            if self._resync.is_set():
+            if self._resync.is_set() and time.monotonic() >= self._next_rebuild:
                 self._resync.clear()
                 self._rebuild()
             result = self._notify.watch(DEBOUNCE_MS, STEP_MS, timeout, self._stop)
@@ -149,6 +152,16 @@ class TaskWatcher:
         return {self._task_dir(task_id): task_id for task_id in self._active_ids()}
 
     def _rebuild(self) -> None:
+        """Watch the active set now; rebuilds are spaced so they take at most ~10 % of the
+        thread (a long queue of active tasks makes each rebuild cost more)."""
+        began = time.monotonic()
+        try:
+            self._replace_watches()
+        finally:
+            ended = time.monotonic()
+            self._next_rebuild = ended + REBUILD_SPACING * (ended - began)
+
+    def _replace_watches(self) -> None:
         wanted = self._active_dirs()
         paths = frozenset(self._type_dirs()) | wanted.keys()
         if paths == self._paths or self._notify is None:
