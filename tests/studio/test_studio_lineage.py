@@ -71,3 +71,20 @@ def test_arrow_keys_move_between_nodes(studio, page):
     expect(page.locator("g.dag-node[data-task-id='base#demo#arrow-b']")).to_be_focused()
     page.keyboard.press("ArrowLeft")
     expect(first).to_be_focused()
+
+
+def test_running_task_is_marked_provisional(studio, page):
+    finish(studio, submit(studio, "demo", x=1, y=1, task_name="prov-up"))
+    running = submit(
+        studio, "command", command="sleep 30", task_name="prov-run", source_tasks="base#demo#prov-up"
+    )
+    try:
+        page.goto(studio.url + "/#/lineage/" + running["task_id"].replace("#", "%23"))
+        node = page.locator(f"g.dag-node[data-task-id='{running['task_id']}']")
+        expect(node).to_have_class(re.compile("is-provisional"))
+        expect(node).to_have_attribute("aria-label", re.compile("provisional"))
+        expect(page.locator("g.dag-node[data-task-id='base#demo#prov-up']")).not_to_have_class(
+            re.compile("is-provisional")
+        )
+    finally:
+        studio.call("cancel", task_id=running["task_id"])

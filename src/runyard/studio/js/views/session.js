@@ -46,7 +46,7 @@ class SessionView {
       this.poller = setInterval(() => this.poll(), POLL_MS);
     } catch (error) {
       if (!this.alive) return;
-      replace(this.main, agentUnavailable(error) && error.status === 405 ? unavailableNotice()
+      replace(this.main, agentUnavailable(error) ? unavailableNotice()
         : errorBox(error.message, `Could not load session ${this.sessionId}.`),
       h("p", {}, h("a", { href: "#/sessions" }, "Back to sessions")));
     }

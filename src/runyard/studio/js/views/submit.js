@@ -58,6 +58,11 @@ class SubmitView {
     }
     const names = this.definitions.map((d) => d.name);
     const chosen = names.includes(this.task) ? this.task : names[0];
+    const missing = this.task && !names.includes(this.task);
+    if (missing) {
+      this.initial = {};
+      this.fromTaskId = "";
+    }
     this.picker = h("select", { id: "definition", name: "definition" },
       this.definitions.map((d) => h("option", { value: d.name, selected: d.name === chosen }, `${d.name} (${d.task_type})`)));
     this.picker.addEventListener("change", () => {
@@ -79,7 +84,9 @@ class SubmitView {
       event.preventDefault();
       this.submit();
     });
-    replace(this.body, this.form);
+    replace(this.body, missing
+      ? h("div", { class: "alert", role: "status" }, `No task definition named “${this.task}” is installed here; choose another one.`)
+      : null, this.form);
     this.showDefinition();
   }
 
