@@ -76,7 +76,11 @@ def test_arrow_keys_move_between_nodes(studio, page):
 def test_running_task_is_marked_provisional(studio, page):
     finish(studio, submit(studio, "demo", x=1, y=1, task_name="prov-up"))
     running = submit(
-        studio, "command", command="sleep 30", task_name="prov-run", source_tasks="base#demo#prov-up"
+        studio,
+        "command",
+        command="sleep 30",
+        task_name="prov-run",
+        source_tasks="base#demo#prov-up",
     )
     try:
         page.goto(studio.url + "/#/lineage/" + running["task_id"].replace("#", "%23"))
