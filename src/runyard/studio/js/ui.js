@@ -7,7 +7,8 @@ export function toast(message, kind = "info") {
   const region = document.getElementById("toasts");
   const item = h("div", { class: `toast toast-${kind}` }, message);
   region.append(item);
-  setTimeout(() => item.remove(), kind === "error" ? 9000 : 5000);
+  while (region.children.length > 3) region.firstElementChild.remove();
+  setTimeout(() => item.remove(), kind === "error" ? 9000 : 4000);
 }
 
 /** Ask before doing something that cannot be undone; resolves true when confirmed. */
