@@ -29,3 +29,7 @@ def main() -> int:
     if action == "exit":
         raise SystemExit(request.get("code", 3))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

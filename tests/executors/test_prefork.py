@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import sys
 import time
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from runyard.executors.base import LaunchSpec, Limits
-from runyard.executors.local import open_pidfd
 from runyard.executors.prefork import PreforkExecutor
 
 HERE = Path(__file__).parent
@@ -50,23 +48,6 @@ def wait_for_line(tmp_path: Path, text: str) -> None:
         time.sleep(0.01)
 
 
-def test_forked_child_gets_its_own_session_env_cwd_stdin_and_log(executor, tmp_path):
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "probe.log").write_text("earlier\n")
-    handle = executor.launch(probe(tmp_path, {"data": "secret-input", "code": 0}, cwd=tmp_path))
-    assert "zygote" in handle.data
-
-    assert executor.wait_exit(handle, 10).exit_code == 0
-    executor.cleanup(handle)
-    first, line = log_of(tmp_path).splitlines()
-    report = json.loads(line)
-    assert first == "earlier"
-    assert report["env"] == {"ONLY": "this"} and report["cwd"] == str(tmp_path)
-    assert report["stdin"] == "secret-input" and report["argv"] == ["prefork_probe"]
-    assert report["pid"] == report["pgid"] == report["sid"] == handle.pid
-    assert report["sid"] != os.getsid(0)
-
-
 def test_inputs_are_not_on_the_childs_cmdline(executor, tmp_path):
     handle = executor.launch(probe(tmp_path, {"action": "sleep", "marker": "m-9f8e7d"}))
     wait_for_line(tmp_path, "ready")
@@ -74,36 +55,6 @@ def test_inputs_are_not_on_the_childs_cmdline(executor, tmp_path):
     assert b"runyard.executors.zygote" in cmdline and b"m-9f8e7d" not in cmdline
     executor.cancel(handle, grace_seconds=2)
     assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
-
-
-@pytest.mark.parametrize(("request_", "code"), [
-    ({"code": 5}, 5), ({"action": "exit", "code": 3}, 3), ({"action": "exit", "code": "x"}, 1),
-])
-def test_exit_codes_are_reported(executor, tmp_path, request_, code):
-    handle = executor.launch(probe(tmp_path, request_))
-    assert executor.wait_exit(handle, 10).exit_code == code
-    assert executor.poll(handle).exit_code == code
-
-
-def test_cancel_kills_a_child_that_ignores_sigterm(executor, tmp_path):
-    handle = executor.launch(probe(tmp_path, {"action": "sleep", "ignore_term": True}))
-    wait_for_line(tmp_path, "ready")
-    assert executor.poll(handle) is None
-    started = time.monotonic()
-    executor.cancel(handle, grace_seconds=0.3)
-    assert executor.wait_exit(handle, 10).exit_code == -signal.SIGKILL
-    assert 0.3 <= time.monotonic() - started < 5
-
-
-def test_stragglers_of_a_finished_child_are_killed(executor, tmp_path):
-    handle = executor.launch(probe(tmp_path, {"action": "straggler"}, env=dict(os.environ)))
-    assert executor.wait_exit(handle, 10).exit_code == 0
-    pidfd = open_pidfd(int(log_of(tmp_path).split()[0]))
-    if pidfd is not None:
-        try:
-            assert select.select([pidfd], [], [], 5)[0]
-        finally:
-            os.close(pidfd)
 
 
 def test_specs_it_cannot_fork_fall_back_to_plain_processes(executor, tmp_path):
