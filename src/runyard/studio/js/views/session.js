@@ -1,21 +1,16 @@
 // One agent session: its conversation, uploads (drag and drop), starting a run with a prompt,
-// the selected run's live events and output files, and close / reopen.
+// its runs (the selected one in a RunPanel), and close / reopen.
 
-import { agent, artifactUrl, itemsOf, runFileUrl, uploadArtifact } from "../api.js";
-import { errorBox, facts, h, onActivate, replace, section, setText, spinner, stateBadge } from "../dom.js";
-import { elapsed, formatBytes, formatDuration, formatTime } from "../format.js";
-import { eventData, follow } from "../sse.js";
+import { agent, artifactUrl, itemsOf, uploadArtifact } from "../api.js";
+import { errorBox, h, onActivate, replace, section, setText, spinner, stateBadge } from "../dom.js";
+import { formatBytes, formatTime } from "../format.js";
 import { confirmAction, setTitle, toast } from "../ui.js";
 import { fileTable } from "./files.js";
+import { isActiveRun, RunPanel, runDuration } from "./runpanel.js";
 import { agentUnavailable, unavailableNotice } from "./sessions.js";
 
 const POLL_MS = 2000;
-const MAX_EVENTS = 500;
 const PAGE = 1000; // uploads and runs read per session (the API's largest page)
-const MAX_OUTPUT = 1024 * 1024;
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
-const FINAL_EVENTS = new Set(["result", "end", "done", "final", "closed"]);
-const isActiveRun = (run) => run && !TERMINAL.has(run.state);
 
 export function renderSession(main, [sessionId]) {
   const view = new SessionView(main, sessionId);
@@ -55,7 +50,7 @@ class SessionView {
   stop() {
     this.alive = false;
     clearInterval(this.poller);
-    this.runAbort?.abort();
+    this.panel?.stop();
   }
 
   get writable() {
@@ -74,6 +69,18 @@ class SessionView {
     this.uploads = this.buildUploads();
     this.runsTable = h("div", { id: "runs" });
     this.runPanel = h("div", { id: "run-panel" });
+    this.panel = new RunPanel(this.runPanel, {
+      afterRun: async (runId) => {
+        await Promise.all([this.loadRuns().catch(() => {}), this.reloadSession().catch(() => {})]);
+        return this.alive && runId === this.selectedRunId ? this.runs.find((r) => r.id === runId) : undefined;
+      },
+      afterCancel: () => this.loadRuns(),
+      hasAnswer: (runId) => (this.session.history || []).some((m) => m.role === "assistant" && m.runId === runId),
+      onAnswer: (runId, content) => {
+        this.pendingAnswer = { runId, content };
+        this.renderChat();
+      },
+    });
     replace(this.main,
       h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
         h("a", { href: "#/sessions" }, "Sessions"), " / ", h("span", { "aria-current": "page" }, this.session.title || "Untitled session")),
@@ -297,11 +304,11 @@ class SessionView {
 
   async poll() {
     if (document.visibilityState !== "visible") return;
-    if (!this.runs.some(isActiveRun) && !this.selectedActive) return;
+    if (!this.runs.some(isActiveRun) && !this.panel.active) return;
     try {
       await this.loadRuns();
       const selected = this.runs.find((r) => r.id === this.selectedRunId);
-      if (selected) this.renderRunFacts(selected);
+      if (selected) this.panel.update(selected);
     } catch {
       // the next poll tries again
     }
@@ -335,142 +342,9 @@ class SessionView {
   }
 
   selectRun(runId) {
-    this.runAbort?.abort();
     this.selectedRunId = runId;
     this.renderRuns();
-    const run = this.runs.find((r) => r.id === runId);
-    this.eventsList = h("ol", { class: "events", id: "run-events", "aria-label": "Run events" });
-    this.runOutput = h("pre", { class: "log run-output", id: "run-output", tabindex: "0", "aria-label": "Run output" });
-    this.outputBytes = 0;
-    this.runFacts = h("div");
-    this.runFiles = h("div", { id: "run-files" }, spinner("Loading output files…"));
-    this.runActions = h("div", { class: "actions" });
-    replace(this.runPanel, h("div", { class: "run-panel" },
-      h("div", { class: "page-head" }, h("h3", {}, "Run ", h("code", {}, runId)), this.runActions),
-      this.runFacts,
-      h("div", { class: "grid-2" },
-        h("div", {}, h("h4", {}, "Events"), this.eventsList),
-        h("div", {}, h("h4", {}, "Output"), this.runOutput)),
-      h("h4", {}, "Output files"), this.runFiles));
-    if (run) this.renderRunFacts(run);
-    this.followRun(runId);
-    if (!isActiveRun(run)) this.loadRunFiles(runId);
-  }
-
-  renderRunFacts(run) {
-    this.selectedActive = isActiveRun(run);
-    replace(this.runFacts, facts([
-      ["State", stateBadge(run.state)],
-      ["Prompt", h("span", { class: "wrap-anywhere" }, run.userPrompt)],
-      ["Started", formatTime(run.startedAt)],
-      ["Duration", runDuration(run)],
-      ["Exit code", run.exitCode ?? "—"],
-      ["Isolation", run.isolation || "—"],
-    ]));
-    if (run.error) this.runFacts.append(h("div", { class: "alert alert-error", role: "alert" }, h("strong", {}, "Error "), h("pre", { class: "error-text" }, run.error)));
-    replace(this.runActions, isActiveRun(run)
-      ? h("button", { type: "button", class: "btn btn-danger", id: "run-cancel", onclick: () => this.cancelRun(run.id) }, "Cancel run")
-      : null);
-  }
-
-  async cancelRun(runId) {
-    const ok = await confirmAction({ title: "Cancel this run?", text: `Run ${runId} will be stopped.`, confirmLabel: "Cancel run" });
-    if (!ok) return;
-    try {
-      await agent(`/runs/${encodeURIComponent(runId)}/cancel`, { method: "POST" });
-      toast("Cancellation requested.");
-      await this.loadRuns();
-    } catch (error) {
-      toast(error.message, "error");
-    }
-  }
-
-  followRun(runId) {
-    const abort = new AbortController();
-    this.runAbort = abort;
-    follow(`/api/v1/runs/${encodeURIComponent(runId)}/events`, {
-      signal: abort.signal,
-      onEvent: (event) => this.showEvent(event),
-      isFinal: (event) => FINAL_EVENTS.has(event.event) || TERMINAL.has(eventData(event)?.state)
-        || TERMINAL.has(eventData(event)?.data?.state),
-      shouldReconnect: async () => {
-        const run = await agent(`/runs/${encodeURIComponent(runId)}`).catch(() => null);
-        return isActiveRun(run);
-      },
-    }).catch((error) => {
-      if (!abort.signal.aborted) this.eventsList.append(h("li", { class: "event event-error" }, `Live events stopped: ${error.message}`));
-    }).finally(() => {
-      if (abort.signal.aborted || !this.alive) return;
-      this.runFinished(runId);
-    });
-  }
-
-  async runFinished(runId) {
-    await Promise.all([this.loadRuns().catch(() => {}), this.reloadSession().catch(() => {})]);
-    if (runId !== this.selectedRunId) return;
-    const run = this.runs.find((r) => r.id === runId);
-    if (run) this.renderRunFacts(run);
-    await this.loadRunFiles(runId);
-  }
-
-  showEvent(event) {
-    const data = eventData(event);
-    if (event.event === "log") return this.showOutput(data);
-    if (event.event === "end" && data?.run) this.renderRunFacts(data.run);
-    const payload = data && typeof data === "object" && data.data && typeof data.data === "object" ? data.data : data;
-    const kind = event.event === "message" ? data?.kind || "message" : event.event;
-    const at = payload?.at || payload?.createdAt || payload?.run?.finishedAt;
-    const text = event.event === "end" ? `run ${payload?.run?.state || "ended"}` : eventText(payload);
-    this.eventsList.append(h("li", { class: `event event-${String(kind).replace(/[^a-z0-9-]/gi, "")}` },
-      h("span", { class: "event-kind" }, kind),
-      at ? h("time", { class: "muted small", datetime: at }, formatTime(at)) : null,
-      h("span", { class: "event-text" }, text)));
-    while (this.eventsList.children.length > MAX_EVENTS) this.eventsList.firstChild.remove();
-    this.eventsList.scrollTop = this.eventsList.scrollHeight;
-    return undefined;
-  }
-
-  // Output lines as they are written; only the last MAX_OUTPUT characters stay in the page.
-  showOutput(data) {
-    const text = typeof data === "string" ? data : data?.content || "";
-    if (!text) return;
-    const follow = this.runOutput.scrollHeight - this.runOutput.scrollTop - this.runOutput.clientHeight < 32;
-    this.runOutput.append(document.createTextNode(text));
-    this.outputBytes += text.length;
-    while (this.outputBytes > MAX_OUTPUT && this.runOutput.childNodes.length > 1) {
-      this.outputBytes -= this.runOutput.firstChild.textContent.length;
-      this.runOutput.firstChild.remove();
-    }
-    if (follow) this.runOutput.scrollTop = this.runOutput.scrollHeight;
-  }
-
-  async loadRunFiles(runId) {
-    try {
-      const answer = await agent(`/runs/${encodeURIComponent(runId)}/files`);
-      if (runId !== this.selectedRunId) return;
-      const files = itemsOf(answer).map((f) => {
-        const path = f.path || f.relativePath || f.name;
-        return { name: path, path, size: f.size, sha256: f.sha256, mediaType: f.mediaType, url: runFileUrl(runId, path) };
-      });
-      replace(this.runFiles, fileTable(files, { caption: "Output files", emptyText: "This run wrote no output files.", id: "run-output-files" }));
-      this.showFinalAnswer(runId, files);
-    } catch (error) {
-      if (runId === this.selectedRunId) replace(this.runFiles, errorBox(error.message, "Could not list the output files."));
-    }
-  }
-
-  // The backend folds a run's final-answer.md into the history; until it has, show it here.
-  async showFinalAnswer(runId, files) {
-    const answered = (this.session.history || []).some((m) => m.role === "assistant" && m.runId === runId);
-    const file = files.find((f) => /(^|\/)final-answer\.md$/.test(f.path));
-    if (answered || !file || file.size > 256 * 1024) return;
-    try {
-      const response = await agent(`/runs/${encodeURIComponent(runId)}/files/${file.path.split("/").map(encodeURIComponent).join("/")}`, { headers: { Accept: "*/*" } });
-      this.pendingAnswer = { runId, content: typeof response === "string" ? response : JSON.stringify(response) };
-      this.renderChat();
-    } catch {
-      // the file list already offers it for download
-    }
+    this.panel.show(runId, this.runs.find((r) => r.id === runId));
   }
 }
 
@@ -480,18 +354,4 @@ function message(role, content, createdAt, runId, note) {
     h("div", { class: "msg-meta" }, who, createdAt ? [" · ", h("time", { datetime: createdAt }, formatTime(createdAt))] : null,
       note ? ` · ${note}` : null),
     h("p", { class: "msg-body" }, content));
-}
-
-function runDuration(run) {
-  const ms = isActiveRun(run) || run.finishedAt ? elapsed(run.startedAt, run.finishedAt) : null;
-  return formatDuration(ms);
-}
-
-function eventText(payload) {
-  if (payload === null || payload === undefined) return "";
-  if (typeof payload !== "object") return String(payload);
-  for (const key of ["state", "message", "text", "content", "line", "error"]) {
-    if (typeof payload[key] === "string" && payload[key]) return payload[key];
-  }
-  return JSON.stringify(payload);
 }
