@@ -134,3 +134,19 @@ def test_submit_is_thread_safe(make_supervisor, workspace):
         thread.join()
     finals = [finish(workspace, handle) for handle in handles]
     assert sorted(s.result["result"] for s in finals) == list(range(8))
+
+
+def test_broken_folders_do_not_disturb_start(make_supervisor, workspace, tmp_path):
+    base = workspace.type_dir("base")
+    (base / "base#demo#empty").mkdir()
+    (base / "base#demo#corrupt").mkdir()
+    (base / "base#demo#corrupt" / "status.json").write_text('{"state": "running", "task_')
+    (base / "base#demo#linked").mkdir()
+    (tmp_path / "elsewhere.json").write_text('{"task_id": "base#demo#linked", "state": "queued"}')
+    (base / "base#demo#linked" / "status.json").symlink_to(tmp_path / "elsewhere.json")
+    (base / "not-a-task").mkdir()
+
+    sup = make_supervisor()
+    assert sup.active_count() == 0
+    handle = sup.submit("demo", {"x": 1, "y": 2, "task_name": "corrupt"})
+    assert finish(workspace, handle).state == "succeeded"

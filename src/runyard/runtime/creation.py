@@ -130,7 +130,7 @@ def _write_queued(
     status = TaskStatus(
         task_id=task_id, run_id=run_id, task_type=task_dir.parent.name, task_name=task,
         state=TaskState.QUEUED, config=config, created_at=utcnow(),
-        log_path=str(workspace.run_log_path(task_id, run_id)),
+        log_path=os.path.abspath(workspace.run_log_path(task_id, run_id)),
     )
     task_dir.mkdir()
     append_event(workspace.events_path(task_id), state_event(TaskState.QUEUED, status.created_at))
