@@ -38,7 +38,9 @@ def test_state_type_and_text_filters(studio, page):
     page.select_option("#filter-type", "inference")
     expect(page.locator("#tasks-table tbody td.empty")).to_contain_text("No tasks match")
     page.select_option("#filter-type", "")
-    expect(page.locator(ROWS).first).to_be_visible()
+    expect(page.locator("#tasks-summary")).not_to_contain_text("text filter")
+    expect(page.locator(f"{ROWS}[data-task-id='base#demo#filter-ok-0']")).to_be_visible()
+    assert "q=" not in page.url
     screenshot(page, "tasks")
 
 

@@ -71,10 +71,10 @@ class TaskList {
       id: "filter-text", type: "search", value: this.filters.q, placeholder: "id, name, config…",
       autocomplete: "off", spellcheck: "false",
     });
-    let debounce = null;
+    this.textInput = text;
     text.addEventListener("input", () => {
-      clearTimeout(debounce);
-      debounce = setTimeout(() => this.setFilter("q", text.value.trim()), 250);
+      clearTimeout(this.debounce);
+      this.debounce = setTimeout(() => this.setFilter("q", text.value.trim()), 250);
     });
     stateSelect.select.addEventListener("change", () => this.setFilter("state", stateSelect.select.value));
     typeSelect.select.addEventListener("change", () => this.setFilter("type", typeSelect.select.value));
@@ -119,6 +119,7 @@ class TaskList {
 
   stop() {
     this.alive = false;
+    clearTimeout(this.debounce);
     clearInterval(this.timer);
     this.abort?.abort();
   }
@@ -135,8 +136,12 @@ class TaskList {
   }
 
   setFilter(key, value) {
-    if (this.filters[key] === value) return;
+    // typing not yet applied counts too, so a select change never uses a stale search
+    clearTimeout(this.debounce);
+    const q = this.textInput.value.trim();
+    if (this.filters[key] === value && this.filters.q === q) return;
     this.filters[key] = value;
+    this.filters.q = key === "q" ? value : q;
     this.cursors = [null];
     this.page = 0;
     replaceQuery({ ...this.filters, size: this.filters.size === 50 ? "" : this.filters.size });
