@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.agents.errors import AgentError, UploadTooLarge, error_code, http_status
 from runyard.agents.files import list_output_files, output_file
@@ -29,6 +29,7 @@ from runyard.agents.service import AgentService
 from runyard.agents.stream import RunCursor, run_events
 from runyard.agents.tokens import RunScope
 from runyard.agents.uploads import receive_upload
+from runyard.api.downloads import download
 from runyard.api.envelope import read_json_body
 from runyard.api.services import Services
 
@@ -222,7 +223,7 @@ def _artifact_routes(router: APIRouter, service: AgentService) -> None:
     async def artifact_content(request: Request, artifact_id: str) -> Any:
         artifact = await run_in_threadpool(catalog.artifact, artifact_id, run_scope(request))
         path = catalog.artifact_file(artifact)
-        return FileResponse(path, media_type=artifact.media_type, filename=artifact.file_name)
+        return download(path, artifact.file_name, artifact.media_type)
 
 
 def _grant_routes(router: APIRouter, services: Services, service: AgentService) -> None:
@@ -298,7 +299,7 @@ def _run_output_routes(router: APIRouter, service: AgentService) -> None:
         run = await run_in_threadpool(runs.run, run_id, run_scope(request))
         out_dir = service.layout.run_subdir(run.id, "out")
         target = await run_in_threadpool(output_file, out_dir, path)
-        return FileResponse(target, filename=target.name)
+        return download(target)
 
     @router.get("/runs/{run_id}/events")
     async def events(request: Request, run_id: str) -> Any:

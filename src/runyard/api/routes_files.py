@@ -6,21 +6,20 @@ Paths are relative to the task folder; anything that would leave it is refused.
 
 from __future__ import annotations
 
-import mimetypes
 import os
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
-from starlette.responses import FileResponse, JSONResponse
+from starlette.responses import JSONResponse
 
+from runyard.api.downloads import download
 from runyard.api.services import Services
 from runyard.errors import InvalidInput, UnsafePath
 from runyard.workspace.artifacts import resolve_inside
 from runyard.workspace.identity import parse_task_id
 
 MAX_LISTED = 10_000
-TEXT_TYPES = {".log", ".jsonl", ".md", ".csv", ".tsv", ".yaml", ".yml", ".txt", ".py"}
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -78,9 +77,6 @@ def build_files_router(services: Services) -> APIRouter:
             return _error(400, "unsafe_path", str(exc))
         if not target.is_file():
             return _error(404, "file_not_found", f"No file {path!r} in {task_id}")
-        media = mimetypes.guess_type(target.name)[0]
-        if media is None and target.suffix in TEXT_TYPES:
-            media = "text/plain; charset=utf-8"
-        return FileResponse(target, media_type=media or "application/octet-stream")
+        return download(target)
 
     return router
