@@ -49,7 +49,7 @@ def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
     if status.state is not TaskState.RUNNING or worker_alive(workspace, status.task_id):
         return status
     if supervised(supervision_path(workspace, status.task_id)):
-        return status
+        return workspace.read_status(status.task_id) or status
     return end_dead_run(workspace, status.task_id, status.run_id) or status
 
 
@@ -169,7 +169,9 @@ def wait_for_run(
         if status.terminal or (left is not None and left <= 0):
             return status
         wait = poll_interval if left is None else min(poll_interval, left)
-        if not _wait_worker_exit(workspace, task_id, wait):
+        if _wait_worker_exit(workspace, task_id, wait):
+            pause = 0.002  # its end is recorded within moments: look again soon
+        else:
             time.sleep(min(pause, wait))
             pause = min(pause * 2, poll_interval)
 
