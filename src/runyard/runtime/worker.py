@@ -125,11 +125,15 @@ def _run_body(run: WorkerRun, task_cls: type[Task]) -> TaskOutput:
 
 
 def _failure_code(exc: BaseException) -> int:
+    """The run's exit code: the task's own (a signal -N as 128+N, as shells do), else 1."""
+    code = 1
     if isinstance(exc, TaskExit):
-        return exc.exit_code
-    if isinstance(exc, SystemExit) and isinstance(exc.code, int) and exc.code:
-        return exc.code
-    return 1
+        code = exc.exit_code
+    elif isinstance(exc, SystemExit) and isinstance(exc.code, int):
+        code = exc.code
+    if code < 0:
+        return 128 - code
+    return code or 1
 
 
 def _publish_success(run: WorkerRun, output: TaskOutput) -> int:
