@@ -30,7 +30,12 @@ class TaskCancelled(BaseException):
 
 
 class CancelSignal:
-    """SIGTERM/SIGINT handling: raise :class:`TaskCancelled` while armed, else set a flag."""
+    """SIGTERM/SIGINT handling: raise :class:`TaskCancelled` while armed, else set a flag.
+
+    Raising is the only way to stop arbitrary task code blocked in a call (it is how
+    Python delivers KeyboardInterrupt); it is armed only while the task body runs and
+    deferred around record writes, so a cancel never leaves a record half-updated.
+    """
 
     def __init__(self) -> None:
         self.requested = False
