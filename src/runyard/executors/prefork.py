@@ -15,7 +15,9 @@ exactly ``spec.env``, ``spec.cwd``; its ``/proc/<pid>/cmdline`` is the zygote's.
 of the form ``[<this python>, "-m", <module>, *args]`` without limits are forked (the module's
 ``main()`` is called, else it is run as ``__main__``); anything else, and any zygote failure,
 falls back to :class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
-finished worker's process group, and reports exit codes back over a socket.
+finished worker's process group, and reports exit codes back over a socket. A forked
+worker resolves imports with the zygote's ``sys.path`` (from ``env`` at its start), not
+from ``PYTHONPATH`` in its own spec.
 
 The zygote itself (:mod:`runyard.executors.zygote`) is single-threaded, so forking it is safe.
 """
