@@ -52,6 +52,8 @@ class Command(Task):
     def run(self, inputs: CommandInput, run: TaskRun) -> CommandOutput:
         with run.step("run"):
             code = _run_command(inputs, run.task_dir)
+        if code < 0:
+            raise TaskExit(128 - code, f"Command killed by signal {-code}")
         if code != 0:
             raise TaskExit(code, f"Command exited with code {code}")
         with run.step("collect"):
