@@ -7,6 +7,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -58,7 +59,9 @@ def test_async_client(server: ServerProcess) -> None:
             assert status.state == "succeeded"
             return kinds
 
-    kinds = asyncio.run(scenario())
+    # in a thread of its own: a browser fixture may hold this thread's event loop
+    with ThreadPoolExecutor(1) as pool:
+        kinds = pool.submit(asyncio.run, scenario()).result(timeout=60)
     assert kinds[-1] == "result" and "log" in kinds and "progress" in kinds
 
 
