@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from repo_helpers import Recorder, make_workspace, put_metadata, put_status, wai
 
 from runyard.errors import InvalidInput
 from runyard.repository import TaskRepository
-from runyard.repository.watcher import choose_mode, watch_budget
+from runyard.repository.records import TaskFolder
+from runyard.repository.watcher import RECURSIVE_MAX_FOLDERS, choose_mode, watch_budget
 from runyard.workspace import Workspace
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.events import append_event
@@ -150,7 +152,8 @@ def test_sparse_watches_a_task_again_once_refresh_reopens_it(ws: Workspace) -> N
         wait_for(lambda: state_of(repo, "base#demo#done") == "failed")
 
 
-def test_writes_during_start_are_not_lost(ws: Workspace) -> None:
+@pytest.mark.parametrize("mode", ["recursive", "sparse"])
+def test_writes_during_start_are_not_lost(ws: Workspace, mode: str) -> None:
     for i in range(300):
         put_status(ws, f"base#demo#t{i}", created=i)
     stop = threading.Event()
@@ -166,7 +169,7 @@ def test_writes_during_start_are_not_lost(ws: Workspace) -> None:
     writer = threading.Thread(target=keep_writing)
     writer.start()
     try:
-        repo = TaskRepository(ws)
+        repo = TaskRepository(ws, watch_mode=mode)
         repo.start()
     finally:
         stop.set()
@@ -196,8 +199,10 @@ def test_watch_mode_choice(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput):
         TaskRepository(make_workspace(tmp_path), watch_mode="polling")
     assert choose_mode("auto", 10) == "recursive"
+    assert choose_mode("auto", RECURSIVE_MAX_FOLDERS + 1) == "sparse"
     assert choose_mode("auto", watch_budget()) == "sparse"
     assert choose_mode("sparse", 10) == "sparse"
+    assert choose_mode("recursive", RECURSIVE_MAX_FOLDERS + 1) == "recursive"
 
 
 def test_type_folders_are_created_so_they_can_be_watched(tmp_path: Path) -> None:
@@ -205,3 +210,50 @@ def test_type_folders_are_created_so_they_can_be_watched(tmp_path: Path) -> None
     with TaskRepository(ws) as repo:
         put_status(ws, "inference#serve#x", state="queued")
         wait_for(lambda: repo.list_ids() == ["inference#serve#x"])
+
+
+class ChangedDuringStart(TaskRepository):
+    """A repository whose workspace changes after its scan and before its watches."""
+
+    def __init__(self, ws: Workspace, mode: str, change: Callable[[], None]) -> None:
+        super().__init__(ws, watch_mode=mode)
+        self._change = change
+
+    def _load(self, folders: list[TaskFolder]) -> None:
+        super()._load(folders)
+        self._change()
+
+
+def age(ws: Workspace) -> None:
+    """Make every folder look untouched for an hour: a workspace at rest."""
+    old = time.time() - 3600
+    for path in [ws.root, *ws.root.iterdir(), *ws.root.glob("*/*")]:
+        os.utime(path, (old, old))
+
+
+@pytest.mark.parametrize("mode", ["recursive", "sparse"])
+def test_changes_between_the_scan_and_the_watches(ws: Workspace, mode: str) -> None:
+    for name, state in [("replaced", "succeeded"), ("busy", "running"), ("gone", "failed")]:
+        put_status(ws, f"base#demo#{name}", state=state, created=1)
+    put_status(ws, "etl#load#finished", created=1)
+    age(ws)
+
+    def change() -> None:
+        shutil.rmtree(ws.task_dir("base#demo#replaced"))
+        put_status(ws, "base#demo#replaced", state="failed", created=9)
+        put_status(ws, "base#demo#busy", state="succeeded", created=1)
+        shutil.rmtree(ws.task_dir("base#demo#gone"))
+        put_status(ws, "train#fit#new", state="queued", created=10)
+        put_status(ws, "etl#load#finished", state="cancelled", created=1)
+
+    repo = ChangedDuringStart(ws, mode, change)
+    repo.start()
+    try:
+        assert state_of(repo, "base#demo#replaced") == "failed"
+        assert state_of(repo, "base#demo#busy") == "succeeded"
+        assert state_of(repo, "train#fit#new") == "queued"
+        assert repo.peek("base#demo#gone") is None
+        if mode == "recursive":  # a sparse watch does not follow finished tasks
+            assert state_of(repo, "etl#load#finished") == "cancelled"
+    finally:
+        repo.stop()

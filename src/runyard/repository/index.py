@@ -130,10 +130,6 @@ class TaskIndex:
         with self.lock:
             return set(self._active)
 
-    def known_ids(self) -> set[str]:
-        with self.lock:
-            return set(self.statuses.keys() | self.metadata.keys() | self._active)
-
     def page(
         self,
         buckets: Iterable[tuple[str, str]],

@@ -134,13 +134,20 @@ def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, Tas
     return (raw, sort_instant(created_at), created_at, parents), meta
 
 
-def list_task_folders(root: Path) -> list[tuple[str, str]]:
-    """``(task_id, path)`` of every real folder with a valid id under the type folders.
+class TaskFolder(NamedTuple):
+    task_id: str
+    path: str
+    inode: int
 
-    Like ``Workspace.iter_task_dirs`` plus the id check, with plain strings: at 100,000
-    folders, building ``Path`` objects alone costs a large share of the start-up budget.
+
+def list_task_folders(root: Path) -> list[TaskFolder]:
+    """Every real folder with a valid id under the type folders, with its inode.
+
+    Like ``Workspace.iter_task_dirs`` plus the id check, with plain strings (at 100,000
+    folders, building ``Path`` objects alone costs a large share of the start-up budget);
+    the inode comes with the directory entry, free, and tells a replaced folder apart.
     """
-    found: list[tuple[str, str]] = []
+    found: list[TaskFolder] = []
     for task_type in sorted(TASK_TYPES):
         try:
             entries = os.scandir(os.path.join(root, task_type))
@@ -155,7 +162,7 @@ def list_task_folders(root: Path) -> list[tuple[str, str]]:
                     and TASK_ID_RE.fullmatch(name)
                     and entry.is_dir(follow_symlinks=False)
                 ):
-                    found.append((name, entry.path))
+                    found.append(TaskFolder(name, entry.path, entry.inode()))
     return found
 
 

@@ -18,6 +18,7 @@ from runyard.repository.index import TaskIndex, decode_cursor, encode_cursor
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
     INSTANT,
+    TaskFolder,
     list_task_folders,
     metadata_model,
     parse_metadata,
@@ -27,7 +28,14 @@ from runyard.repository.records import (
     scan_folder,
     status_model,
 )
-from runyard.repository.watcher import AUTO, FOLDER, WATCH_MODES, Changes, TaskWatcher
+from runyard.repository.watcher import (
+    AUTO,
+    FOLDER,
+    RECURSIVE,
+    WATCH_MODES,
+    Changes,
+    TaskWatcher,
+)
 from runyard.workspace.identity import TASK_TYPES, parse_task_id
 from runyard.workspace.layout import (
     EVENTS_FILE,
@@ -41,7 +49,8 @@ from runyard.workspace.records import TaskMetadata, TaskState, TaskStatus
 log = logging.getLogger(__name__)
 
 ChangeCallback = Callable[[str, str], None]
-# Folder mtimes move in coarse ticks; anything modified this close to the scan is re-read.
+# Folder mtimes move in coarse ticks (whole seconds on some filesystems); anything modified
+# this close to the start of the scan is read again.
 CATCH_UP_SLACK_NS = 1_000_000_000
 
 
@@ -107,8 +116,8 @@ class TaskRepository:
         self._load(folders)
         if watch:
             self._watcher = TaskWatcher(self.workspace.root, self._on_changes, self._active_ids)
-            self._watcher.open(self._watch_mode, len(folders))
-            self._catch_up(since)
+            mode = self._watcher.open(self._watch_mode, len(folders))
+            self._catch_up(folders, since, everything=mode == RECURSIVE)
             self._watcher.start()
         self._started = True
 
@@ -228,21 +237,39 @@ class TaskRepository:
             except OSError:
                 log.warning("cannot create %s; it is not watched", task_type)
 
-    def _load(self, folders: list[tuple[str, str]]) -> None:
+    def _load(self, folders: list[TaskFolder]) -> None:
         with _gc_paused():
-            self._index.load((task_id, scan_folder(path, task_id)) for task_id, path in folders)
+            self._index.load((f.task_id, scan_folder(f.path, f.task_id)) for f in folders)
 
-    def _catch_up(self, since_ns: int) -> None:
-        """Take in what changed between the scan and the watches: folders that appeared or
-        went, and folders modified since (atomic record writes change the folder's mtime)."""
-        listed = dict(list_task_folders(self.workspace.root))
-        known = self._index.known_ids()
-        for task_id in known - listed.keys():
-            self._refresh(task_id, self.workspace.task_dir(task_id))
+    def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:
+        """Take in what changed between the scan and the watches.
+
+        Read again: folders that appeared or went (by the listing), folders modified since
+        the scan began (atomic record writes and replacements change a folder's mtime) --
+        all of them with ``everything``, else only in type folders whose own mtime shows a
+        folder was added, renamed or removed there -- and, for a sparse watch, every
+        active task (the only ones it follows).
+        """
         threshold = since_ns - CATCH_UP_SLACK_NS
-        for task_id, path in listed.items():
-            if task_id not in known or _mtime_ns(path) >= threshold:
+        inodes = {folder.task_id: folder.inode for folder in scanned}
+        listed = list_task_folders(self.workspace.root)
+        for task_id in inodes.keys() - {folder.task_id for folder in listed}:
+            self._refresh(task_id, self.workspace.task_dir(task_id))
+        busy = TASK_TYPES if everything else self._types_changed_since(threshold)
+        for task_id, path, inode in listed:
+            changed = inodes.get(task_id) != inode
+            if changed or (_type_of(task_id) in busy and _mtime_ns(path) >= threshold):
                 self._refresh(task_id, Path(path))
+        if not everything:
+            for task_id in self._index.active_ids():
+                self._refresh(task_id, self.workspace.task_dir(task_id))
+
+    def _types_changed_since(self, threshold_ns: int) -> set[str]:
+        return {
+            task_type
+            for task_type in TASK_TYPES
+            if _mtime_ns(str(self.workspace.type_dir(task_type))) >= threshold_ns
+        }
 
     def _refresh(self, task_id: str, task_dir: Path) -> bool:
         with self._index.lock:
@@ -280,6 +307,10 @@ class TaskRepository:
                 callback(task_id, name)
             except Exception:
                 log.exception("change subscriber failed for %s %s", task_id, name)
+
+
+def _type_of(task_id: str) -> str:
+    return task_id[: task_id.find("#")]
 
 
 def _mtime_ns(path: str) -> int:

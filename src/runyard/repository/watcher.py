@@ -5,21 +5,25 @@ Two ways to watch, chosen when the repository starts:
 ``recursive``
     The type folders recursively: one inotify watch per folder (each task folder and its
     subfolders). Every change anywhere is seen, including a finished task's folder rewritten
-    in place by another process. 100,000 task folders take ~100,000 watches of the per-user
-    budget (``fs.inotify.max_user_watches``; 192,536 on the reference machine) and ~1 s to
-    place.
+    in place by another process. But the cost grows with history: 100,000 task folders take
+    ~100,000 watches of the per-user budget (``fs.inotify.max_user_watches``; 192,536 on the
+    reference machine), 1-2 s to place at start, and every open of any record (a backup
+    reading the workspace, say) becomes an event the watcher thread has to handle.
 ``sparse``
     The type folders plus the folders of tasks that are not finished (or have no valid
     record yet): watches grow with the active tasks, not with history. The watch set is
     rebuilt when it changes (new watcher first, then the old one is drained, then the newly
-    watched folders are re-read, so nothing is lost in between). The price: a finished
-    task's folder rewritten in place by another process is seen at its next ``get`` /
-    ``refresh`` or when its folder is replaced, not at once.
+    watched folders are re-read, so nothing is lost in between). New, removed and replaced
+    task folders show in the type folders' events. The price: a finished task's records
+    rewritten in place by another process are seen at the next ``get`` / ``refresh`` of
+    that task, not at once. runyard's own writers never do that: a finished task is only
+    ever replaced (its folder renamed aside, a new one made) or deleted.
 
-``auto`` takes ``recursive`` while the task folders fit in 80 % of the budget (the rest
-is left to other watchers of the same user) and ``sparse`` beyond, or when the kernel
-refuses the recursive watches. Events are grouped for at most ``DEBOUNCE_MS`` and handed
-over ``STEP_MS`` after the last one, so a change reaches subscribers within a few ms.
+``auto`` takes ``recursive`` up to ``RECURSIVE_MAX_FOLDERS`` task folders, while they fit
+in 80 % of the budget (the rest is left to other watchers of the same user), and
+``sparse`` beyond, or when the kernel refuses the recursive watches. Events are grouped
+for at most ``DEBOUNCE_MS`` and handed over ``STEP_MS`` after the last one, so a change
+reaches subscribers within a few ms.
 
 The kernel also reports every open of a watched file, and drops events when its queue
 (``fs.inotify.max_queued_events``) overflows; so the index answers lists from memory and
@@ -55,6 +59,7 @@ REBUILD_SPACING = 9
 BUDGET_FILE = Path("/proc/sys/fs/inotify/max_user_watches")
 BUDGET_SHARE = 0.8
 BUDGET_RESERVE = 1024
+RECURSIVE_MAX_FOLDERS = 20_000
 
 Changes = dict[str, set[str]]
 
@@ -70,7 +75,7 @@ def choose_mode(requested: str, task_folders: int) -> str:
     if requested != AUTO:
         return requested
     fits = task_folders + BUDGET_RESERVE <= watch_budget() * BUDGET_SHARE
-    return RECURSIVE if fits else SPARSE
+    return RECURSIVE if fits and task_folders <= RECURSIVE_MAX_FOLDERS else SPARSE
 
 
 class TaskWatcher:
