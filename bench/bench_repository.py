@@ -27,7 +27,8 @@ from runyard.workspace.events import append_event
 from runyard.workspace.identity import TaskType
 
 TYPES = [t.value for t in TaskType]
-STATES = ["succeeded"] * 6 + ["failed", "cancelled", "running", "queued"]
+# A history: mostly finished tasks, a few percent running or waiting for a slot.
+STATES = ["succeeded"] * 70 + ["failed"] * 16 + ["cancelled"] * 10 + ["running"] + ["queued"] * 3
 
 
 def write_file(path: str, data: dict[str, object]) -> None:

@@ -90,7 +90,7 @@ class TaskIndex:
         with self.lock:
             before = self.parents_of(task_id)
             was_active = task_id in self._active
-            if not isinstance(status, _Keep):
+            if not isinstance(status, _Keep) and status != self.statuses.get(task_id):
                 self._set_status(task_id, status)
             if not isinstance(metadata, _Keep):
                 self._set_metadata(task_id, metadata)

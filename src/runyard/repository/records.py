@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Container
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -134,18 +135,16 @@ def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, Tas
     return (raw, sort_instant(created_at), created_at, parents), meta
 
 
-class TaskFolder(NamedTuple):
-    task_id: str
-    path: str
-    inode: int
+TaskFolder = tuple[str, str, int]
+"""``(task_id, path, inode)`` of a task folder."""
 
 
-def list_task_folders(root: Path) -> list[TaskFolder]:
+def list_task_folders(root: Path, known: Container[str] = ()) -> list[TaskFolder]:
     """Every real folder with a valid id under the type folders, with its inode.
 
-    Like ``Workspace.iter_task_dirs`` plus the id check, with plain strings (at 100,000
-    folders, building ``Path`` objects alone costs a large share of the start-up budget);
-    the inode comes with the directory entry, free, and tells a replaced folder apart.
+    Like ``Workspace.iter_task_dirs`` plus the id check (skipped for ``known`` names), with
+    plain strings (at 100,000 folders, building ``Path`` objects alone costs a large share
+    of the start-up budget); the inode comes with the directory entry, free.
     """
     found: list[TaskFolder] = []
     for task_type in sorted(TASK_TYPES):
@@ -157,16 +156,13 @@ def list_task_folders(root: Path) -> list[TaskFolder]:
         with entries:
             for entry in entries:
                 name = entry.name
-                if (
-                    name.startswith(prefix)
-                    and TASK_ID_RE.fullmatch(name)
-                    and entry.is_dir(follow_symlinks=False)
-                ):
-                    found.append(TaskFolder(name, entry.path, entry.inode()))
+                valid = name in known or (name.startswith(prefix) and TASK_ID_RE.fullmatch(name))
+                if valid and entry.is_dir(follow_symlinks=False):
+                    found.append((name, entry.path, entry.inode()))
     return found
 
 
-def open_task_dir(task_dir: Path) -> int | None:
+def open_task_dir(task_dir: Path | str) -> int | None:
     """A descriptor of the task folder, or None when it is missing or a symlink."""
     try:
         return os.open(task_dir, _DIR_FLAGS)
@@ -209,7 +205,7 @@ def _read_all(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_folder(task_dir: Path, task_id: str) -> FolderRecords:
+def read_folder(task_dir: Path | str, task_id: str) -> FolderRecords:
     """Status and metadata of one task folder, each None when missing or invalid."""
     dir_fd = open_task_dir(task_dir)
     if dir_fd is None:

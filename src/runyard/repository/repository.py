@@ -239,7 +239,7 @@ class TaskRepository:
 
     def _load(self, folders: list[TaskFolder]) -> None:
         with _gc_paused():
-            self._index.load((f.task_id, scan_folder(f.path, f.task_id)) for f in folders)
+            self._index.load((task_id, scan_folder(path, task_id)) for task_id, path, _ in folders)
 
     def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:
         """Take in what changed between the scan and the watches.
@@ -251,18 +251,19 @@ class TaskRepository:
         active task (the only ones it follows).
         """
         threshold = since_ns - CATCH_UP_SLACK_NS
-        inodes = {folder.task_id: folder.inode for folder in scanned}
-        listed = list_task_folders(self.workspace.root)
-        for task_id in inodes.keys() - {folder.task_id for folder in listed}:
+        inodes = {task_id: inode for task_id, _, inode in scanned}
+        listed = list_task_folders(self.workspace.root, known=inodes)
+        for task_id in inodes.keys() - {task_id for task_id, _, _ in listed}:
             self._refresh(task_id, self.workspace.task_dir(task_id))
         busy = TASK_TYPES if everything else self._types_changed_since(threshold)
         for task_id, path, inode in listed:
             changed = inodes.get(task_id) != inode
-            if changed or (_type_of(task_id) in busy and _mtime_ns(path) >= threshold):
-                self._refresh(task_id, Path(path))
+            if changed or (busy and _type_of(task_id) in busy and _mtime_ns(path) >= threshold):
+                self._refresh(task_id, path)
         if not everything:
+            root = str(self.workspace.root)
             for task_id in self._index.active_ids():
-                self._refresh(task_id, self.workspace.task_dir(task_id))
+                self._refresh(task_id, os.path.join(root, _type_of(task_id), task_id))
 
     def _types_changed_since(self, threshold_ns: int) -> set[str]:
         return {
@@ -271,7 +272,7 @@ class TaskRepository:
             if _mtime_ns(str(self.workspace.type_dir(task_type))) >= threshold_ns
         }
 
-    def _refresh(self, task_id: str, task_dir: Path) -> bool:
+    def _refresh(self, task_id: str, task_dir: Path | str) -> bool:
         with self._index.lock:
             found = read_folder(task_dir, task_id)
             self._active_changed(self._index.apply_folder(task_id, found))
