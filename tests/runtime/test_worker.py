@@ -205,4 +205,4 @@ def test_a_target_that_no_longer_imports_fails_the_run(settings, workspace, regi
 def test_a_command_killed_by_a_signal_fails_with_128_plus_the_signal(settings, workspace, registry):
     status = run_to_end(settings, workspace, registry, "command", {"command": "sh -c 'kill -9 $$'"})
     assert status.state == "failed" and status.exit_code == 137
-    assert status.error == "TaskExit: Command exited with code -9"
+    assert status.error == "TaskExit: Command killed by signal 9"
