@@ -59,6 +59,7 @@ class Settings(BaseSettings):
     worker_env: dict[str, str] = Field(default_factory=dict)
     prefork: bool = True
     max_body_bytes: int = Field(1 << 20, ge=1024)
+    sse_heartbeat_seconds: float = Field(15.0, gt=0, le=15.0)
     # agent-run backend
     upload_max_bytes: int = Field(4 << 30, ge=1)
     allowed_mount_roots: list[Path] = Field(default_factory=list)

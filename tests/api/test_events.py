@@ -120,3 +120,38 @@ def test_stream_of_unknown_task_ends_with_a_failed_result(srv: ServerProcess) ->
     assert [e["event"] for e in events] == ["result"]
     assert events[0]["data"]["success"] is False
     assert events[0]["data"]["answer"].startswith("KeyError: ")
+
+
+def test_resume_after_a_rerun_does_not_mix_runs(srv: ServerProcess) -> None:
+    first = srv.call("submit", task="command", task_name="pinned", command="echo from-first")["answer"]
+    srv.call("wait_task", task_id=first["task_id"], run_id=first["run_id"], poll_interval=0.05)
+    events = stream_events(srv, first["task_id"])
+    assert events[-1]["data"]["answer"]["run_id"] == first["run_id"]
+    position = events[-2]["id"]
+    second = srv.call("submit", task="command", task_name="pinned", command="echo from-second")["answer"]
+    srv.call("wait_task", task_id=second["task_id"], run_id=second["run_id"], poll_interval=0.05)
+    resumed = stream_events(srv, first["task_id"], position)
+    assert [e["event"] for e in resumed] == ["result"]
+    assert resumed[0]["data"]["success"] is False
+    assert "no longer the current run" in resumed[0]["data"]["answer"]
+    fresh = stream_events(srv, first["task_id"])
+    log = "".join(e["data"]["content"] for e in fresh if e["event"] == "log")
+    assert "from-second" in log and "from-first" not in log
+    assert fresh[-1]["data"]["answer"]["run_id"] == second["run_id"]
+    # an id built from offsets alone (run tag 0) follows whatever run is current
+    tail = stream_events(srv, first["task_id"], str(int(fresh[-2]["id"]) & ((1 << 80) - 1)))
+    assert tail[-1]["data"]["answer"]["run_id"] == second["run_id"]
+    assert not any(e["event"] == "log" for e in tail)
+
+
+def test_heartbeat_comments_keep_a_quiet_stream_alive(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    quiet = start_server(tmp_path / "quiet", config={"sse_heartbeat_seconds": 0.3})
+    try:
+        handle = quiet.call("submit", task="command", task_name="quiet", command="sleep 1.2")["answer"]
+        body = {"arguments": {"task_id": handle["task_id"], "poll_interval": 5}}
+        with quiet.client() as client, client.stream("POST", "/jobs/stream_task/events", json=body) as reply:
+            lines = list(reply.iter_lines())
+        assert sum(1 for line in lines if line.startswith(": heartbeat")) >= 2
+        assert read_sse(lines)[-1]["event"] == "result"
+    finally:
+        quiet.stop()

@@ -22,7 +22,6 @@ from runyard.api.jobs import JOBS, Job
 from runyard.api.notify import ChangeHub
 from runyard.api.services import Services
 from runyard.api.streaming import (
-    StreamCursor,
     parse_last_event_id,
     single_result,
     stream_task_events,
@@ -79,7 +78,7 @@ def _add_job_routes(
         envelope, raw = await _parse(request, services, model)
         last_event_id = request.headers.get("last-event-id")
         try:
-            cursor = StreamCursor(*parse_last_event_id(last_event_id))
+            cursor = parse_last_event_id(last_event_id)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from exc
         if envelope.target:

@@ -1,15 +1,19 @@
 """Server-Sent Events for the Job API: ``progress``, ``log`` and one final ``result``.
 
-Every event carries an ``id`` that encodes where the stream stands in the run's two
-files (``events.jsonl`` byte offset and log byte offset), so a client reconnecting with
-``Last-Event-ID`` continues with no gap and no repeat. A comment line is sent as a
-heartbeat when nothing else was sent for 15 s.
+Every event carries a numeric ``id`` that encodes where the stream stands in the run's
+two files and which run it follows: ``run_tag << 80 | events_offset << 40 | log_offset``
+(``run_tag`` is the first 32 bits of the run id). A client reconnecting with
+``Last-Event-ID`` continues with no gap and no repeat; if the task was rerun meanwhile,
+the stream ends at once with a failed ``result`` instead of mixing two runs. An id whose
+run tag is 0 (a client that built it from offsets alone) follows the current run. A
+comment line is sent as a heartbeat when nothing else was sent for a while (15 s).
 """
 
 from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +28,9 @@ from runyard.workspace.events import read_events
 from runyard.workspace.logs import MAX_LIMIT, read_log_window
 from runyard.workspace.records import TaskStatus
 
-HEARTBEAT_SECONDS = 15.0
-LOG_SHIFT = 40  # log offsets below 1 TiB; the events offset sits above
+SHIFT = 40  # byte offsets below 1 TiB
+OFFSET_MASK = (1 << SHIFT) - 1
+RUN_SHIFT = 2 * SHIFT
 
 
 def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
@@ -36,24 +41,36 @@ def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-def parse_last_event_id(value: str | None) -> tuple[int, int]:
-    """``(events_offset, log_offset)`` from a Last-Event-ID; ValueError if not a number."""
+def parse_last_event_id(value: str | None) -> StreamCursor:
+    """The position a Last-Event-ID names; ValueError if it is not a number."""
     if value is None or value.strip() == "":
-        return 0, 0
+        return StreamCursor()
     if not value.strip().isdigit():
         raise ValueError(f"Last-Event-ID must be a non-negative integer, got {value!r}")
     number = int(value)
-    return number >> LOG_SHIFT, number & ((1 << LOG_SHIFT) - 1)
+    return StreamCursor(
+        events_offset=(number >> SHIFT) & OFFSET_MASK,
+        log_offset=number & OFFSET_MASK,
+        run_tag=number >> RUN_SHIFT,
+    )
+
+
+def run_tag(run_id: str) -> int:
+    try:
+        return int(run_id[:8], 16)
+    except ValueError:
+        return zlib.crc32(run_id.encode())
 
 
 @dataclass
 class StreamCursor:
     events_offset: int = 0
     log_offset: int = 0
+    run_tag: int = 0
 
     @property
     def event_id(self) -> int:
-        return (self.events_offset << LOG_SHIFT) | self.log_offset
+        return (self.run_tag << RUN_SHIFT) | (self.events_offset << SHIFT) | self.log_offset
 
 
 async def single_result(
@@ -76,6 +93,14 @@ async def stream_task_events(
         yield format_event("result", job_response(error_answer(exc), False), cursor.event_id)
         return
     pinned = status.run_id
+    if cursor.run_tag not in (0, run_tag(pinned)):
+        message = (
+            f"KeyError: the run this stream followed is no longer the current run of {task_id}"
+        )
+        yield format_event("result", job_response(message, False), cursor.event_id)
+        return
+    cursor.run_tag = run_tag(pinned)
+    heartbeat = services.settings.sse_heartbeat_seconds
     events_path = services.workspace.events_path(task_id)
     last_sent = time.monotonic()
     with hub.subscribe(task_id) as sub:
@@ -85,8 +110,8 @@ async def stream_task_events(
                 last_sent = time.monotonic()
             if status.terminal:
                 break
-            wait = min(poll_interval, max(0.0, last_sent + HEARTBEAT_SECONDS - time.monotonic()))
-            if not await sub.wait(wait) and time.monotonic() - last_sent >= HEARTBEAT_SECONDS:
+            wait = min(poll_interval, max(0.0, last_sent + heartbeat - time.monotonic()))
+            if not await sub.wait(wait) and time.monotonic() - last_sent >= heartbeat:
                 yield b": heartbeat\n\n"
                 last_sent = time.monotonic()
             latest = await run_in_threadpool(_status_or_none, services, task_id)
