@@ -137,5 +137,8 @@ def connect(settings: Settings, url: str | None, token: str | None) -> Client | 
 
 
 def open_backend(settings: Settings, url: str | None, token: str | None) -> Any:
+    """The server when one is given or recorded and answering; else the files."""
     client = connect(settings, url, token)
-    return RemoteBackend(client) if client is not None else LocalBackend(settings)
+    if client is None or (url is None and not client.health()):
+        return LocalBackend(settings)
+    return RemoteBackend(client)
