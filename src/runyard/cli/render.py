@@ -42,13 +42,12 @@ def status_table(statuses: list[TaskStatus]) -> Table:
     table = Table(box=None, header_style="bold")
     widest = max((len(s.task_id) for s in statuses), default=7)
     table.add_column("TASK ID", no_wrap=True, min_width=widest)
-    for column in ("STATE", "TYPE", "TASK", "CREATED", "DURATION"):
+    for column in ("STATE", "CREATED", "DURATION"):
         table.add_column(column, no_wrap=True)
     for s in statuses:
         table.add_row(
-            s.task_id, state_text(s.state), s.task_type, s.task_name,
-            s.created_at[:19].replace("T", " "), duration(s),
-        )  # fmt: skip
+            s.task_id, state_text(s.state), s.created_at[:19].replace("T", " "), duration(s)
+        )
     return table
 
 
