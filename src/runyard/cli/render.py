@@ -39,7 +39,7 @@ def _parse(value: str) -> datetime:
 
 
 def status_table(statuses: list[TaskStatus]) -> Table:
-    table = Table(box=None, header_style="bold")
+    table = Table(box=None, header_style="bold", pad_edge=False)
     widest = max((len(s.task_id) for s in statuses), default=7)
     table.add_column("TASK ID", no_wrap=True, min_width=widest)
     for column in ("STATE", "CREATED", "DURATION"):
