@@ -25,9 +25,9 @@ from runyard.repository.records import (
     parse_status,
     read_folder,
     read_one,
-    scan_folder,
     status_model,
 )
+from runyard.repository.scan import scan_all
 from runyard.repository.watcher import (
     AUTO,
     FOLDER,
@@ -239,7 +239,7 @@ class TaskRepository:
 
     def _load(self, folders: list[TaskFolder]) -> None:
         with _gc_paused():
-            self._index.load((task_id, scan_folder(path, task_id)) for task_id, path, _ in folders)
+            self._index.load(scan_all(folders))
 
     def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:
         """Take in what changed between the scan and the watches.

@@ -1,0 +1,132 @@
+"""The start-up scan, shared with a helper process when there are many folders and cores.
+
+Reading and validating 100,000 records is CPU-bound Python, and the GIL rules threads
+out: from ``PARALLEL_MIN_FOLDERS`` folders on, with two cores or more, a second
+interpreter scans half of the folders while this one scans the other half, then sends
+its compact records back (pickled, over a pipe). If the helper cannot start, fails or
+answers anything unexpected, its half is scanned here: the result never depends on it.
+
+The helper runs :func:`main`: pickled ``(task_id, path)`` pairs on stdin, pickled
+``(task_id, FolderRecords)`` pairs on stdout.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from typing import IO, TypeGuard
+
+from runyard.repository.records import FolderRecords, TaskFolder, scan_folder
+
+log = logging.getLogger(__name__)
+
+PARALLEL_MIN_FOLDERS = 20_000
+HELPER_EXIT_SECONDS = 10
+HELPER = "from runyard.repository.scan import main; main()"
+Scanned = list[tuple[str, FolderRecords]]
+
+
+def scan_all(
+    folders: list[TaskFolder],
+    *,
+    parallel_min: int = PARALLEL_MIN_FOLDERS,
+    python: str = sys.executable,
+) -> Scanned:
+    """``(task_id, FolderRecords)`` of every folder, in the order given."""
+    if len(folders) < parallel_min or _cores() < 2:
+        return _scan(folders)
+    half = len(folders) // 2
+    helper = _start_helper(python, folders[half:])
+    mine = _scan(folders[:half])
+    return mine + _collect(helper, folders[half:])
+
+
+def _scan(folders: list[TaskFolder]) -> Scanned:
+    return [(task_id, scan_folder(path, task_id)) for task_id, path, _ in folders]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _start_helper(python: str, folders: list[TaskFolder]) -> subprocess.Popen[bytes] | None:
+    try:
+        helper = subprocess.Popen(
+            [python, "-c", HELPER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+    except OSError as exc:
+        log.warning("no scan helper (%s); scanning in one process", exc)
+        return None
+    pairs = [(task_id, path) for task_id, path, _ in folders]
+    assert helper.stdin is not None
+    threading.Thread(target=_send, args=(helper.stdin, pairs), daemon=True).start()
+    return helper
+
+
+def _send(stream: IO[bytes], pairs: list[tuple[str, str]]) -> None:
+    """Feed the helper from a thread: it reads only once its imports are done."""
+    try:
+        with stream:
+            pickle.dump(pairs, stream, protocol=pickle.HIGHEST_PROTOCOL)
+    except OSError:
+        pass
+
+
+def _collect(helper: subprocess.Popen[bytes] | None, folders: list[TaskFolder]) -> Scanned:
+    found = _receive(helper) if helper is not None else None
+    expected = [task_id for task_id, _, _ in folders]
+    if found is None or not _matches(found, expected):
+        if helper is not None:
+            log.warning("the scan helper failed; scanning its half here")
+        return _scan(folders)
+    return found
+
+
+def _receive(helper: subprocess.Popen[bytes]) -> object:
+    assert helper.stdout is not None
+    try:
+        with helper.stdout:
+            found = pickle.load(helper.stdout)
+    except (EOFError, OSError, pickle.UnpicklingError, AttributeError, ImportError):
+        helper.kill()
+        helper.wait()
+        return None
+    try:
+        code = helper.wait(timeout=HELPER_EXIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
+        return None
+    return found if code == 0 else None
+
+
+def _matches(found: object, expected: list[str]) -> TypeGuard[Scanned]:
+    return (
+        isinstance(found, list)
+        and len(found) == len(expected)
+        and all(
+            isinstance(item, tuple)
+            and len(item) == 2
+            and item[0] == task_id
+            and isinstance(item[1], FolderRecords)
+            for item, task_id in zip(found, expected, strict=True)
+        )
+    )
+
+
+def main() -> None:
+    gc.disable()
+    pairs = pickle.load(sys.stdin.buffer)
+    found = [(task_id, scan_folder(path, task_id)) for task_id, path in pairs]
+    pickle.dump(found, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    sys.stdout.buffer.flush()

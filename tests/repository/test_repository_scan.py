@@ -1,0 +1,56 @@
+"""The start-up scan shared with a helper process: same result as one process, or a fallback."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from repo_helpers import make_workspace, put_metadata, put_status
+
+from runyard.repository.records import list_task_folders
+from runyard.repository.scan import scan_all
+from runyard.workspace import Workspace
+
+
+def mixed_workspace(tmp_path: Path) -> Workspace:
+    ws = make_workspace(tmp_path)
+    for i in range(120):
+        task_id = f"{['base', 'etl', 'train'][i % 3]}#job#n{i:03d}"
+        put_status(ws, task_id, state=["queued", "running", "succeeded"][i % 3], created=i)
+        if i % 3 == 2:
+            put_metadata(ws, task_id, created=i, sources="base#job#n000")
+    ws.task_dir("base#job#empty").mkdir()
+    ws.status_path("base#job#n000").write_text("{broken")
+    return ws
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
+def test_a_shared_scan_equals_a_single_process_scan(tmp_path: Path) -> None:
+    folders = list_task_folders(mixed_workspace(tmp_path).root)
+    alone = scan_all(folders)
+    shared = scan_all(folders, parallel_min=1)
+    assert shared == alone
+    assert [task_id for task_id, _ in shared] == [task_id for task_id, _, _ in folders]
+    assert sum(1 for _, found in shared if found.metadata is not None) == 40
+
+
+@pytest.mark.parametrize("python", ["/bin/false", "/nonexistent/python", sys.executable + "-x"])
+def test_a_failing_helper_falls_back_to_scanning_here(tmp_path: Path, python: str) -> None:
+    folders = list_task_folders(mixed_workspace(tmp_path).root)
+    assert scan_all(folders, parallel_min=1, python=python) == scan_all(folders)
+
+
+def test_a_helper_answering_the_wrong_folders_is_not_trusted(tmp_path: Path) -> None:
+    folders = list_task_folders(mixed_workspace(tmp_path).root)
+    liar = tmp_path / "liar.py"
+    liar.write_text(
+        "import pickle, sys\n"
+        "pickle.load(sys.stdin.buffer)\n"
+        "pickle.dump([('base#job#n001', None)], sys.stdout.buffer)\n"
+    )
+    fake_python = tmp_path / "python"
+    fake_python.write_text(f"#!/bin/sh\nexec {sys.executable} {liar}\n")
+    fake_python.chmod(0o755)
+    assert scan_all(folders, parallel_min=1, python=str(fake_python)) == scan_all(folders)
