@@ -97,6 +97,7 @@ async def _list_statuses(s: Services, args: a.ListStatusesArgs, hub: ChangeHub) 
         task_type=args.task_type,
     )
     metadata = {"next_cursor": next_cursor} if args.limit or args.cursor else {}
+    items = [settle(s.workspace, i) if i.state == "running" else i for i in items]
     return [item.to_json() for item in items], True, metadata
 
 
