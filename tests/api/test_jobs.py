@@ -303,3 +303,32 @@ def test_openapi(srv: ServerProcess) -> None:
         "schema"
     ]["$ref"]
     assert ref.rsplit("/", 1)[1] in spec["components"]["schemas"]
+
+
+def test_server_finds_a_dead_worker_it_did_not_start(srv: ServerProcess) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    argv = [sys.executable, "-m", "runyard", "run", "command", "command=sleep 60", "--name", "orphan",
+            "--detach", "--json", "--workspace-dir", str(srv.workspace), "--log-dir", str(srv.log_dir)]  # fmt: skip
+    done = subprocess.run(argv, env=env, cwd=srv.root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    task_id = json.loads(done.stdout)["task_id"]
+    deadline = time.monotonic() + 20
+    while (status := srv.call("status", task_id=task_id)["answer"])["state"] != "running":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    os.killpg(status["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while True:
+        listed = {s["task_id"]: s for s in srv.call("list_task_statuses")["answer"]}
+        if listed[task_id]["state"] == "failed":
+            break
+        assert time.monotonic() < deadline, listed[task_id]
+        time.sleep(0.05)
+    assert listed[task_id]["error"], listed[task_id]
+    assert srv.call("status", task_id=task_id)["answer"]["state"] == "failed"
