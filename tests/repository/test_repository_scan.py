@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from repo_helpers import make_workspace, put_metadata, put_status
 
+from runyard.repository.index import TaskIndex
 from runyard.repository.records import list_task_folders
 from runyard.repository.scan import scan_all
-from runyard.workspace import Workspace
+from runyard.workspace import TaskState, Workspace
+
+STATES = [state.value for state in TaskState]
 
 
 def mixed_workspace(tmp_path: Path) -> Workspace:
@@ -54,3 +57,21 @@ def test_a_helper_answering_the_wrong_folders_is_not_trusted(tmp_path: Path) -> 
     fake_python.write_text(f"#!/bin/sh\nexec {sys.executable} {liar}\n")
     fake_python.chmod(0o755)
     assert scan_all(folders, parallel_min=1, python=str(fake_python)) == scan_all(folders)
+
+
+def test_loading_at_once_equals_applying_one_by_one(tmp_path: Path) -> None:
+    ws = mixed_workspace(tmp_path)
+    put_metadata(ws, "predict#p#meta-only", created=500)
+    scanned = scan_all(list_task_folders(ws.root))
+    loaded, applied = TaskIndex(), TaskIndex()
+    loaded.load(scanned)
+    for task_id, found in scanned:
+        applied.apply_folder(task_id, found)
+    buckets = [(t, s) for t in ("base", "etl", "train", "predict") for s in STATES]
+    assert loaded.statuses == applied.statuses
+    assert loaded.metadata == applied.metadata
+    assert loaded.children == applied.children
+    assert loaded.active_ids() == applied.active_ids()
+    assert "base#job#empty" in loaded.active_ids()
+    assert loaded.ids(buckets) == applied.ids(buckets)
+    assert loaded.page(buckets, None, 7) == applied.page(buckets, None, 7)
