@@ -128,8 +128,11 @@ class _JobMethods(ABC):
         cursor: str | None = None,
         state: str | None = None,
         task_type: str | None = None,
+        text: str | None = None,
     ) -> list[TaskStatus]:
-        args = _without_none(limit=limit, cursor=cursor, state=state, task_type=task_type)
+        args = _without_none(
+            limit=limit, cursor=cursor, state=state, task_type=task_type, text=text
+        )
         return self._execute(JobCall("list_task_statuses", args, list[TaskStatus]))
 
     def status(self, task_id: str) -> TaskStatus:

@@ -332,3 +332,14 @@ def test_server_finds_a_dead_worker_it_did_not_start(srv: ServerProcess) -> None
         time.sleep(0.05)
     assert listed[task_id]["error"], listed[task_id]
     assert srv.call("status", task_id=task_id)["answer"]["state"] == "failed"
+
+
+def test_list_statuses_text_filter(srv: ServerProcess) -> None:
+    run_demo(srv, "needle-one")
+    run_demo(srv, "other-two")
+    found = srv.call("list_task_statuses", text="NEEDLE", limit=10)
+    assert [s["task_id"] for s in found["answer"]] == ["base#demo#needle-one"]
+    assert found["metadata"] == {"next_cursor": None}
+    with srv.client() as client:
+        reply = client.post("/jobs/list_task_statuses", json={"arguments": {"text": ""}})
+    assert reply.status_code == 422

@@ -31,6 +31,13 @@ class ListStatusesArgs(Lenient):
     cursor: str | None = Field(None, description="Opaque cursor from a previous page")
     state: TaskState | None = Field(None, description="Only tasks in this state")
     task_type: str | None = Field(None, description="Only tasks of this type")
+    text: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Only tasks whose id, name, state, error or config values contain this "
+        "text (case-insensitive)",
+    )
 
 
 class TaskArgs(Strict):

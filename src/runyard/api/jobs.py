@@ -95,8 +95,9 @@ async def _list_statuses(s: Services, args: a.ListStatusesArgs, hub: ChangeHub) 
         cursor=args.cursor,
         state=args.state.value if args.state else None,
         task_type=args.task_type,
+        text=args.text,
     )
-    metadata = {"next_cursor": next_cursor} if args.limit or args.cursor else {}
+    metadata = {"next_cursor": next_cursor} if args.limit or args.cursor or args.text else {}
     items = [settle(s.workspace, i) if i.state == "running" else i for i in items]
     return [item.to_json() for item in items], True, metadata
 

@@ -27,7 +27,7 @@ from runyard.workspace.records import TaskStatus
 
 class Backend(Protocol):
     def statuses(
-        self, limit: int | None, state: str | None, task_type: str | None
+        self, limit: int | None, state: str | None, task_type: str | None, text: str | None
     ) -> list[TaskStatus]: ...
     def status(self, task_id: str) -> TaskStatus: ...
     def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk: ...
@@ -43,9 +43,11 @@ class RemoteBackend:
     client: Client
 
     def statuses(
-        self, limit: int | None, state: str | None, task_type: str | None
+        self, limit: int | None, state: str | None, task_type: str | None, text: str | None
     ) -> list[TaskStatus]:
-        return self.client.list_task_statuses(limit=limit, state=state, task_type=task_type)
+        return self.client.list_task_statuses(
+            limit=limit, state=state, task_type=task_type, text=text
+        )
 
     def status(self, task_id: str) -> TaskStatus:
         return self.client.status(task_id)
@@ -85,9 +87,11 @@ class LocalBackend:
         return self._repository
 
     def statuses(
-        self, limit: int | None, state: str | None, task_type: str | None
+        self, limit: int | None, state: str | None, task_type: str | None, text: str | None
     ) -> list[TaskStatus]:
-        items, _ = self.repository.list_statuses(limit=limit, state=state, task_type=task_type)
+        items, _ = self.repository.list_statuses(
+            limit=limit, state=state, task_type=task_type, text=text
+        )
         return [settle(self.workspace, s) if s.state == "running" else s for s in items]
 
     def status(self, task_id: str) -> TaskStatus:

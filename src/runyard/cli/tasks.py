@@ -160,6 +160,9 @@ def ls(
     state: Annotated[str | None, typer.Option(help="Only this state")] = None,
     task_type: Annotated[str | None, typer.Option("--type", help="Only this task type")] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many, newest first")] = None,
+    text: Annotated[
+        str | None, typer.Option(help="Only tasks whose id, name, error or config has this")
+    ] = None,
     as_json: JsonOpt = False,
     url: UrlOpt = None,
     token: TokenOpt = None,
@@ -170,7 +173,7 @@ def ls(
     """List tasks, newest first."""
     backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
     try:
-        items = backend.statuses(limit, state, task_type)
+        items = backend.statuses(limit, state, task_type, text)
     except RunyardError as exc:
         fail(str(exc))
     if as_json:

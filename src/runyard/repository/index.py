@@ -14,7 +14,7 @@ import binascii
 import heapq
 import threading
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Final
 
@@ -143,10 +143,17 @@ class TaskIndex:
         buckets: Iterable[tuple[str, str]],
         after: SortKey | None,
         limit: int | None,
+        match: Callable[[str, StatusRecord], bool] | None = None,
     ) -> tuple[list[tuple[str, StatusRecord]], SortKey | None]:
-        """Up to ``limit`` statuses below ``after``, newest first; the last key if more follow."""
+        """Up to ``limit`` statuses below ``after``, newest first; the last key if more follow.
+
+        With ``match``, only statuses it accepts count, examined lazily in order.
+        """
         with self.lock:
-            keys = self._below(buckets, after, None if limit is None else limit + 1)
+            if match is not None:
+                keys = self._matching(buckets, after, limit, match)
+            else:
+                keys = self._below(buckets, after, None if limit is None else limit + 1)
             more = limit is not None and len(keys) > limit
             keys = keys[:limit] if more else keys
             found = [(key[1], self.statuses[key[1]]) for key in keys]
@@ -156,6 +163,23 @@ class TaskIndex:
         """Every task id of the buckets, newest first (no per-task objects are made)."""
         with self.lock:
             return [key[1] for key in self._below(buckets, None, None)]
+
+    def _matching(
+        self,
+        buckets: Iterable[tuple[str, str]],
+        after: SortKey | None,
+        limit: int | None,
+        match: Callable[[str, StatusRecord], bool],
+    ) -> list[SortKey]:
+        runs = []
+        for name in buckets:
+            keys = self._buckets.get(name)
+            if keys:
+                stop = len(keys) if after is None else bisect_left(keys, after)
+                runs.append(_descending(keys, stop))
+        merged = heapq.merge(*runs, reverse=True)
+        wanted = (key for key in merged if match(key[1], self.statuses[key[1]]))
+        return list(wanted if limit is None else islice(wanted, limit + 1))
 
     def _below(
         self, buckets: Iterable[tuple[str, str]], after: SortKey | None, count: int | None

@@ -8,10 +8,11 @@ a record whose identity does not match its folder — all read as missing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
-from collections.abc import Container
+from collections.abc import Callable, Container
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -248,3 +249,37 @@ def read_one(task_dir: Path, name: str) -> tuple[bool, bytes | None]:
         return True, read_record_bytes(dir_fd, name)
     finally:
         os.close(dir_fd)
+
+
+def text_matcher(text: str) -> Callable[[str, StatusRecord], bool]:
+    """A case-insensitive test of a status's id, name, state, error and config values.
+
+    The raw bytes are searched first (cheap); only candidates are parsed to confirm that
+    the text is in a value, not a field name.
+    """
+    needle = text.casefold()
+    # a non-ASCII needle may be \u-escaped in the file: skip the byte prefilter then
+    raw_needle = json.dumps(needle)[1:-1].encode() if needle.isascii() else b""
+
+    def matches(task_id: str, record: StatusRecord) -> bool:
+        if needle in task_id.casefold():
+            return True
+        if raw_needle not in record[RAW].lower():
+            return False
+        try:
+            data = json.loads(record[RAW])
+        except ValueError:
+            return False
+        values = [data.get("task_name"), data.get("state"), data.get("error")]
+        values += _leaf_values(data.get("config"))
+        return any(needle in str(value).casefold() for value in values if value is not None)
+
+    return matches
+
+
+def _leaf_values(value: object) -> list[object]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaf_values(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaf_values(item)]
+    return [value]

@@ -26,6 +26,7 @@ from runyard.repository.records import (
     read_folder,
     read_one,
     status_model,
+    text_matcher,
 )
 from runyard.repository.scan import scan_all
 from runyard.repository.watcher import (
@@ -165,12 +166,18 @@ class TaskRepository:
         cursor: str | None = None,
         state: str | None = None,
         task_type: str | None = None,
+        text: str | None = None,
     ) -> tuple[list[TaskStatus], str | None]:
-        """Statuses by created_at desc, then task_id desc; ``(page, next_cursor or None)``."""
+        """Statuses by created_at desc, then task_id desc; ``(page, next_cursor or None)``.
+
+        ``text`` keeps tasks whose id, name, state, error or config values contain it
+        (case-insensitive); it costs a scan of the candidates, not just a page.
+        """
         if limit is not None and (isinstance(limit, bool) or limit < 1):
             raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
         after = decode_cursor(cursor) if cursor else None
-        found, last = self._index.page(_buckets(state, task_type), after, limit)
+        match = text_matcher(text) if text else None
+        found, last = self._index.page(_buckets(state, task_type), after, limit, match)
         page = [status_model(record) for _, record in found]
         return page, (encode_cursor(last) if last is not None else None)
 
