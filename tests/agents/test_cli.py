@@ -95,10 +95,26 @@ def test_runs_watch_follows_until_idle(server: ServerProcess) -> None:
         server, "run", "--session", sid, "answer two", "--package", "probe", "--enqueue"
     )
     assert queued["state"] == "queued"
-    (server.workspace / "agent" / "session-state" / sid / "go").touch()
-    watched = agent(server, "runs", "--session", sid, "--watch", "--json").stdout
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "runyard", "agent", "runs", "--session", sid, "--watch", "--json"],
+        cwd=server.root, env=server.cli_env(), stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert watcher.stdout is not None
     decoder = json.JSONDecoder()
-    page, end = decoder.raw_decode(watched)
+    watched = ""
+    while True:  # the first page is printed before anything may change
+        line = watcher.stdout.readline()
+        assert line, "the watch ended before printing its first page"
+        watched += line
+        try:
+            page, end = decoder.raw_decode(watched)
+            break
+        except ValueError:
+            continue
+    (server.workspace / "agent" / "session-state" / sid / "go").touch()
+    rest, _ = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0
+    watched += rest
     changes = [json.loads(line) for line in watched[end:].split("\n") if line.strip()]
     assert {r["id"] for r in page["items"]} == {first["id"], queued["id"]}
     assert changes and changes[-1]["id"] == queued["id"] and changes[-1]["state"] == "succeeded"
