@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from agent_support import PACKAGES
 
-from conftest import PACKAGES
 from serverproc import ServerProcess, start_server
 
 

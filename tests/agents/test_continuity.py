@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from agent_support import MODES
 from api_helpers import agent_server, api, create_run, new_session, upload, wait_run
-
-from conftest import MODES
 
 
 def answers(client, session_id: str) -> list[str]:  # type: ignore[no-untyped-def]

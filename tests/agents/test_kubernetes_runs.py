@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from agent_helpers import add_artifact, wait_done
+from agent_support import agent_settings
 
-from conftest import agent_settings
 from runyard.agents.layout import AgentLayout
 from runyard.agents.models import Run, RunState
 from runyard.agents.runs import RunRequest

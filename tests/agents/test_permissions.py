@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from agent_helpers import add_artifact, probes, start, wait_done
+from agent_support import MODES, agent_settings
 
-from conftest import MODES, agent_settings
 from runyard.agents.models import RunState
 from runyard.agents.service import AgentService
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from agent_helpers import add_artifact, probes, results, start, wait_done
+from agent_support import MODES, needs_bwrap
 
-from conftest import MODES, needs_bwrap
 from runyard.agents.answers import truncation_marker
 from runyard.agents.errors import AgentInvalid, RunActive, SessionClosed
 from runyard.agents.models import RunState

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+from agent_support import needs_bwrap
 
-from conftest import needs_bwrap
 from runyard.executors.base import LaunchSpec, Mount
 from runyard.executors.local import LocalExecutor
 from runyard.executors.sandbox import BwrapSandbox, bwrap_argv, probe_bwrap

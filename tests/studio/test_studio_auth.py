@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
+from studio_support import screenshot
 
-from conftest import screenshot
 from serverproc import ServerProcess, start_server
 
 pytestmark = pytest.mark.browser

@@ -6,8 +6,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-
-from conftest import finish, screenshot, submit, task_hash
+from studio_support import finish, screenshot, submit, task_hash
 
 pytestmark = pytest.mark.browser
 

@@ -7,8 +7,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-
-from conftest import screenshot
+from studio_support import screenshot
 
 pytestmark = pytest.mark.browser
 

@@ -1,0 +1,39 @@
+"""Helpers shared by the Studio tests (imported by name, not via conftest)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from serverproc import ServerProcess
+
+SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "studio"
+SEEDED_PAGES = 120  # etl tasks written straight into the workspace, for paging
+
+
+def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:
+    """Save a screenshot as a test artefact under test-artifacts/studio/."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{re.sub(r'[^A-Za-z0-9_-]', '_', name)}.png"
+    if full_page:  # a sticky header would otherwise be drawn where the page was scrolled to
+        page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
+
+
+def submit(server: ServerProcess, task: str, **inputs: Any) -> dict[str, Any]:
+    reply = server.call("submit", task=task, **inputs)
+    assert reply["success"], reply
+    return reply["answer"]
+
+
+def finish(server: ServerProcess, handle: dict[str, Any]) -> dict[str, Any]:
+    reply = server.call(
+        "wait_task", task_id=handle["task_id"], run_id=handle["run_id"], poll_interval=0.05
+    )
+    return reply["answer"]
+
+
+def task_hash(task_id: str) -> str:
+    return "#/tasks/" + task_id.replace("#", "%23")
