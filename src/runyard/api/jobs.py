@@ -53,7 +53,10 @@ def current_status(services: Services, task_id: str) -> TaskStatus:
 
 
 async def _list_definitions(s: Services, args: Any, hub: ChangeHub) -> JobResult:
-    return [d.model_dump(mode="json") for d in s.registry.definitions()], True
+    """Broken plugins are named in ``metadata.plugin_errors``; they never hide the others."""
+    definitions = [d.model_dump(mode="json") for d in s.registry.definitions()]
+    metadata = {"plugin_errors": dict(s.registry.errors)} if s.registry.errors else {}
+    return definitions, True, metadata
 
 
 async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub) -> JobResult:
