@@ -120,3 +120,14 @@ def test_workspace_dir_sources(tmp_path: Path, how: str) -> None:
     assert done.returncode == 0, done.stderr
     assert (target / "base" / "base#demo#where" / "status.json").is_file()
     assert not (tmp_path / "not-this-one").exists()
+
+
+def test_logs_follow_until_the_task_ends(tmp_path: Path) -> None:
+    script = "command=for i in 1 2 3 4; do echo tick-$i; sleep 0.3; done"
+    started = runyard(tmp_path, "run", "command", script, "shell=true", "--name", "ticks", "--detach")
+    assert started.returncode == 0, started.stderr
+    followed = runyard(tmp_path, "logs", "base#command#ticks", "--offset", "0", "-f", timeout=60)
+    assert followed.returncode == 0, followed.stderr
+    assert [line for line in followed.stdout.splitlines() if line.startswith("tick-")] == [
+        "tick-1", "tick-2", "tick-3", "tick-4",
+    ]  # fmt: skip
