@@ -60,11 +60,34 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        kill_strays(self.root)
         if self.pump is not None:
             self.pump.join(10)
         if self.proc.stdout is not None and (self.pump is None or not self.pump.is_alive()):
             self.proc.stdout.close()
         return self.proc.returncode
+
+
+def kill_strays(root: Path) -> list[int]:
+    """SIGKILL processes a test left behind under ``root`` (workers and sandboxes survive a
+    server stop by design, to be adopted by the next server; a test has no next server)."""
+    needle = str(root).encode()
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            cwd = os.readlink(entry / "cwd").encode()
+        except OSError:
+            continue
+        if needle in cmdline or cwd == needle or cwd.startswith(needle + b"/"):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except OSError:
+                pass
+    return killed
 
 
 def start_server(
