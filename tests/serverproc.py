@@ -52,7 +52,10 @@ class ServerProcess:
             env["RUNYARD_TOKEN"] = self.token
         return env
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+    def stop(
+        self, sig: int = signal.SIGTERM, timeout: float = 15.0, *, keep_runs: bool = False
+    ) -> int:
+        """Stop the server; ``keep_runs`` leaves its workers for a server restarted here."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -60,7 +63,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        kill_strays(self.root)
+        if not keep_runs:
+            kill_strays(self.root)
         if self.pump is not None:
             self.pump.join(10)
         if self.proc.stdout is not None and (self.pump is None or not self.pump.is_alive()):

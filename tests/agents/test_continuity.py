@@ -30,7 +30,7 @@ def test_three_runs_and_a_restart(tmp_path: Path, mode: str) -> None:
             # a run being watched by an old server finishes under a new one
             waiting = create_run(client, session_id, "wait-for go\nanswer adopted", package="probe")
     finally:
-        server.stop()
+        server.stop(keep_runs=True)
     assert first["state"] == "succeeded", first
     assert second["state"] == "succeeded", second
     assert first["isolation"] == second["isolation"] == mode
