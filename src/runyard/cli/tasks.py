@@ -9,13 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from runyard.cli.backend import connect, open_backend
+from runyard.cli.backend import Backend
 from runyard.cli.common import (
     ConfigOpt,
     JsonOpt,
     LogDirOpt,
-    TokenOpt,
-    UrlOpt,
     WorkspaceOpt,
     console,
     fail,
@@ -23,6 +21,7 @@ from runyard.cli.common import (
     parse_fields,
     print_json,
 )
+from runyard.cli.connect import with_backend, with_client
 from runyard.cli.render import graph_tree, status_summary, status_table
 from runyard.client import Client
 from runyard.config import Settings
@@ -92,71 +91,46 @@ def run(
     _finish(status, as_json)
 
 
+@with_client
 def submit(
+    client: Client,
     task: Annotated[str, typer.Argument(help="Registered task name, e.g. demo")],
     fields: Fields = None,
     name: NameOpt = None,
     source: SourceOpt = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """Submit a task to the server."""
-    client = _client(workspace_dir, log_dir, config, url, token)
-    try:
-        handle = client.submit(task, **_inputs(fields, name, source))
-        if not wait:
-            print_json(handle.model_dump()) if as_json else console.print(handle.task_id)
-            return
-        status = client.wait_task(handle.task_id, handle.run_id, poll_interval=0.5)
-    except RunyardError as exc:
-        fail(str(exc))
-    _finish(status, as_json)
+    handle = client.submit(task, **_inputs(fields, name, source))
+    if not wait:
+        print_json(handle.model_dump()) if as_json else console.print(handle.task_id)
+        return
+    _finish(client.wait_task(handle.task_id, handle.run_id, poll_interval=0.5), as_json)
 
 
+@with_client
 def wait(
+    client: Client,
     task_id: TaskIdArg,
     run_id: Annotated[str | None, typer.Argument(help="Run id (default: the current run)")] = None,
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """Wait until a run ends and print its final status."""
-    client = _client(workspace_dir, log_dir, config, url, token)
-    try:
-        run = run_id or client.status(task_id).run_id
-        status = client.wait_task(task_id, run, poll_interval=0.5)
-    except RunyardError as exc:
-        fail(str(exc))
-    _finish(status, as_json)
+    run = run_id or client.status(task_id).run_id
+    _finish(client.wait_task(task_id, run, poll_interval=0.5), as_json)
 
 
-def status(
-    task_id: TaskIdArg,
-    as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
-) -> None:
+@with_backend
+def status(backend: Backend, task_id: TaskIdArg, as_json: JsonOpt = False) -> None:
     """Print a task's status."""
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        current = backend.status(task_id)
-    except (RunyardError, KeyError) as exc:
-        fail(str(exc))
+    current = backend.status(task_id)
     print_json(current.to_json()) if as_json else console.print(status_summary(current))
 
 
+@with_backend
 def ls(
+    backend: Backend,
     state: Annotated[str | None, typer.Option(help="Only this state")] = None,
     task_type: Annotated[str | None, typer.Option("--type", help="Only this task type")] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many, newest first")] = None,
@@ -164,25 +138,18 @@ def ls(
         str | None, typer.Option(help="Only tasks whose id, name, error or config has this")
     ] = None,
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """List tasks, newest first."""
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        items = backend.statuses(limit, state, task_type, text)
-    except RunyardError as exc:
-        fail(str(exc))
+    items = backend.statuses(limit, state, task_type, text)
     if as_json:
         print_json([item.to_json() for item in items])
     else:
         console.print(status_table(items))
 
 
+@with_backend
 def logs(
+    backend: Backend,
     task_id: TaskIdArg,
     offset: Annotated[int, typer.Option(help="Start byte offset; -1 reads the tail")] = -1,
     limit: Annotated[int, typer.Option(help="Max bytes (1024-262144)")] = 65536,
@@ -190,32 +157,23 @@ def logs(
         bool, typer.Option("--follow", "-f", help="Keep printing new output")
     ] = False,
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """Print a bounded window of a task's log (byte offsets)."""
     if not 1024 <= limit <= 262144 or offset < -1:
         fail("--limit must be 1024-262144 and --offset -1 or more")
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        chunk = backend.log(task_id, offset, limit)
-        if as_json and not follow:
-            print_json(chunk.model_dump())
-            return
-        sys.stdout.write(chunk.content)
-        while follow:
-            chunk = _follow_step(backend, task_id, chunk.next_offset, limit)
-            if chunk is None:
-                break
-    except (RunyardError, KeyError) as exc:
-        fail(str(exc))
+    chunk = backend.log(task_id, offset, limit)
+    if as_json and not follow:
+        print_json(chunk.model_dump())
+        return
+    sys.stdout.write(chunk.content)
+    while follow:
+        chunk = _follow_step(backend, task_id, chunk.next_offset, limit)
+        if chunk is None:
+            break
     sys.stdout.flush()
 
 
-def _follow_step(backend: Any, task_id: str, offset: int, limit: int) -> Any:
+def _follow_step(backend: Backend, task_id: str, offset: int, limit: int) -> Any:
     chunk = backend.log(task_id, offset, limit)
     sys.stdout.write(chunk.content)
     sys.stdout.flush()
@@ -229,81 +187,42 @@ def _follow_step(backend: Any, task_id: str, offset: int, limit: int) -> Any:
     return chunk
 
 
-def graph(
-    task_id: TaskIdArg,
-    as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
-) -> None:
+@with_backend
+def graph(backend: Backend, task_id: TaskIdArg, as_json: JsonOpt = False) -> None:
     """Show a task's lineage as a tree."""
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        result = backend.graph(task_id)
-    except (RunyardError, KeyError) as exc:
-        fail(str(exc))
+    result = backend.graph(task_id)
     if as_json:
         print_json(result.model_dump(mode="json", by_alias=True))
     else:
         console.print(graph_tree(result))
 
 
-def context(
-    task_id: TaskIdArg,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
-) -> None:
+@with_backend
+def context(backend: Backend, task_id: TaskIdArg) -> None:
     """Print a task's context (paths, status, relations) as JSON."""
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        print_json(backend.context(task_id).model_dump(mode="json", by_alias=True))
-    except (RunyardError, KeyError) as exc:
-        fail(str(exc))
+    print_json(backend.context(task_id).model_dump(mode="json", by_alias=True))
 
 
-def cancel(
-    task_id: TaskIdArg,
-    as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
-) -> None:
+@with_backend
+def cancel(backend: Backend, task_id: TaskIdArg, as_json: JsonOpt = False) -> None:
     """Cancel a queued or running task."""
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        done = backend.cancel(task_id)
-    except RunyardError as exc:
-        fail(str(exc))
+    done = backend.cancel(task_id)
     if as_json:
         print_json(done)
     else:
         console.print("cancelled" if done else "nothing to cancel (not active)")
 
 
+@with_backend
 def rm(
+    backend: Backend,
     task_ids: Annotated[list[str], typer.Argument(help="Full task ids")],
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """Delete finished (or metadata-only) tasks and their files."""
     if len(set(task_ids)) != len(task_ids):
         fail("task ids must be unique")
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
-    try:
-        deleted = backend.delete(task_ids)
-    except RunyardError as exc:
-        fail(str(exc))
+    deleted = backend.delete(task_ids)
     if as_json:
         print_json(deleted)
         return
@@ -311,17 +230,13 @@ def rm(
         console.print(f"{'deleted' if task_id in deleted else 'skipped'} {task_id}")
 
 
+@with_backend
 def defs(
+    backend: Backend,
     task: Annotated[str | None, typer.Argument(help="Show one definition in full")] = None,
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """List the installed task definitions."""
-    backend = open_backend(_settings(workspace_dir, log_dir, config), url, token)
     items = backend.definitions()
     if task is not None:
         items = [d for d in items if d.name == task]
@@ -332,13 +247,3 @@ def defs(
         return
     for d in items:
         console.print(f"[bold]{d.name}[/] ({d.task_type}, {d.source}) {d.description}")
-
-
-def _client(
-    ws: Path | None, logs: Path | None, config: Path | None, url: str | None, token: str | None
-) -> Client:
-    client = connect(_settings(ws, logs, config), url, token)
-    if client is None:
-        fail("no server found for this workspace: start one with `runyard serve` or pass --url")
-    assert client is not None
-    return client

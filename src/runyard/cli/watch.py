@@ -10,22 +10,10 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.text import Text
 
-from runyard.cli.backend import connect
-from runyard.cli.common import (
-    ConfigOpt,
-    JsonOpt,
-    LogDirOpt,
-    TokenOpt,
-    UrlOpt,
-    WorkspaceOpt,
-    console,
-    fail,
-    load_settings,
-    print_json,
-)
+from runyard.cli.common import JsonOpt, console, fail, print_json
+from runyard.cli.connect import with_client
 from runyard.cli.render import status_summary
-from runyard.client import LogEvent, ProgressEvent, ResultEvent
-from runyard.errors import RunyardError
+from runyard.client import Client, LogEvent, ProgressEvent, ResultEvent
 
 TAIL_LINES = 15
 
@@ -52,37 +40,26 @@ class _View:
         return Group(self.progress, Text("\n".join(self.tail), style="dim"))
 
 
+@with_client
 def watch(
+    client: Client,
     task_id: Annotated[str, typer.Argument(help="Full task id")],
     as_json: JsonOpt = False,
-    url: UrlOpt = None,
-    token: TokenOpt = None,
-    workspace_dir: WorkspaceOpt = None,
-    log_dir: LogDirOpt = None,
-    config: ConfigOpt = None,
 ) -> None:
     """Follow a task live (progress per step and log) until it ends."""
-    client = connect(load_settings(workspace_dir, log_dir, config), url, token)
-    if client is None:
-        fail("no server found for this workspace: start one with `runyard serve` or pass --url")
-    assert client is not None
     view = _View()
     result: ResultEvent | None = None
-    try:
-        with Live(view.render(), console=console, refresh_per_second=10, transient=as_json) as live:
-            for event in client.stream(task_id):
-                if isinstance(event, ProgressEvent):
-                    view.on_progress(event)
-                elif isinstance(event, LogEvent):
-                    view.on_log(event)
-                else:
-                    result = event
-                live.update(view.render())
-    except RunyardError as exc:
-        fail(str(exc))
+    with Live(view.render(), console=console, refresh_per_second=10, transient=as_json) as live:
+        for event in client.stream(task_id):
+            if isinstance(event, ProgressEvent):
+                view.on_progress(event)
+            elif isinstance(event, LogEvent):
+                view.on_log(event)
+            else:
+                result = event
+            live.update(view.render())
     if result is None or result.status is None:
         fail(f"stream ended without a status: {result.answer if result else 'no result'}")
-    assert result is not None and result.status is not None
     if as_json:
         print_json(result.status.to_json())
     else:

@@ -1,0 +1,70 @@
+"""Give a command the options every command shares, and what they select.
+
+``@with_backend`` adds ``--url --token --workspace-dir --log-dir --config`` to a command
+and calls it with a backend (the server when one answers, else the files);
+``@with_client`` does the same with a client of the server. Either turns a runyard error
+into a one-line message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from runyard.cli.backend import connect, open_backend
+from runyard.cli.common import (
+    ConfigOpt,
+    LogDirOpt,
+    TokenOpt,
+    UrlOpt,
+    WorkspaceOpt,
+    fail,
+    load_settings,
+)
+from runyard.client import Client
+from runyard.config import Settings
+from runyard.errors import RunyardError
+
+KW = inspect.Parameter.KEYWORD_ONLY
+COMMON = [
+    inspect.Parameter("url", KW, default=None, annotation=UrlOpt),
+    inspect.Parameter("token", KW, default=None, annotation=TokenOpt),
+    inspect.Parameter("workspace_dir", KW, default=None, annotation=WorkspaceOpt),
+    inspect.Parameter("log_dir", KW, default=None, annotation=LogDirOpt),
+    inspect.Parameter("config", KW, default=None, annotation=ConfigOpt),
+]
+
+
+def _require_client(settings: Settings, url: str | None, token: str | None) -> Client:
+    client = connect(settings, url, token)
+    if client is None:
+        fail("no server found for this workspace: start one with `runyard serve` or pass --url")
+    return client
+
+
+def _with_common(fn: Callable[..., Any], make: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(fn, eval_str=True)
+    own = list(signature.parameters.values())[1:]  # the first one receives what ``make`` made
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> Any:
+        common = {param.name: kwargs.pop(param.name) for param in COMMON}
+        settings = load_settings(common["workspace_dir"], common["log_dir"], common["config"])
+        made = make(settings, common["url"], common["token"])
+        try:
+            return fn(made, **kwargs)
+        except (RunyardError, KeyError) as exc:
+            fail(str(exc))
+
+    command.__signature__ = signature.replace(parameters=own + COMMON)  # type: ignore[attr-defined]
+    return command
+
+
+def with_backend(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _with_common(fn, open_backend)
+
+
+def with_client(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _with_common(fn, _require_client)
