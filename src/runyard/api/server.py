@@ -57,8 +57,6 @@ def serve(settings: Settings) -> None:
     if uds is not None:
         servers.append(uds)
     record = {"url": url, "pid": os.getpid(), "started_at": utcnow()}
-    print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
-    print(f"  Studio: {url}/   try: runyard submit demo x=1 y=2 --wait", flush=True)
     asyncio.run(_run_all(servers, settings, record))
 
 
@@ -67,8 +65,11 @@ async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any
     tasks = [asyncio.create_task(server.serve(sockets=socks)) for server, socks in servers]
     while not main.started and not tasks[0].done():
         await asyncio.sleep(0.01)
-    if main.started:
+    if main.started:  # recorded, then announced: whoever reads the line finds the file
         write_json_atomic(server_file(settings), record)
+        url = record["url"]
+        print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
+        print(f"  Studio: {url}/   try: runyard submit demo x=1 y=2 --wait", flush=True)
     try:
         await tasks[0]
     finally:
