@@ -55,12 +55,17 @@ def acquire_worker_lock(path: Path, run_id: str, timeout: float = 1.0) -> int | 
 
 def lock_held(path: Path) -> bool:
     """True while some live process holds the lock on ``path``."""
+    return _held_by_another(path, fcntl.LOCK_SH)
+
+
+def _held_by_another(path: Path, probe: int) -> bool:
+    """True when ``probe`` (a shared or exclusive flock) cannot be had on ``path`` now."""
     try:
         fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
     except OSError:
         return False
     try:
-        if _try_flock(fd, fcntl.LOCK_SH):
+        if _try_flock(fd, probe):
             fcntl.flock(fd, fcntl.LOCK_UN)
             return False
         return True
@@ -119,14 +124,4 @@ def hold_supervision(path: Path) -> int | None:
 
 def supervised(path: Path) -> bool:
     """True while some process watches the run (holds ``.supervised``)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | OPEN_FLAGS)
-    except OSError:
-        return False
-    try:
-        if _try_flock(fd, fcntl.LOCK_EX):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return False
-        return True
-    finally:
-        os.close(fd)
+    return _held_by_another(path, fcntl.LOCK_EX)
