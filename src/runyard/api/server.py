@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +53,7 @@ def serve(settings: Settings) -> None:
     host, port = tcp.getsockname()[:2]
     url = f"http://{_url_host(host)}:{port}"
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
-    servers = [(uvicorn.Server(config), [tcp])]
+    servers = [(_Server(config), [tcp])]
     uds = _agent_socket(settings, services, app)
     if uds is not None:
         servers.append(uds)
@@ -62,6 +63,9 @@ def serve(settings: Settings) -> None:
 
 async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any]) -> None:
     main = servers[0][0]
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, _request_exit, main)
     tasks = [asyncio.create_task(server.serve(sockets=socks)) for server, socks in servers]
     while not main.started and not tasks[0].done():
         await asyncio.sleep(0.01)
@@ -81,6 +85,11 @@ async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any
             server_file(settings).unlink(missing_ok=True)
 
 
+def _request_exit(main: uvicorn.Server) -> None:
+    main.force_exit = main.should_exit  # a second signal skips the graceful wait
+    main.should_exit = True
+
+
 def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     agents = services.agents
     if agents is None:
@@ -93,7 +102,7 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     os.chmod(path, 0o666)
     guarded = BearerAuth(app, settings.token, agents.verify_run_token, require_run_token=True)
     config = uvicorn.Config(guarded, log_level="warning", lifespan="off")
-    return _SecondaryServer(config), [sock]
+    return _Server(config), [sock]
 
 
 def _bind_tcp(host: str, port: int) -> socket.socket:
@@ -114,8 +123,10 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-class _SecondaryServer(uvicorn.Server):
-    """A server that leaves signals to the main one; it stops when the main one stops."""
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal capture: ``_run_all`` handles SIGINT/SIGTERM so the
+    address file is removed on the way out (uvicorn re-raises the signal at exit, which
+    would end the process before any cleanup)."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
