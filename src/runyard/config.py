@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from runyard.errors import ConfigError
@@ -42,6 +42,24 @@ class Target(BaseModel):
     token: str | None = None
 
 
+class ResourceLimits(BaseModel):
+    """Hard limits for one run or task: memory (MiB), processes, CPUs (fractions allowed).
+
+    ``None`` leaves that resource unlimited. Enforced by a cgroup (v2, or v1 where only
+    that exists), else by setrlimit; what was enforced, and how, is recorded with the run.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_mb: int | None = Field(None, ge=16)
+    pids: int | None = Field(None, ge=8)
+    cpu: float | None = Field(None, gt=0)
+
+    @property
+    def empty(self) -> bool:
+        return self.memory_mb is None and self.pids is None and self.cpu is None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RUNYARD_", env_file=".env", extra="ignore", env_nested_delimiter="__"
@@ -52,6 +70,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     token: str | None = None
+    auth: bool = True
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
     targets: dict[str, Target] = Field(default_factory=dict)
     max_concurrent_tasks: int = Field(8, ge=1, le=1024)
     cancel_grace_seconds: float = Field(5.0, gt=0)
@@ -74,6 +95,10 @@ class Settings(BaseSettings):
     agent_executor: str = Field("local", pattern="^(local|kubernetes)$")
     kubernetes: KubernetesSettings | None = None
     agent_python: Path | None = None
+    agent_limits: ResourceLimits = Field(
+        default_factory=lambda: ResourceLimits(memory_mb=2048, pids=512)
+    )
+    task_limits: ResourceLimits = Field(default_factory=ResourceLimits)
 
     @classmethod
     def settings_customise_sources(

@@ -28,9 +28,12 @@ class Mount:
 
 @dataclass(frozen=True)
 class Limits:
+    """Hard limits of one launch; ``None`` leaves that resource unlimited."""
+
     cpu: float | None = None
     memory_bytes: int | None = None
     timeout_seconds: float | None = None
+    pids: int | None = None
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ class TaskStatus(BaseModel):
     result: dict[str, Any] = Field(default_factory=dict)
     steps: list[Step] = Field(default_factory=list)
     log_path: str = ""
+    submitted_by: str | dict[str, str] = "admin"
+    limits: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
