@@ -26,6 +26,7 @@ from api_helpers import (
 from serverproc import ServerProcess, read_sse
 
 LIMIT = 1 << 20
+JSON = {"content-type": "application/json"}  # state changes are JSON, bodyless ones too
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +63,11 @@ def test_sessions_round_trip_close_and_reopen(client: httpx.Client) -> None:
     assert set(got) == {"id", "title", "status", "history", "latestRunId", "createdAt", "updatedAt"}
     listed = client.get("/sessions", params={"limit": 1}).json()
     assert listed["items"][0]["id"] == session_id and listed["nextCursor"]
-    assert client.post(f"/sessions/{session_id}/close").json()["status"] == "CLOSED"
+    assert client.post(f"/sessions/{session_id}/close", headers=JSON).json()["status"] == "CLOSED"
     assert error_of(upload(client, session_id, b"x"), 409)["code"] == "session_closed"
     reply = client.post("/runs", json={"sessionId": session_id, "userPrompt": "hi"})
     assert "reopen" in error_of(reply, 409)["message"]
-    assert client.post(f"/sessions/{session_id}/reopen").json()["status"] == "OPEN"
+    assert client.post(f"/sessions/{session_id}/reopen", headers=JSON).json()["status"] == "OPEN"
     assert upload(client, session_id, b"x").status_code == 201
     assert error_of(client.get("/sessions/ses-nope"), 404)["code"] == "not_found"
     assert error_of(client.post("/sessions", json={"title": "a\x00b"}), 422)
@@ -133,7 +134,8 @@ def test_oversized_and_malformed_uploads(client: httpx.Client, server: ServerPro
     assert str(LIMIT) in too_big["message"] and too_big["code"] == "too_large"
     assert sorted(p.name for p in (server.workspace / "agent" / "uploads").iterdir()) == before
     assert error_of(upload(client, "ses-unknown", b"x"), 404)
-    assert error_of(client.post("/artifacts/upload", json={"sessionId": session_id}), 400)
+    as_json = client.post("/artifacts/upload", json={"sessionId": session_id})
+    assert error_of(as_json, 415)["code"] == "unsupported_media_type"
     no_file = client.post("/artifacts/upload", data={"sessionId": session_id}, files={"x": b""})
     assert error_of(no_file, 400)
     missing = client.post("/artifacts/upload", files={"file": ("a.csv", b"x")})
@@ -163,7 +165,7 @@ def test_mount_grants_only_inside_allowed_roots(client: httpx.Client, roots: Pat
     assert error_of(grant("bad/name", allowed), 422)
     assert error_of(grant("w", allowed, "rwx"), 422)
     assert error_of(grant("data", allowed), 409)
-    revoked = client.delete(f"/mount-grants/{created.json()['id']}").json()
+    revoked = client.delete(f"/mount-grants/{created.json()['id']}", headers=JSON).json()
     assert revoked["revoked"] is True
     assert grant("data", allowed, "rw").status_code == 201
     listed = client.get("/mount-grants", params={"sessionId": session_id}).json()["items"]
@@ -239,7 +241,7 @@ def test_run_refusals(client: httpx.Client) -> None:
         "/runs", json={"sessionId": session_id, "userPrompt": "x", "package": "probe"}
     )
     assert error_of(again, 409)["code"] == "run_active"
-    cancelled = client.post(f"/runs/{first['id']}/cancel").json()
+    cancelled = client.post(f"/runs/{first['id']}/cancel", headers=JSON).json()
     assert cancelled["state"] == "cancelled" and cancelled["exitCode"] == 130
     assert error_of(client.get("/runs/run-missing"), 404)
 

@@ -15,9 +15,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.cors import CORSMiddleware
 
 from runyard.api.auth import BearerAuth
 from runyard.api.envelope import job_response
+from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.notify import ChangeHub
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_jobs import build_jobs_router
@@ -67,7 +69,26 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.add_middleware(
         BearerAuth, token=settings.token, verify_run_token=run_token_verifier(services)
     )
+    _install_browser_safety(app, settings)
     return app
+
+
+def _install_browser_safety(app: FastAPI, settings: Settings) -> None:
+    """The guard outermost; CORS (only for configured origins) inside it, before auth,
+    so a preflight of an allowed origin is answered without a token."""
+    if settings.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["authorization", "content-type", "last-event-id", "range"],
+        )
+    app.add_middleware(
+        RequestGuard,
+        hosts=HostPolicy.for_settings(settings),
+        allowed_origins=settings.allowed_origins,
+        settings_port=settings.port or None,
+    )
 
 
 def run_token_verifier(services: Services) -> Any:

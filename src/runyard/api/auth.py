@@ -3,11 +3,13 @@
 * The configured server token (compared in constant time) opens every route.
 * A run token issued by the agent-run backend opens ``/jobs`` and ``/api/v1`` only; the
   routes themselves narrow it to its own session (``request.state.run_scope``).
-* ``/health`` and the Studio's static files are open: the Studio asks for the token and
-  sends it as a header, never in a URL.
+* ``/health`` and the Studio's static files are open: the Studio takes the token from the
+  ``#token=`` fragment of the link ``serve`` prints (a fragment never reaches a server) or
+  asks for it, and sends it only as a header.
 
-On the agent-run Unix socket (``require_run_token=True``) only run tokens are accepted,
-whether or not a server token is configured.
+On the agent-run Unix socket (``require_run_token=True``) only run tokens are accepted —
+never the server (admin) token: the socket is reachable from inside runs, and a token that
+leaked into one must not turn into admin rights there.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         presented = _bearer(scope)
-        if presented and self.token and hmac.compare_digest(presented.encode(), self.token):
+        if not self.require_run_token and self._is_server_token(presented):
             await self.app(scope, receive, send)
             return
         run_scope = self._run_scope(presented)
@@ -58,6 +60,11 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         await _unauthorized(send, "Missing or invalid bearer token")
+
+    def _is_server_token(self, presented: str | None) -> bool:
+        if not presented or self.token is None:
+            return False
+        return hmac.compare_digest(presented.encode(), self.token)
 
     def _run_scope(self, presented: str | None) -> Any:
         if not presented or self.verify_run_token is None:

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from runyard.errors import RunyardError
 
-JSON_TYPES = ("application/json", "application/x-www-form-urlencoded", "text/plain")
+# not text/plain nor forms: a browser sends those cross-origin without asking (CSRF)
+JSON_TYPES = ("application/json",)
 
 
 class JobResponse(BaseModel):

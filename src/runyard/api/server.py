@@ -21,6 +21,7 @@ import uvicorn
 from runyard.api.address import server_file
 from runyard.api.app import create_app
 from runyard.api.auth import BearerAuth
+from runyard.api.guard import agent_socket_channel
 from runyard.api.services import Services
 from runyard.config import Settings
 from runyard.errors import ConfigError
@@ -98,11 +99,25 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(str(path))
-    os.chmod(path, 0o666)
+    # bound under a temporary name, given its owner and mode, then renamed into place:
+    # never connectable by others, not even for a moment
+    staging = path.with_name(f".{os.getpid()}")  # no longer than the name it replaces
+    staging.unlink(missing_ok=True)
+    sock.bind(str(staging))
+    _own_socket(staging, settings)
+    os.replace(staging, path)
     guarded = BearerAuth(app, settings.token, agents.verify_run_token, require_run_token=True)
-    config = uvicorn.Config(guarded, log_level="warning", lifespan="off")
+    config = uvicorn.Config(agent_socket_channel(guarded), log_level="warning", lifespan="off")
     return _Server(config), [sock]
+
+
+def _own_socket(path: Path, settings: Settings) -> None:
+    """Owned by the runs' uid/gid with mode 0660, or 0600 when runs run as the server."""
+    uid = settings.agent_run_uid if settings.agent_run_uid is not None else os.getuid()
+    gid = settings.agent_run_gid if settings.agent_run_gid is not None else os.getgid()
+    os.chown(path, uid, gid)
+    own = uid == os.getuid() and gid == os.getgid()
+    os.chmod(path, 0o600 if own else 0o660)
 
 
 def _bind_tcp(host: str, port: int) -> socket.socket:

@@ -52,6 +52,9 @@ class AgentApi:
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         timeout = kwargs.pop("timeout", 60)
+        if method != "GET" and not {"json", "files", "content", "data"} & set(kwargs):
+            # the server takes state changes as JSON only, bodyless ones included
+            kwargs["headers"] = {"content-type": "application/json", **kwargs.get("headers", {})}
         try:
             with self._client(timeout) as http:
                 reply = http.request(method, path, **kwargs)

@@ -112,6 +112,9 @@ export async function agent(path, { method = "GET", json, body, signal, headers 
     init.body = JSON.stringify(json);
   } else if (body !== undefined) {
     init.body = body;
+  } else if (method !== "GET") {
+    // the server takes state changes as JSON only, bodyless ones included
+    init.headers["Content-Type"] = "application/json";
   }
   const response = await apiFetch(`/api/v1${path}`, init);
   if (!response.ok) await raiseFor(response);

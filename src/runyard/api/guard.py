@@ -1,0 +1,233 @@
+"""Browser and network safety as pure ASGI middleware: on by default, token or not.
+
+Any web page the user opens can make the browser send requests to the server (CSRF), and
+a page on a DNS name its author controls can point that name at 127.0.0.1 and then read
+the answers as its own (DNS rebinding). Three checks stop both, on every TCP listener:
+
+* ``Host`` must name this server: the bound address, ``localhost``/``127.0.0.1``/``[::1]``
+  on a loopback bind, the host's own name or any IP literal on a wildcard bind (an IP
+  literal cannot be a rebound name) — each at the port the connection arrived on — or an
+  ``allowed_hosts`` entry (``name`` for any port, ``name:port`` for one). Else 403.
+* An ``Origin`` header must be the server's own origin (``http(s)://`` + the accepted
+  Host) or an ``allowed_origins`` entry; ``Origin: null`` is foreign. No Origin (CLI,
+  curl) is fine. Else 403.
+* A state-changing request (POST/PUT/PATCH/DELETE) must declare ``application/json`` (or
+  ``+json``) — ``multipart/form-data`` on the upload route only — so a browser can never
+  send one cross-origin without a CORS preflight. Else 415, bodyless requests included.
+
+The agent-run Unix socket is reached only by runs; its listener marks its requests
+(:func:`agent_socket_channel`), which then skip the Host and Origin checks (a run says
+``Host: runyard``) but not the content type.
+
+>>> app = RequestGuard(app, HostPolicy.for_settings(settings), settings.allowed_origins)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runyard.config import Settings
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+UPLOAD_PATH = "/api/v1/artifacts/upload"
+AGENT_SOCKET_KEY = "runyard.agent_socket"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _split_host(value: str) -> tuple[str, int | None] | None:
+    """``name[:port]`` or ``[v6][:port]`` → (lower-case name, port); None if malformed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        name, rest = value[: end + 1], value[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            return None
+        port_text = rest[1:] if rest else None
+    else:
+        name, sep, port_text_ = value.partition(":")
+        port_text = port_text_ if sep else None
+    if not name or (port_text is not None and not port_text.isdigit()):
+        return None
+    return name, int(port_text) if port_text is not None else None
+
+
+def _ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name.strip("[]"))
+    except ValueError:
+        return False
+    return name.startswith("[") or ":" not in name
+
+
+def _own_name(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host.lower()
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Which ``Host`` values name this server (see the module docstring)."""
+
+    names: frozenset[str]
+    any_ip: bool
+    allowed: tuple[tuple[str, int | None], ...]
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> HostPolicy:
+        bound = settings.host.strip().lower()
+        names = {_own_name(bound)} if bound not in WILDCARDS else set()
+        if _is_loopback(bound):
+            names |= LOOPBACK_NAMES
+        wildcard = bound in WILDCARDS
+        if wildcard:
+            names |= LOOPBACK_NAMES | {socket.gethostname().lower(), socket.getfqdn().lower()}
+        allowed = tuple(p for p in map(_split_host, settings.allowed_hosts) if p is not None)
+        return cls(frozenset(names), wildcard, allowed)
+
+    def accepts(self, host_header: str | None, port: int | None) -> bool:
+        parsed = _split_host(host_header or "")
+        if parsed is None:
+            return False
+        name, given = parsed
+        for allowed_name, allowed_port in self.allowed:
+            if name == allowed_name and allowed_port in (None, given):
+                return True
+        if given != port and not (given is None and port == 80):
+            return False
+        return name in self.names or (self.any_ip and _ip_literal(name))
+
+
+def _origin_key(origin: str) -> str:
+    return origin.strip().lower().rstrip("/")
+
+
+class RequestGuard:
+    """Refuses foreign ``Host``/``Origin`` (403) and non-JSON state changes (415)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        hosts: HostPolicy,
+        allowed_origins: list[str] | tuple[str, ...] = (),
+        *,
+        settings_port: int | None = None,
+    ) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.allowed_origins = frozenset(_origin_key(o) for o in allowed_origins)
+        self.settings_port = settings_port
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            status, code, message = refusal
+            await _refuse(scope, send, status, code, message)
+            return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+        headers = _headers(scope)
+        if not scope.get(AGENT_SOCKET_KEY):
+            host = headers.get("host")
+            if not self.hosts.accepts(host, self._port(scope)):
+                return 403, "forbidden_host", f"Host {host!r} does not name this server"
+            origin = headers.get("origin")
+            if origin is not None and not self._own_origin(origin, host or ""):
+                return 403, "forbidden_origin", f"Requests from origin {origin!r} are refused"
+        if scope["type"] == "http" and scope["method"] in STATE_CHANGING:
+            return _content_type_refusal(scope["path"], headers.get("content-type", ""))
+        return None
+
+    def _port(self, scope: Scope) -> int | None:
+        server = scope.get("server")
+        if server and len(server) == 2 and isinstance(server[1], int):
+            return int(server[1])
+        return self.settings_port
+
+    def _own_origin(self, origin: str, host: str) -> bool:
+        key = _origin_key(origin)
+        if key in self.allowed_origins:
+            return True
+        scheme, sep, netloc = key.partition("://")
+        return bool(sep) and scheme in ("http", "https") and netloc == host.strip().lower()
+
+
+def _content_type_refusal(path: str, content_type: str) -> tuple[int, str, str] | None:
+    media = content_type.split(";")[0].strip().lower()
+    if path == UPLOAD_PATH:
+        if media == "multipart/form-data":
+            return None
+        expected = "a multipart/form-data upload"
+    elif _is_json(media):
+        return None
+    else:
+        expected = "a JSON body (application/json)"
+    got = repr(media) if media else "no content type"
+    return 415, "unsupported_media_type", f"Expected {expected}, got {got}"
+
+
+def _is_json(media: str) -> bool:
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
+        # repeated headers combine as HTTP says; a doubled Host or Origin then matches nothing
+        out[key] = f"{out[key]}, {text}" if key in out else text
+    return out
+
+
+async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    payload: dict[str, Any]
+    if scope["path"].startswith("/api/"):
+        payload = {"error": {"code": code, "message": message}}
+    else:
+        payload = {"detail": message}
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def agent_socket_channel(app: ASGIApp) -> ASGIApp:
+    """Mark requests as arriving on the agent-run Unix socket (set by its listener only)."""
+
+    async def marked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope = {**scope, AGENT_SOCKET_KEY: True}
+        await app(scope, receive, send)
+
+    return marked
