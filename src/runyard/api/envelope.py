@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from runyard.api.jsonbody import BadJsonBody, parse_json_body
 from runyard.errors import RunyardError
 
 # not text/plain nor forms: a browser sends those cross-origin without asking (CSRF)
@@ -67,9 +68,9 @@ async def read_json_body(request: Request, limit: int) -> Any:
     if not body.strip():
         return {}
     try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise HTTPException(422, f"Malformed JSON body: {exc}") from exc
+        return parse_json_body(body)
+    except BadJsonBody as exc:
+        raise HTTPException(exc.status, str(exc)) from exc
 
 
 def validate_envelope(model: type[BaseModel], data: Any) -> BaseModel:

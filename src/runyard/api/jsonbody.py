@@ -1,0 +1,158 @@
+"""The one parser every JSON request body goes through: bounded nesting, finite numbers.
+
+Python's ``json`` recurses once per nesting level, and so do pydantic and the encoder that
+echoes a body back in a 422: a body nested a thousand levels deep ends in a RecursionError
+somewhere between them. And it accepts ``NaN``/``Infinity`` (and reads ``1e400`` as
+infinity), which the answer's JSON encoder then refuses. Both used to answer 500. Here:
+
+* nesting deeper than :data:`MAX_DEPTH` is refused *before* parsing, by a scan of the raw
+  bytes that never recurses (:func:`nesting_exceeds`) — :class:`JsonTooDeep`, HTTP 400;
+* a non-finite number is refused while parsing — :class:`NonFiniteNumber`, HTTP 422; its
+  message names the problem without repeating the value (which no JSON answer can carry);
+* anything else that is not JSON — :class:`MalformedJson`, HTTP 422.
+
+>>> parse_json_body(b'{"arguments": {"x": 1}}')
+{'arguments': {'x': 1}}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from runyard.errors import InvalidInput
+
+MAX_DEPTH = 64
+
+# The skeleton of a body: quotes and brackets only, "{}" folded into "[]".
+_SKELETON = bytes.maketrans(b"{}", b"[]")
+_NOT_SKELETON = bytes(b for b in range(256) if b not in b'"[]{}')
+# Number shapes: digits -> "0", exponent marks -> "e", "+" kept, everything else a space.
+_NUMBER_SHAPE = bytes(
+    0x30 if 0x30 <= b <= 0x39 else 0x65 if b in b"eE" else 0x2B if b == 0x2B else 0x20
+    for b in range(256)
+)
+# A finite double is below 1e309: a literal can overflow only with a three-digit exponent
+# or a run of at least 100 digits (below both, it stays under 1e100 * 1e99).
+_OVERFLOW_SHAPES = (b"e000", b"e+000", b"0" * 100)
+
+
+class BadJsonBody(InvalidInput):
+    """A request body that is not JSON runyard accepts; ``status`` is its HTTP answer."""
+
+    status = 422
+
+
+class JsonTooDeep(BadJsonBody):
+    status = 400
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"JSON body is nested too deeply: at most {limit} levels are allowed")
+
+
+class NonFiniteNumber(BadJsonBody):
+    def __init__(self) -> None:
+        super().__init__(
+            "JSON body holds a non-finite number (not-a-number or infinite, or a literal too "
+            "large for a double); only finite numbers are allowed"
+        )
+
+
+class MalformedJson(BadJsonBody):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"Malformed JSON body: {reason}")
+
+
+def parse_json_body(body: bytes | bytearray | str, max_depth: int = MAX_DEPTH) -> Any:
+    """The value of a JSON document, or a :class:`BadJsonBody` that says what is wrong."""
+    data, text = _utf8_view(body)
+    if nesting_exceeds(data, max_depth):
+        raise JsonTooDeep(max_depth)
+    # the per-float check costs a call per float: only where one could overflow
+    parse_float = _finite_float if _may_overflow(data) else None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=parse_float)
+    except BadJsonBody:
+        raise
+    except RecursionError as exc:  # a net: the scan bounds what the parser can recurse into
+        raise JsonTooDeep(max_depth) from exc
+    except json.JSONDecodeError as exc:
+        raise MalformedJson(str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise MalformedJson(f"not valid {exc.encoding} text at byte {exc.start}") from exc
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise MalformedJson("a number is out of range") from exc
+
+
+def nesting_exceeds(data: bytes, limit: int) -> bool:
+    """True when the brackets of ``data`` (outside strings) nest deeper than ``limit``.
+
+    No recursion and no per-byte Python loop, only C-speed bytes operations: escapes and
+    every byte but quotes and brackets go, then string contents; then each round deletes
+    the innermost ``[]`` pairs, which peels one level off every nest. At most ``limit + 1``
+    rounds over a shrinking skeleton, so the cost is linear in the body. Brackets never
+    closed count as open at the end. A body with no more opening brackets than ``limit``
+    cannot be deeper and costs two ``count`` calls.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    skeleton = _bracket_skeleton(data)
+    for _ in range(limit):
+        peeled = skeleton.replace(b"[]", b"")
+        if len(peeled) == len(skeleton):
+            # no pair left: what remains is "]]][[[", and its "[" are all open at the end
+            return skeleton.count(b"[") > limit
+        skeleton = peeled
+    return b"[]" in skeleton or skeleton.count(b"[") > limit
+
+
+def _bracket_skeleton(data: bytes) -> bytes:
+    """The brackets of ``data`` that are outside strings, ``{}`` folded into ``[]``."""
+    if b"\\" in data:
+        # an escaped backslash first, so that the quote in \\" still ends its string
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    skeleton = data.translate(_SKELETON, _NOT_SKELETON)
+    # "" is an empty string, or the end of one and the start of the next with nothing
+    # between: either way dropping it keeps every bracket on its side of the quotes
+    skeleton = skeleton.replace(b'""', b"")
+    if b'"' in skeleton:
+        skeleton = b"".join(skeleton.split(b'"')[::2])
+    return skeleton
+
+
+def _may_overflow(data: bytes) -> bool:
+    shapes = data.translate(_NUMBER_SHAPE)
+    return any(shape in shapes for shape in _OVERFLOW_SHAPES)
+
+
+def _utf8_view(body: bytes | bytearray | str) -> tuple[bytes, bytes | str]:
+    """The body as UTF-8 bytes to scan, and what to hand to ``json.loads``.
+
+    In UTF-8 no byte of a multi-byte character is ASCII, so brackets and quotes are found
+    byte-wise; a body in UTF-16/32 (which JSON allows) is re-encoded first.
+    """
+    if isinstance(body, str):
+        return body.encode("utf-8", "surrogatepass"), body
+    raw = bytes(body)
+    encoding = json.detect_encoding(raw)
+    if encoding in ("utf-8", "utf-8-sig"):
+        return raw, raw
+    try:
+        text = raw.decode(encoding, "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise MalformedJson(f"not valid {encoding} text at byte {exc.start}") from exc
+    return text.encode("utf-8", "surrogatepass"), text
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NonFiniteNumber()
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise NonFiniteNumber()
+    return value
