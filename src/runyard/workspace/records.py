@@ -65,7 +65,8 @@ class TaskStatus(BaseModel):
     result: dict[str, Any] = Field(default_factory=dict)
     steps: list[Step] = Field(default_factory=list)
     log_path: str = ""
-    submitted_by: str | dict[str, str] = "admin"
+    # ours, beyond the seed: written only when known, so a seed-written status reads as-is
+    submitted_by: str | dict[str, str] | None = None
     limits: dict[str, Any] | None = None
 
     @property
@@ -73,7 +74,14 @@ class TaskStatus(BaseModel):
         return self.state in TERMINAL_STATES
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        data = self.model_dump(mode="json")
+        for name in OPTIONAL_STATUS_FIELDS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+
+OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits")
 
 
 class TaskMetadata(BaseModel):
