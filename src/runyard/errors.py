@@ -13,6 +13,8 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   └── UnsafePath                   a path that would leave its folder
     ├── TaskNotFound (KeyError)          no status record for a task id
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
+    ├── TaskNameTaken (FileExistsError)  a fixed name a run token may not replace
+    ├── Forbidden (PermissionError)      an action the caller's token may not take
     ├── RunMismatch (ValueError)         a run_id that is not the folder's current run
     ├── ExecutorError                    a worker could not be launched or controlled
     ├── AgentError                       agent-run backend (see runyard.agents.errors)
@@ -78,6 +80,21 @@ class TaskActive(RunyardError, FileExistsError):
         super().__init__(
             f"Task {task_id} is still {state}; a fixed name replaces only a finished task"
         )
+
+
+class TaskNameTaken(RunyardError, FileExistsError):
+    """A fixed task name an agent run may not use: a task not of its session holds it."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"Task name of {task_id} is not available to this run; choose another task_name "
+            "or leave it empty for a generated one"
+        )
+
+
+class Forbidden(RunyardError, PermissionError):
+    """An action the caller's token does not allow; the message says why."""
 
 
 class RunMismatch(RunyardError, ValueError):

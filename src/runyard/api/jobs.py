@@ -1,7 +1,9 @@
 """The thirteen jobs of the Task Job API (seed 002): arguments, handlers and answer schemas.
 
-Each handler takes the services, its validated arguments and the change hub, and returns
-``(answer, success)``. Errors it raises become ``success: false`` answers at the edge.
+Each handler takes the services, its validated arguments, the change hub and the run
+scope of the caller (None for the admin), and returns ``(answer, success)``. Errors it
+raises become ``success: false`` answers at the edge. A run token sees only its session's
+tasks (:mod:`runyard.api.scopes`); its submits run sandboxed.
 """
 
 from __future__ import annotations
@@ -13,12 +15,23 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
+from runyard.agents.tokens import RunScope
 from runyard.api import job_args as a
 from runyard.api.notify import ChangeHub
+from runyard.api.scopes import (
+    can_see,
+    require_visible,
+    scoped_context,
+    scoped_graph,
+    status_filter,
+    submitter_for,
+    visible_ids,
+)
 from runyard.api.services import Services
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.runtime.liveness import settle
+from runyard.runtime.submitters import trusted_log_path
 from runyard.runtime.supervisor import TaskHandle
 from runyard.tasks.base import TaskDefinition
 from runyard.workspace.identity import parse_task_id
@@ -26,7 +39,8 @@ from runyard.workspace.logs import TaskLogChunk, read_log_window
 from runyard.workspace.records import TaskStatus
 
 JobResult = tuple[Any, bool] | tuple[Any, bool, dict[str, Any]]
-Handler = Callable[[Services, Any, ChangeHub], Awaitable[JobResult]]
+Scope = RunScope | None
+Handler = Callable[[Services, Any, ChangeHub, RunScope | None], Awaitable[JobResult]]
 
 
 @dataclass(frozen=True)
@@ -41,40 +55,51 @@ class Job:
         return TypeAdapter(self.answer).json_schema(by_alias=True)
 
 
-def current_status(services: Services, task_id: str) -> TaskStatus:
-    """The task's status, with a dead worker settled; TaskNotFound when there is none."""
-    parse_task_id(task_id)
+def current_status(services: Services, task_id: str, scope: RunScope | None = None) -> TaskStatus:
+    """The task's status, with a dead worker settled; TaskNotFound when there is none (or
+    when ``scope`` may not see it). ``log_path`` is where the log really is."""
+    require_visible(services, task_id, scope)
     status = services.repository.get(task_id)
     if status is None:
         raise TaskNotFound(task_id)
     if status.state == "running":
         status = settle(services.workspace, status)
+    log_path = trusted_log_path(services.workspace, status)
+    if log_path != status.log_path:
+        status = status.model_copy(update={"log_path": log_path})
     return status
 
 
-async def _list_definitions(s: Services, args: Any, hub: ChangeHub) -> JobResult:
+async def _list_definitions(s: Services, args: Any, hub: ChangeHub, scope: Scope) -> JobResult:
     """Broken plugins are named in ``metadata.plugin_errors``; they never hide the others."""
     definitions = [d.model_dump(mode="json") for d in s.registry.definitions()]
     metadata = {"plugin_errors": dict(s.registry.errors)} if s.registry.errors else {}
     return definitions, True, metadata
 
 
-async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub) -> JobResult:
+async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     return s.registry.get(args.task).definition.model_dump(mode="json"), True
 
 
-async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub) -> JobResult:
-    handle = await run_in_threadpool(s.supervisor.submit, args.task, a.extra_inputs(args))
+async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    handle = await run_in_threadpool(
+        s.supervisor.submit, args.task, a.extra_inputs(args), submitter_for(scope)
+    )
     return handle.model_dump(mode="json"), True
 
 
 async def wait_until_finished(
-    s: Services, hub: ChangeHub, task_id: str, run_id: str | None, poll_interval: float
+    s: Services,
+    hub: ChangeHub,
+    task_id: str,
+    run_id: str | None,
+    poll_interval: float,
+    scope: Scope = None,
 ) -> TaskStatus:
     """Wait for a run to end, woken by record changes; ``poll_interval`` bounds each wait."""
     with hub.subscribe(task_id) as sub:
         while True:
-            status = await run_in_threadpool(current_status, s, task_id)
+            status = await run_in_threadpool(current_status, s, task_id, scope)
             if run_id is not None and status.run_id != run_id:
                 raise RunMismatch(task_id, run_id, status.run_id)
             if status.terminal:
@@ -82,16 +107,18 @@ async def wait_until_finished(
             await sub.wait(poll_interval)
 
 
-async def _wait(s: Services, args: a.WaitArgs, hub: ChangeHub) -> JobResult:
-    status = await wait_until_finished(s, hub, args.task_id, args.run_id, args.poll_interval)
+async def _wait(s: Services, args: a.WaitArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    status = await wait_until_finished(s, hub, args.task_id, args.run_id, args.poll_interval, scope)
     return status.to_json(), status.state == "succeeded"
 
 
-async def _list_ids(s: Services, args: Any, hub: ChangeHub) -> JobResult:
-    return s.repository.list_ids(), True
+async def _list_ids(s: Services, args: Any, hub: ChangeHub, scope: Scope) -> JobResult:
+    return await run_in_threadpool(s.repository.list_ids, status_filter(s, scope)), True
 
 
-async def _list_statuses(s: Services, args: a.ListStatusesArgs, hub: ChangeHub) -> JobResult:
+async def _list_statuses(
+    s: Services, args: a.ListStatusesArgs, hub: ChangeHub, scope: Scope
+) -> JobResult:
     items, next_cursor = await run_in_threadpool(
         s.repository.list_statuses,
         limit=args.limit,
@@ -99,46 +126,57 @@ async def _list_statuses(s: Services, args: a.ListStatusesArgs, hub: ChangeHub) 
         state=args.state.value if args.state else None,
         task_type=args.task_type,
         text=args.text,
+        visible=status_filter(s, scope),
     )
     metadata = {"next_cursor": next_cursor} if args.limit or args.cursor or args.text else {}
     items = [settle(s.workspace, i) if i.state == "running" else i for i in items]
     return [item.to_json() for item in items], True, metadata
 
 
-async def _status(s: Services, args: a.TaskIdArgs, hub: ChangeHub) -> JobResult:
-    return (await run_in_threadpool(current_status, s, args.task_id)).to_json(), True
+async def _status(s: Services, args: a.TaskIdArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    return (await run_in_threadpool(current_status, s, args.task_id, scope)).to_json(), True
 
 
-async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub) -> JobResult:
-    status = await run_in_threadpool(current_status, s, args.task_id)
+async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    status = await run_in_threadpool(current_status, s, args.task_id, scope)
     chunk = await run_in_threadpool(read_log_window, status.log_path, args.offset, args.limit)
     return chunk.model_dump(mode="json"), True
 
 
-async def _stream(s: Services, args: a.StreamArgs, hub: ChangeHub) -> JobResult:
-    status = await wait_until_finished(s, hub, args.task_id, None, args.poll_interval)
+async def _stream(s: Services, args: a.StreamArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    status = await wait_until_finished(s, hub, args.task_id, None, args.poll_interval, scope)
     return status.to_json(), status.exit_code == 0
 
 
-async def _graph(s: Services, args: a.StrictTaskIdArgs, hub: ChangeHub) -> JobResult:
-    parse_task_id(args.task_id)
+async def _graph(s: Services, args: a.StrictTaskIdArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    require_visible(s, args.task_id, scope)
     graph = await run_in_threadpool(s.repository.graph, args.task_id)
+    graph = await run_in_threadpool(scoped_graph, s, graph, scope)
     return graph.model_dump(mode="json", by_alias=True), True
 
 
-async def _context(s: Services, args: a.StrictTaskIdMinArgs, hub: ChangeHub) -> JobResult:
-    parse_task_id(args.task_id)
+async def _context(
+    s: Services, args: a.StrictTaskIdMinArgs, hub: ChangeHub, scope: Scope
+) -> JobResult:
+    require_visible(s, args.task_id, scope)
     context = await run_in_threadpool(s.repository.context, args.task_id)
-    return context.model_dump(mode="json", by_alias=True), True
+    status = context.status
+    if status is not None:  # where the log really is (see current_status)
+        status = status.model_copy(update={"log_path": trusted_log_path(s.workspace, status)})
+        context = context.model_copy(update={"status": status, "log_path": status.log_path or None})
+    return await run_in_threadpool(scoped_context, s, context, scope), True
 
 
-async def _cancel(s: Services, args: a.TaskIdArgs, hub: ChangeHub) -> JobResult:
+async def _cancel(s: Services, args: a.TaskIdArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     parse_task_id(args.task_id)
+    if not can_see(s, args.task_id, scope):
+        return False, True  # what cancelling a task that does not exist answers
     return await run_in_threadpool(s.supervisor.cancel, args.task_id), True
 
 
-async def _delete(s: Services, args: a.DeleteArgs, hub: ChangeHub) -> JobResult:
-    return await run_in_threadpool(s.supervisor.delete, list(args.task_ids)), True
+async def _delete(s: Services, args: a.DeleteArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    task_ids = visible_ids(s, list(args.task_ids), scope)
+    return await run_in_threadpool(s.supervisor.delete, task_ids), True
 
 
 JOBS: dict[str, Job] = {

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 from starlette.responses import Response, StreamingResponse
 
+from runyard.agents.tokens import RunScope
 from runyard.api.envelope import (
     JobResponse,
     envelope_model,
@@ -20,12 +21,14 @@ from runyard.api.envelope import (
 from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.jobs import JOBS, Job
 from runyard.api.notify import ChangeHub
+from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
 from runyard.api.streaming import (
     parse_last_event_id,
     single_result,
     stream_task_events,
 )
+from runyard.errors import Forbidden
 
 log = logging.getLogger("runyard.api")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -69,26 +72,30 @@ def _add_job_routes(
 
     async def call(request: Request) -> Any:
         envelope, raw = await _parse(request, services, model)
+        scope = request_scope(request)
         if envelope.target:
-            target = resolve_target(services.settings, envelope.target)
+            target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_call(target, job.name, raw)
-        return await _run(job, services, envelope.arguments, hub)
+        return await _run(job, services, envelope.arguments, hub, scope)
 
     async def events(request: Request) -> Response:
         envelope, raw = await _parse(request, services, model)
+        scope = request_scope(request)
         last_event_id = request.headers.get("last-event-id")
         try:
             cursor = parse_last_event_id(last_event_id)
         except ValueError as exc:
             raise HTTPException(422, str(exc)) from exc
         if envelope.target:
-            target = resolve_target(services.settings, envelope.target)
+            target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_stream(target, job.name, raw, last_event_id)
         if job.name == "stream_task":
             args = envelope.arguments
-            stream = stream_task_events(services, hub, args.task_id, args.poll_interval, cursor)
+            stream = stream_task_events(
+                services, hub, args.task_id, args.poll_interval, cursor, scope
+            )
         else:
-            stream = single_result(**await _run(job, services, envelope.arguments, hub))
+            stream = single_result(**await _run(job, services, envelope.arguments, hub, scope))
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
     router.add_api_route(
@@ -127,15 +134,27 @@ async def _parse(
     return envelope, raw
 
 
-async def _run(job: Job, services: Services, arguments: Any, hub: ChangeHub) -> dict[str, Any]:
+def _allowed_target(name: str, scope: RunScope | None) -> str:
+    """Forwarding sends the target's own token: never on behalf of a run token."""
+    if scope is not None:
+        raise HTTPException(403, "A run token may not forward calls to a target")
+    return name
+
+
+async def _run(
+    job: Job, services: Services, arguments: Any, hub: ChangeHub, scope: RunScope | None
+) -> dict[str, Any]:
     try:
-        answer, success, *rest = await job.run(services, arguments, hub)
+        answer, success, *rest = await job.run(services, arguments, hub, scope)
     except HTTPException:
         raise
+    except Forbidden as exc:
+        raise HTTPException(403, scrub(services, str(exc), scope)) from exc
     except Exception as exc:
         if not isinstance(exc, (ValueError, KeyError, LookupError, OSError)):
             log.exception("job %s failed", job.name)
-        return job_response(error_answer(exc), False)
+        return job_response(scrub(services, error_answer(exc), scope), False)
+    answer = scrub(services, answer, scope)
     return job_response(answer, success, rest[0] if rest else None)
 
 

@@ -20,9 +20,11 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
+from runyard.agents.tokens import RunScope
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jobs import current_status
 from runyard.api.notify import ChangeHub
+from runyard.api.scopes import scrub
 from runyard.api.services import Services
 from runyard.workspace.events import read_events
 from runyard.workspace.logs import MAX_LIMIT, read_log_window
@@ -85,12 +87,17 @@ async def stream_task_events(
     task_id: str,
     poll_interval: float,
     cursor: StreamCursor,
+    scope: RunScope | None = None,
 ) -> AsyncIterator[bytes]:
-    """Progress and log events of the run current at the start, then its final result."""
+    """Progress and log events of the run current at the start, then its final result.
+
+    A run token (``scope``) follows only its session's tasks, as :func:`current_status`.
+    """
     try:
-        status = await run_in_threadpool(current_status, services, task_id)
+        status = await run_in_threadpool(current_status, services, task_id, scope)
     except Exception as exc:
-        yield format_event("result", job_response(error_answer(exc), False), cursor.event_id)
+        answer = scrub(services, error_answer(exc), scope)
+        yield format_event("result", job_response(answer, False), cursor.event_id)
         return
     pinned = status.run_id
     if cursor.run_tag not in (0, run_tag(pinned)):
@@ -114,20 +121,22 @@ async def stream_task_events(
             if not await sub.wait(wait) and time.monotonic() - last_sent >= heartbeat:
                 yield b": heartbeat\n\n"
                 last_sent = time.monotonic()
-            latest = await run_in_threadpool(_status_or_none, services, task_id)
+            latest = await run_in_threadpool(_status_or_none, services, task_id, scope)
             if latest is None or latest.run_id != pinned:
                 gone = "deleted" if latest is None else f"replaced by run {latest.run_id}"
                 message = f"KeyError: run {pinned} of {task_id} was {gone} before it ended"
                 yield format_event("result", job_response(message, False), cursor.event_id)
                 return
             status = latest
-    final = job_response(status.to_json(), status.exit_code == 0)
+    final = job_response(scrub(services, status.to_json(), scope), status.exit_code == 0)
     yield format_event("result", final, cursor.event_id)
 
 
-def _status_or_none(services: Services, task_id: str) -> TaskStatus | None:
+def _status_or_none(
+    services: Services, task_id: str, scope: RunScope | None
+) -> TaskStatus | None:
     try:
-        return current_status(services, task_id)
+        return current_status(services, task_id, scope)
     except KeyError:
         return None
 

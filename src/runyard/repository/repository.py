@@ -18,6 +18,7 @@ from runyard.repository.index import TaskIndex, decode_cursor, encode_cursor
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
     INSTANT,
+    StatusRecord,
     TaskFolder,
     list_task_folders,
     metadata_model,
@@ -50,6 +51,7 @@ from runyard.workspace.records import TaskMetadata, TaskState, TaskStatus
 log = logging.getLogger(__name__)
 
 ChangeCallback = Callable[[str, str], None]
+Matcher = Callable[[str, StatusRecord], bool]
 # Folder mtimes move in coarse ticks (whole seconds on some filesystems); anything modified
 # this close to the start of the scan is read again.
 CATCH_UP_SLACK_NS = 1_000_000_000
@@ -167,22 +169,27 @@ class TaskRepository:
         state: str | None = None,
         task_type: str | None = None,
         text: str | None = None,
+        visible: Matcher | None = None,
     ) -> tuple[list[TaskStatus], str | None]:
         """Statuses by created_at desc, then task_id desc; ``(page, next_cursor or None)``.
 
         ``text`` keeps tasks whose id, name, state, error or config values contain it
-        (case-insensitive); it costs a scan of the candidates, not just a page.
+        (case-insensitive); ``visible(task_id, record)`` keeps only what it accepts. Both
+        cost a scan of the candidates, not just a page.
         """
         if limit is not None and (isinstance(limit, bool) or limit < 1):
             raise InvalidInput(f"limit must be a positive integer, got {limit!r}")
         after = decode_cursor(cursor) if cursor else None
-        match = text_matcher(text) if text else None
+        match = _both(text_matcher(text) if text else None, visible)
         found, last = self._index.page(_buckets(state, task_type), after, limit, match)
         page = [status_model(record) for _, record in found]
         return page, (encode_cursor(last) if last is not None else None)
 
-    def list_ids(self) -> list[str]:
-        """Ids of tasks with a valid status, in :meth:`list_statuses` order."""
+    def list_ids(self, visible: Matcher | None = None) -> list[str]:
+        """Ids of tasks with a valid status (those ``visible`` accepts), newest first."""
+        if visible is not None:
+            found, _ = self._index.page(_buckets(None, None), None, None, visible)
+            return [task_id for task_id, _ in found]
         return self._index.ids(_buckets(None, None))
 
     def list_results(self) -> list[TaskMetadata]:
@@ -315,6 +322,12 @@ class TaskRepository:
                 callback(task_id, name)
             except Exception:
                 log.exception("change subscriber failed for %s %s", task_id, name)
+
+
+def _both(first: Matcher | None, second: Matcher | None) -> Matcher | None:
+    if first is None or second is None:
+        return first or second
+    return lambda task_id, record: first(task_id, record) and second(task_id, record)
 
 
 def _type_of(task_id: str) -> str:

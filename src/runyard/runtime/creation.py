@@ -20,8 +20,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from runyard.errors import InvalidInput, RunyardError, TaskActive
+from runyard.errors import InvalidInput, RunyardError, TaskActive, TaskNameTaken
 from runyard.runtime.liveness import settle, state_event, worker_alive
+from runyard.runtime.submitters import ADMIN, Submitter, record_submitter, session_of
 from runyard.tasks.base import TaskInput
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.atomic import fsync_dir
@@ -34,12 +35,18 @@ NAME_ATTEMPTS = 64
 
 
 def create_task(
-    workspace: Workspace, registry: TaskRegistry, task: str, inputs: dict[str, Any]
+    workspace: Workspace,
+    registry: TaskRegistry,
+    task: str,
+    inputs: dict[str, Any],
+    submitted_by: Submitter = ADMIN,
 ) -> TaskStatus:
     """Validate ``inputs`` for ``task`` and write its ``queued`` records; the new status.
 
     Raises :class:`UnknownTask`, :class:`InvalidInput` (nothing is written) or
-    :class:`TaskActive` for a fixed name whose task is still queued or running.
+    :class:`TaskActive` for a fixed name whose task is still queued or running. A task
+    submitted by an agent run (``submitted_by`` a dict) may replace only a task of its
+    own session: :class:`TaskNameTaken` otherwise.
     """
     registered = registry.get(task)
     if not isinstance(inputs, dict):
@@ -50,13 +57,14 @@ def create_task(
     if typed.task_name:
         task_id = build_task_id(task_type, task, typed.task_name)
         with claim(workspace, task_id):
+            _check_replaceable_by(workspace, task_id, submitted_by)
             clear_for_reuse(workspace, task_id)
-            return _write_queued(workspace, task_id, task, typed)
+            return _write_queued(workspace, task_id, task, typed, submitted_by)
     for _ in range(NAME_ATTEMPTS):
         task_id = build_task_id(task_type, task, generate_task_name())
         with claim(workspace, task_id):
             if not os.path.lexists(workspace.task_dir(task_id)):
-                return _write_queued(workspace, task_id, task, typed)
+                return _write_queued(workspace, task_id, task, typed, submitted_by)
     raise RunyardError(f"Could not find a free generated name for task {task}")
 
 
@@ -120,8 +128,16 @@ def remove_task_dir(workspace: Workspace, task_id: str) -> bool:
     return True
 
 
+def _check_replaceable_by(workspace: Workspace, task_id: str, submitted_by: Submitter) -> None:
+    """A run may reuse a fixed name only over a task of its own session (or a free name)."""
+    if not isinstance(submitted_by, dict) or not os.path.lexists(workspace.task_dir(task_id)):
+        return
+    if session_of(workspace, task_id) != submitted_by.get("session_id"):
+        raise TaskNameTaken(task_id)
+
+
 def _write_queued(
-    workspace: Workspace, task_id: str, task: str, typed: TaskInput
+    workspace: Workspace, task_id: str, task: str, typed: TaskInput, submitted_by: Submitter
 ) -> TaskStatus:
     task_dir = workspace.task_dir(task_id)
     run_id = uuid.uuid4().hex
@@ -131,7 +147,9 @@ def _write_queued(
         task_id=task_id, run_id=run_id, task_type=task_dir.parent.name, task_name=task,
         state=TaskState.QUEUED, config=config, created_at=utcnow(),
         log_path=os.path.abspath(workspace.run_log_path(task_id, run_id)),
+        submitted_by=submitted_by,
     )
+    record_submitter(workspace, task_id, run_id, submitted_by)
     task_dir.mkdir()
     append_event(workspace.events_path(task_id), state_event(TaskState.QUEUED, status.created_at))
     workspace.write_status(status, durable=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.local import open_pidfd, wait_readable
+from runyard.runtime.submitters import trusted_log_path
 from runyard.runtime.workerlock import (
     SUPERVISED_FILE,
     holding_if_free,
@@ -79,6 +80,9 @@ def end_dead_run(
         if not free or current is None or current.run_id != run_id or current.terminal:
             return current
         cancelled = cancelled or cancel_requested(workspace, task_id, run_id)
+        if error is None and not cancelled:  # the real log's tail, never a path the task wrote
+            error = _death_message(current, exit_info, trusted_log_path(workspace, current))
+        error = error or ""
         final = _final_status(current, exit_info, cancelled, error)
         append_event(workspace.events_path(task_id), state_event(final.state, final.finished_at))
         workspace.write_status(final, durable=True)
@@ -101,7 +105,7 @@ def state_event(state: TaskState, at: str | None) -> dict[str, str | None]:
 
 
 def _final_status(
-    current: TaskStatus, exit_info: ExitInfo | None, cancelled: bool, error: str | None
+    current: TaskStatus, exit_info: ExitInfo | None, cancelled: bool, error: str
 ) -> TaskStatus:
     now = utcnow()
     if cancelled:
@@ -109,19 +113,17 @@ def _final_status(
             update={"state": TaskState.CANCELLED, "finished_at": now,
                     "exit_code": CANCEL_EXIT_CODE, "error": "Cancelled"}
         )
-    if error is None:
-        error = _death_message(current, exit_info)
     return current.model_copy(
         update={"state": TaskState.FAILED, "finished_at": now,
                 "exit_code": _exit_code(exit_info), "error": error}
     )
 
 
-def _death_message(current: TaskStatus, exit_info: ExitInfo | None) -> str:
+def _death_message(current: TaskStatus, exit_info: ExitInfo | None, log_path: str) -> str:
     how = exit_info.describe() if exit_info is not None else "exit status unknown"
     when = "before it started" if current.state is TaskState.QUEUED else "without a final status"
     message = f"Worker ended {when} ({how})"
-    tail = log_tail(current.log_path)
+    tail = log_tail(log_path)
     return f"{message}; log tail:\n{tail}" if tail else message
 
 

@@ -22,12 +22,13 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from runyard.config import Settings
-from runyard.errors import ExecutorError, InvalidInput, UnknownTask
-from runyard.executors.base import ExitInfo, Handle
-from runyard.executors.local import terminate_group
+from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
+from runyard.executors.base import ExitInfo, Handle, LaunchSpec
+from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
@@ -40,8 +41,22 @@ from runyard.runtime.liveness import (
     worker_alive,
 )
 from runyard.runtime.monitor import ExitMonitor
-from runyard.runtime.reconcile import live_worker, unfinished_statuses
-from runyard.runtime.workerlock import hold_supervision
+from runyard.runtime.reconcile import WorkerRef, live_worker, unfinished_statuses
+from runyard.runtime.sandboxed import (
+    prepare_task_dir,
+    sandboxed_worker_spec,
+    task_sandbox_problem,
+)
+from runyard.runtime.submitters import (
+    ADMIN,
+    Submitter,
+    forget_submitter,
+    launch_scope,
+    record_sandbox_process,
+    sandbox_process,
+    trusted_log_path,
+)
+from runyard.runtime.workerlock import hold_supervision, lock_held
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
@@ -63,6 +78,7 @@ class _Active:
     pid: int
     start_time: int | None
     handle: Handle | None = None
+    executor: WorkerExecutor | None = None
     cancelling: bool = False
     exit_info: ExitInfo | None = None
     supervision_fd: int | None = None
@@ -93,6 +109,9 @@ class Supervisor:
         self._active: dict[str, _Active] = {}
         self._monitor: ExitMonitor | None = None
         self._executor: WorkerExecutor | None = None
+        self._sandbox_executor = LocalExecutor()  # sandboxed workers never use the zygote
+        self._sandbox_problem: str | None = None
+        self._sandbox_probed = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -131,9 +150,19 @@ class Supervisor:
 
     # -- submit ------------------------------------------------------------------------
 
-    def submit(self, task: str, inputs: dict[str, Any]) -> TaskHandle:
-        """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive."""
-        status = create_task(self.workspace, self.registry, task, inputs)
+    def submit(
+        self, task: str, inputs: dict[str, Any], submitted_by: Submitter = ADMIN
+    ) -> TaskHandle:
+        """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
+
+        A run-submitted task (``submitted_by`` a dict) will run sandboxed; where no
+        sandbox works, :class:`Forbidden` says why and nothing is written.
+        """
+        if isinstance(submitted_by, dict):
+            problem = self.sandbox_problem()
+            if problem is not None:
+                raise Forbidden(f"Tasks submitted by an agent run must run sandboxed: {problem}")
+        status = create_task(self.workspace, self.registry, task, inputs, submitted_by)
         self._changed(status.task_id)
         with self._lock:
             self._queue.append((status.task_id, status.run_id))
@@ -145,6 +174,14 @@ class Supervisor:
         with self._lock:
             while self._monitor is not None and self._queue and self._has_slot():
                 self._launch(*self._queue.popleft())
+
+    def sandbox_problem(self) -> str | None:
+        """Why run-submitted tasks cannot be sandboxed here (probed once), or None."""
+        with self._lock:
+            if not self._sandbox_probed:
+                self._sandbox_problem = task_sandbox_problem(self.settings)
+                self._sandbox_probed = True
+            return self._sandbox_problem
 
     def _has_slot(self) -> bool:
         return len(self._active) < self.settings.max_concurrent_tasks
@@ -158,20 +195,39 @@ class Supervisor:
             return
         assert self._executor is not None and self._monitor is not None
         supervision = hold_supervision(supervision_path(self.workspace, task_id))
+        scope = launch_scope(self.workspace, status)
+        executor = self._executor if scope is None else self._sandbox_executor
         try:
-            target = self.registry.get(status.task_name).target
-            spec = worker_spec(self.settings, self.workspace, status, target)
-            handle = self._executor.launch(spec)
-        except (UnknownTask, ExecutorError) as exc:
+            handle = executor.launch(self._spec(status, scope))
+        except (UnknownTask, ExecutorError, Forbidden, OSError) as exc:
             if supervision is not None:
                 os.close(supervision)
             end_dead_run(self.workspace, task_id, run_id, error=f"{type(exc).__name__}: {exc}")
             self._changed(task_id)
             return
         assert handle.pid is not None
-        act = _Active(task_id, run_id, handle.pid, None, handle, supervision_fd=supervision)
+        if scope is not None:
+            start = process_start_time(handle.pid)
+            record_sandbox_process(self.workspace, task_id, handle.pid, start)
+        act = _Active(
+            task_id, run_id, handle.pid, None, handle, executor, supervision_fd=supervision
+        )
         self._active[run_id] = act
         self._monitor.watch(run_id, handle.pid)
+
+    def _spec(self, status: TaskStatus, scope: dict[str, str] | None) -> LaunchSpec:
+        """The admin worker as before; a run-submitted one only ever inside its sandbox."""
+        target = self.registry.get(status.task_name).target
+        if scope is None:
+            return worker_spec(self.settings, self.workspace, status, target)
+        problem = self.sandbox_problem()
+        if problem is not None:
+            raise Forbidden(f"A task submitted by an agent run needs a sandbox: {problem}")
+        prepare_task_dir(self.settings, self.workspace.task_dir(status.task_id))
+        log_path = Path(trusted_log_path(self.workspace, status))
+        return sandboxed_worker_spec(
+            self.settings, self.workspace, status, target, scope.get("session_id", ""), log_path
+        )
 
     # -- reconcile and exits -------------------------------------------------------------
 
@@ -185,7 +241,7 @@ class Supervisor:
 
     def _adopt(self, status: TaskStatus) -> _Active | None:
         """Watch the live worker of ``status`` (one we did not launch) if we are started."""
-        ref = live_worker(self.workspace, status)
+        ref = self._worker_ref(status)
         if ref is None:
             return None
         act = self._active.get(status.run_id)
@@ -214,24 +270,24 @@ class Supervisor:
                 return
             del self._active[run_id]
             act.release()
-            if act.handle is not None and self._executor is not None:
-                self._executor.cleanup(act.handle)
+            if act.handle is not None and act.executor is not None:
+                act.executor.cleanup(act.handle)
         self._changed(act.task_id)
         self._pump()
 
     def _exit_info(self, act: _Active, pidfd: int | None) -> ExitInfo | None:
-        if act.exit_info is None and act.handle is not None and self._executor is not None:
-            act.exit_info = self._executor.wait_exit(act.handle, 2.0)
+        if act.exit_info is None and act.handle is not None and act.executor is not None:
+            act.exit_info = act.executor.wait_exit(act.handle, 2.0)
         elif act.exit_info is None:
             act.exit_info = _reap_adopted(pidfd)
         return act.exit_info
 
     def _still_held(self, act: _Active, status: TaskStatus) -> None:
         """The run is unfinished and its lock is held: another worker, or a settler."""
-        if act.handle is not None and self._executor is not None:
-            self._executor.cleanup(act.handle)
+        if act.handle is not None and act.executor is not None:
+            act.executor.cleanup(act.handle)
             act.handle = None
-        ref = live_worker(self.workspace, status)
+        ref = self._worker_ref(status)
         if ref is not None and ref.pid != act.pid and self._monitor is not None:
             act.pid, act.start_time = ref.pid, ref.start_time
             self._monitor.watch(act.run_id, ref.pid, ref.start_time)
@@ -299,8 +355,8 @@ class Supervisor:
     def _terminate(self, act: _Active) -> None:
         grace = self.settings.cancel_grace_seconds
         try:
-            if act.handle is not None and self._executor is not None:
-                self._executor.cancel(act.handle, grace)
+            if act.handle is not None and act.executor is not None:
+                act.executor.cancel(act.handle, grace)
             else:
                 terminate_group(act.pid, grace, act.start_time)
         except ExecutorError:
@@ -312,8 +368,22 @@ class Supervisor:
         """Delete finished, metadata-only or broken tasks; the ids really deleted."""
         deleted = delete_tasks(self.workspace, list(task_ids))
         for task_id in deleted:
+            forget_submitter(self.workspace, task_id)
             self._changed(task_id)
         return deleted
+
+    def _worker_ref(self, status: TaskStatus) -> WorkerRef | None:
+        """The process to watch and signal for a live worker of ``status``.
+
+        A sandboxed worker's lock file names a PID of its own namespace, and the task may
+        have rewritten it: the server's record of the sandbox process is used instead.
+        """
+        if launch_scope(self.workspace, status) is None:
+            return live_worker(self.workspace, status)
+        recorded = sandbox_process(self.workspace, status.task_id)
+        if recorded is None or not lock_held(self.workspace.lock_path(status.task_id)):
+            return None
+        return WorkerRef(*recorded)
 
     def _changed(self, task_id: str) -> None:
         if self._on_change is None:

@@ -1,0 +1,127 @@
+"""Who submitted a task, kept where the task itself cannot write.
+
+A task submitted with a run token runs sandboxed, and its own folder is writable from
+inside that sandbox: its ``status.json`` (``submitted_by``, ``log_path``, ``run_id``) and
+its ``.worker.lock`` may say anything by the time the server reads them again. So the
+server also records the submitter beside the workspace's type folders::
+
+    <workspace>/.submitters/<task_type>/<task_id>.json
+        {"task_id": ..., "run_id": ..., "submitted_by": {"session_id": ..., "run_id": ...},
+         "pid": <sandbox process on the host>, "start_time": <its start time>}
+
+Decisions that matter trust this record over the status: a task is launched sandboxed if
+either says so (so a rewritten status cannot make it an admin task), its log is the log
+of the recorded run (so a rewritten ``log_path`` cannot name a host file), and it is
+visible to a session only when this record names that session. Admin-submitted tasks have
+no record; replacing a task by an admin submit removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
+from runyard.workspace.identity import parse_task_id
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskStatus
+
+ADMIN = "admin"
+SUBMITTERS_DIR = ".submitters"
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+Submitter = str | dict[str, str]
+
+
+def run_submitter(session_id: str, run_id: str) -> dict[str, str]:
+    """The ``submitted_by`` of a task submitted with the token of agent run ``run_id``."""
+    return {"session_id": session_id, "run_id": run_id}
+
+
+def submitter_path(workspace: Workspace, task_id: str) -> Path:
+    tid = parse_task_id(task_id)
+    return workspace.root / SUBMITTERS_DIR / tid.task_type / f"{tid}.json"
+
+
+def record_submitter(
+    workspace: Workspace, task_id: str, run_id: str, submitted_by: Submitter
+) -> None:
+    """Record who submitted run ``run_id`` (call under the task's claim, before its status)."""
+    path = submitter_path(workspace, task_id)
+    if not isinstance(submitted_by, dict):
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    record = {"task_id": task_id, "run_id": run_id, "submitted_by": dict(submitted_by)}
+    write_json_atomic(path, record, sync_dir=True)
+
+
+def read_submitter(workspace: Workspace, task_id: str) -> dict[str, Any] | None:
+    """The record of a run-submitted task (None for admin tasks and unreadable records)."""
+    data = read_json_tolerant(submitter_path(workspace, task_id))
+    if not isinstance(data, dict) or data.get("task_id") != task_id:
+        return None
+    by = data.get("submitted_by")
+    if not isinstance(by, dict) or not isinstance(by.get("session_id"), str):
+        return None
+    if not isinstance(data.get("run_id"), str) or not _RUN_ID.match(data["run_id"]):
+        return None
+    return data
+
+
+def forget_submitter(workspace: Workspace, task_id: str) -> None:
+    submitter_path(workspace, task_id).unlink(missing_ok=True)
+
+
+def record_sandbox_process(
+    workspace: Workspace, task_id: str, pid: int, start_time: int | None
+) -> None:
+    """Note the host process of a sandboxed worker: the one a later server may signal.
+
+    The lock file in the task folder names a PID inside the sandbox's PID namespace (and
+    the task could rewrite it), so cancel and adoption of sandboxed tasks use this.
+    """
+    record = read_submitter(workspace, task_id)
+    if record is None:
+        return
+    record.update(pid=pid, start_time=start_time)
+    write_json_atomic(submitter_path(workspace, task_id), record)
+
+
+def sandbox_process(workspace: Workspace, task_id: str) -> tuple[int, int | None] | None:
+    record = read_submitter(workspace, task_id)
+    if record is None or not isinstance(record.get("pid"), int) or record["pid"] <= 1:
+        return None
+    start = record.get("start_time")
+    return record["pid"], start if isinstance(start, int) else None
+
+
+def launch_scope(workspace: Workspace, status: TaskStatus) -> dict[str, str] | None:
+    """The submitter a task's worker must be sandboxed for; None for an admin task.
+
+    Either record is enough to sandbox it: the status could have been rewritten by the
+    task, the server's own record could be gone while an old status still says so.
+    """
+    record = read_submitter(workspace, status.task_id)
+    if record is not None:
+        return dict(record["submitted_by"])
+    if isinstance(status.submitted_by, dict):
+        return dict(status.submitted_by)
+    return None
+
+
+def session_of(workspace: Workspace, task_id: str) -> str | None:
+    """The session that submitted ``task_id`` according to the server's record."""
+    record = read_submitter(workspace, task_id)
+    return None if record is None else str(record["submitted_by"]["session_id"])
+
+
+def trusted_log_path(workspace: Workspace, status: TaskStatus) -> str:
+    """Where the log of ``status`` really is: for a run-submitted task, computed from the
+    recorded run, never taken from a status the task could have rewritten."""
+    record = read_submitter(workspace, status.task_id)
+    if record is None:
+        return status.log_path
+    return os.path.abspath(workspace.run_log_path(status.task_id, record["run_id"]))
