@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.agents.errors import AgentError, UploadTooLarge, error_code, http_status
 from runyard.agents.files import list_output_files, output_file
-from runyard.agents.models import Page, SessionStatus, to_wire
+from runyard.agents.models import MountGrant, Page, SessionStatus, to_wire
 from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
 from runyard.agents.service import AgentService
@@ -35,6 +35,9 @@ from runyard.api.services import Services
 
 log = logging.getLogger("runyard.api.agents")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+# where a run sees its session's folders: run tokens get these instead of host paths
+SANDBOX_STATE_DIR = "/workspace/state"
+SANDBOX_MOUNTS_DIR = "/workspace/mounts"
 UPLOAD_SLACK = 1 << 20  # multipart framing and the small fields around the file
 HTTP_CODES = {400: "bad_request", 404: "not_found", 409: "conflict", 413: "too_large"}
 
@@ -113,6 +116,14 @@ def run_scope(request: Request) -> RunScope | None:
     return scope if isinstance(scope, RunScope) else None
 
 
+def _grant_wire(grant: MountGrant, scope: RunScope | None) -> dict[str, Any]:
+    """A grant as its reader may see it: a run sees where it is mounted, not the host path."""
+    wire: dict[str, Any] = to_wire(grant)
+    if scope is not None:
+        wire["hostPath"] = f"{SANDBOX_MOUNTS_DIR}/{grant.name}"
+    return wire
+
+
 def _page(page: Page) -> dict[str, Any]:
     return to_wire(page)
 
@@ -157,19 +168,21 @@ def _session_routes(router: APIRouter, services: Services, service: AgentService
     @router.get("/sessions/{session_id}/state")
     async def get_session_state(request: Request, session_id: str) -> Any:
         scope = run_scope(request)
-        return to_wire(await run_in_threadpool(catalog.session_state, session_id, scope))
+        state = to_wire(await run_in_threadpool(catalog.session_state, session_id, scope))
+        return state if scope is None else {**state, "path": SANDBOX_STATE_DIR}
 
     for action, status in (("close", SessionStatus.CLOSED), ("reopen", SessionStatus.OPEN)):
         _status_route(router, catalog, action, status)
 
     @router.get("/packages")
-    async def list_packages() -> Any:
+    async def list_packages(request: Request) -> Any:
+        hide_paths = run_scope(request) is not None
         names = await run_in_threadpool(available_packages, services.settings)
         default = await run_in_threadpool(resolve_package, services.settings, None)
         items = []
         for name in names:
             package = await run_in_threadpool(resolve_package, services.settings, name)
-            info = package.describe(str(package.path))
+            info = package.describe("" if hide_paths else str(package.path))
             items.append({**info, "default": package.path == default.path})
         return {"items": items, "nextCursor": None}
 
@@ -236,7 +249,7 @@ def _grant_routes(router: APIRouter, services: Services, service: AgentService) 
             catalog.create_grant, body.session_id, body.name, body.host_path, body.access,
             run_scope(request),
         )  # fmt: skip
-        return to_wire(grant)
+        return _grant_wire(grant, run_scope(request))
 
     @router.get("/mount-grants")
     async def list_grants(
@@ -247,11 +260,13 @@ def _grant_routes(router: APIRouter, services: Services, service: AgentService) 
     ) -> Any:
         scope = run_scope(request)
         page = await run_in_threadpool(catalog.list_grants, session_id, limit, cursor, scope)
-        return _page(page)
+        items = [_grant_wire(grant, scope) for grant in page.items]
+        return {"items": items, "nextCursor": page.next_cursor}
 
     @router.delete("/mount-grants/{grant_id}")
     async def revoke_grant(request: Request, grant_id: str) -> Any:
-        return to_wire(await run_in_threadpool(catalog.revoke_grant, grant_id, run_scope(request)))
+        scope = run_scope(request)
+        return _grant_wire(await run_in_threadpool(catalog.revoke_grant, grant_id, scope), scope)
 
 
 def _run_routes(router: APIRouter, services: Services, service: AgentService) -> None:

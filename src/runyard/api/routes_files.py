@@ -10,10 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse
 
+from runyard.agents.tokens import RunScope
 from runyard.api.downloads import download
+from runyard.api.scopes import can_see, request_scope
 from runyard.api.services import Services
 from runyard.errors import InvalidInput, UnsafePath
 from runyard.workspace.artifacts import resolve_inside
@@ -26,13 +28,16 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def _task_dir(services: Services, task_id: str) -> Path | JSONResponse:
+def _task_dir(
+    services: Services, task_id: str, scope: RunScope | None = None
+) -> Path | JSONResponse:
     try:
         parse_task_id(task_id)
     except InvalidInput as exc:
         return _error(400, "invalid_task_id", str(exc))
     folder = services.workspace.task_dir(task_id)
-    if not folder.is_dir() or folder.is_symlink():
+    # another session's task answers as one that does not exist
+    if not folder.is_dir() or folder.is_symlink() or not can_see(services, task_id, scope):
         return _error(404, "task_not_found", f"No task folder for {task_id}")
     return folder
 
@@ -58,15 +63,15 @@ def build_files_router(services: Services) -> APIRouter:
     router = APIRouter(tags=["task files"])
 
     @router.get("/tasks/{task_id}/files")
-    async def task_files(task_id: str) -> Any:
-        folder = _task_dir(services, task_id)
+    async def task_files(request: Request, task_id: str) -> Any:
+        folder = _task_dir(services, task_id, request_scope(request))
         if isinstance(folder, JSONResponse):
             return folder
         return {"items": list_files(folder), "nextCursor": None}
 
     @router.get("/tasks/{task_id}/files/{path:path}")
-    async def task_file(task_id: str, path: str) -> Any:
-        folder = _task_dir(services, task_id)
+    async def task_file(request: Request, task_id: str, path: str) -> Any:
+        folder = _task_dir(services, task_id, request_scope(request))
         if isinstance(folder, JSONResponse):
             return folder
         if any(part.startswith(".") for part in path.split("/")):

@@ -1,0 +1,207 @@
+"""A run token acts only as its run: what an agent inside a real bubblewrap sandbox can do
+with the Job API through its socket, against a real server."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from agent_support import needs_bwrap
+from api_helpers import agent_server, api, create_run, new_session, wait_run
+
+from serverproc import ServerProcess, start_server
+
+pytestmark = [pytest.mark.sandbox, needs_bwrap]
+
+TASK_SCRIPT = """
+import json, os, socket
+found = {"uid": os.getuid(), "env": sorted(os.environ)}
+try:
+    open(HOST_FILE, "w").write("escaped")
+    found["write"] = "written"
+except OSError as exc:
+    found["write"] = type(exc).__name__
+try:
+    socket.create_connection(("127.0.0.1", PORT), timeout=3).close()
+    found["connect"] = "connected"
+except OSError as exc:
+    found["connect"] = type(exc).__name__
+found["sees"] = {p: os.path.exists(p) for p in PATHS}
+found["siblings"] = sorted(os.listdir(os.path.dirname(os.getcwd())))
+json.dump(found, open("probe.json", "w"))
+"""
+
+
+def command_for(host_file: Path, port: int, paths: list[str]) -> str:
+    script = TASK_SCRIPT.replace("HOST_FILE", json.dumps(str(host_file)))
+    script = script.replace("PORT", str(port)).replace("PATHS", json.dumps(paths))
+    encoded = base64.b64encode(script.encode()).decode()
+    return f"python3 -c \"import base64; exec(base64.b64decode('{encoded}'))\""
+
+
+def job(name: str, **arguments: Any) -> list[Any]:
+    return [name, "POST", f"/jobs/{name}", {"arguments": arguments}]
+
+
+def run_probe(client: httpx.Client, session_id: str, calls: list[list[Any]]) -> dict[str, Any]:
+    run = create_run(client, session_id, json.dumps(calls), package="scope_probe")
+    done = wait_run(client, run["id"], timeout=90)
+    assert done["state"] == "succeeded", done
+    reply = client.get(f"/runs/{run['id']}/files/replies.json")
+    assert reply.status_code == 200, reply.text
+    return {"run": done, **reply.json()}
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    other = start_server(tmp_path / "other", token="other-secret")
+    targets = {"other": {"url": other.url, "token": "other-secret"}}
+    main = agent_server(tmp_path / "main", "bwrap", token="server-secret", targets=targets)
+    try:
+        yield main, other
+    finally:
+        main.stop()
+        other.stop()
+
+
+def admin_task(server: ServerProcess, name: str, command: str) -> str:
+    handle = server.call("submit", task="command", command=command, task_name=name)["answer"]
+    return str(handle["task_id"])
+
+
+def test_run_token_tasks_are_sandboxed_and_scoped(
+    servers: tuple[ServerProcess, ServerProcess], tmp_path: Path
+) -> None:
+    main, other = servers
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    host_file = tmp_path / "outside" / "escaped.txt"
+    host_file.parent.mkdir()
+    admin_done = admin_task(main, "admin-done", "echo admin-secret")
+    main.call("stream_task", task_id=admin_done)
+    admin_busy = admin_task(main, "admin-busy", "sleep 60")
+    with api(main, timeout=120) as client:
+        session_b = new_session(client, "b")
+        b = run_probe(client, session_b, [job("submit", task="demo", x=1, y=2, task_name="b-task")])
+        b_task = b["submit"]["body"]["answer"]["task_id"]
+        main.call("stream_task", task_id=b_task)
+        session_a = new_session(client, "a")
+        paths = [str(main.workspace), str(main.log_dir), str(tmp_path / "outside")]
+        own = "base#command#a-task"
+        missing = "base#command#no-such-task"
+        calls = [
+            job("submit", task="command", task_name="a-task",
+                command=command_for(host_file, port, paths)),
+            job("stream_task", task_id=own),
+            job("status", task_id=own),
+            job("read_task_log", task_id=own),
+            job("get_task_context", task_id=own),
+            job("list_task_ids"),
+            job("list_task_statuses"),
+            ["packages", "GET", "/api/v1/packages", None],
+            ["state", "GET", f"/api/v1/sessions/{session_a}/state", None],
+            ["session_b", "GET", f"/api/v1/sessions/{session_b}", None],
+            ["target", "POST", "/jobs/submit",
+             {"arguments": {"task": "demo", "x": 1, "y": 2}, "target": "other"}],
+            job("cancel", task_id=admin_busy),
+            job("delete_tasks", task_ids=[admin_done, b_task]),
+        ]  # fmt: skip
+        for label, task_id in (("b", b_task), ("admin", admin_done), ("none", missing)):
+            calls += [
+                [f"{label}:{name}", *job(name, task_id=task_id)[1:]]
+                for name in ("status", "read_task_log", "get_task_graph", "get_task_context")
+            ]
+            calls.append([f"{label}:wait", *job("wait_task", task_id=task_id, run_id="r")[1:]])
+            calls.append([f"{label}:files", "GET", f"/api/v1/tasks/{task_id}/files", None])
+            calls.append(
+                [f"{label}:file", "GET", f"/api/v1/tasks/{task_id}/files/status.json", None]
+            )
+        a = run_probe(client, session_a, calls)
+    with pytest.raises(TimeoutError):
+        listener.accept()
+    listener.close()
+
+    # the task ran in its own sandbox, as the run, and reached nothing of the host
+    task_dir = main.workspace / "base" / own
+    found = json.loads((task_dir / "probe.json").read_text())
+    assert a["stream_task"]["body"]["answer"]["state"] == "succeeded", a["stream_task"]
+    assert found["write"] != "written" and not host_file.exists()
+    assert found["connect"] != "connected"
+    assert found["sees"] == dict.fromkeys(paths, False)
+    assert found["siblings"] == [own]
+    assert "RUNYARD_TOKEN" not in found["env"] and "RUNYARD_API_TOKEN" not in found["env"]
+    status = json.loads((task_dir / "status.json").read_text())
+    assert status["submitted_by"] == {"session_id": session_a, "run_id": a["run"]["id"]}
+    assert a["status"]["body"]["answer"]["submitted_by"] == status["submitted_by"]
+    assert a["status"]["body"]["answer"]["log_path"] == ""
+    assert a["read_task_log"]["body"]["success"] is True
+
+    # its own tasks only
+    assert a["list_task_ids"]["body"]["answer"] == [own]
+    assert [s["task_id"] for s in a["list_task_statuses"]["body"]["answer"]] == [own]
+    for label, task_id in (("b", b_task), ("admin", admin_done)):
+        for name in ("status", "read_task_log", "get_task_graph", "get_task_context", "wait"):
+            seen = a[f"{label}:{name}"]
+            absent = a[f"none:{name}"]
+            assert seen["status"] == absent["status"] == 200
+            assert seen["body"] == json.loads(json.dumps(absent["body"]).replace(missing, task_id))
+        for name in ("files", "file"):
+            seen, absent = a[f"{label}:{name}"], a[f"none:{name}"]
+            assert seen["status"] == absent["status"] == 404
+            assert seen["body"] == json.loads(json.dumps(absent["body"]).replace(missing, task_id))
+    assert a["cancel"]["body"]["answer"] is False
+    assert main.call("status", task_id=admin_busy)["answer"]["state"] == "running"
+    assert a["delete_tasks"]["body"]["answer"] == []
+    assert main.call("status", task_id=admin_done)["success"]
+    assert main.call("status", task_id=b_task)["success"]
+    assert a["session_b"]["status"] == 404
+
+    # no forwarding, and the target heard nothing
+    assert a["target"]["status"] == 403, a["target"]
+    assert other.call("list_task_ids")["answer"] == []
+
+    # no host paths in anything it was told
+    told = json.dumps(a)
+    for path in (main.workspace, main.log_dir, main.root):
+        assert str(path) not in told
+    assert a["packages"]["status"] == 200 and a["state"]["status"] == 200
+    main.call("cancel", task_id=admin_busy)
+
+
+def test_admin_still_sees_run_submitted_tasks_with_their_log(
+    servers: tuple[ServerProcess, ServerProcess],
+) -> None:
+    main, _ = servers
+    with api(main, timeout=120) as client:
+        session = new_session(client)
+        calls = [
+            job("submit", task="command", task_name="logged", command="echo from-the-sandbox"),
+            job("stream_task", task_id="base#command#logged"),
+        ]
+        run_probe(client, session, calls)
+    task_id = "base#command#logged"
+    assert task_id in main.call("list_task_ids")["answer"]
+    status = main.call("status", task_id=task_id)["answer"]
+    assert status["log_path"].startswith(str(main.log_dir))
+    log = main.call("read_task_log", task_id=task_id)["answer"]["content"]
+    assert "from-the-sandbox" in log
+
+
+def test_run_tokens_may_not_submit_without_a_sandbox(tmp_path: Path) -> None:
+    server = agent_server(tmp_path, "none", token="server-secret")
+    try:
+        with api(server, timeout=120) as client:
+            session = new_session(client)
+            a = run_probe(client, session, [job("submit", task="demo", x=1, y=2)])
+        assert a["submit"]["status"] == 403, a["submit"]
+        assert "sandbox" in a["submit"]["body"]["detail"]
+        assert server.call("list_task_ids")["answer"] == []
+    finally:
+        server.stop()
