@@ -26,6 +26,8 @@ def main() -> int:
     if action == "straggler":
         child = subprocess.Popen(["/bin/sleep", "30"])
         print(child.pid, flush=True)
+    if action == "alloc":
+        bytearray(int(request["bytes"]))
     if action == "exit":
         raise SystemExit(request.get("code", 3))
     return 0

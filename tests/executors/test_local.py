@@ -9,6 +9,7 @@ import pytest
 
 from runyard.errors import ExecutorError
 from runyard.executors.base import LaunchSpec, Limits
+from runyard.executors.containment import Containment
 from runyard.executors.local import LocalExecutor
 
 PY = sys.executable
@@ -38,6 +39,15 @@ def test_any_command_runs_with_exactly_its_env(executor, tmp_path):
 def test_memory_limit_is_applied(executor, tmp_path):
     code = "bytearray(512 * 1024 * 1024)"
     handle = executor.launch(spec(tmp_path, code, limits=Limits(memory_bytes=256 * 1024 * 1024)))
+    assert handle.data["limits"]["enforced_by"] == "cgroup1"
+    assert executor.wait_exit(handle, 10).exit_code == -9  # the cgroup's OOM killer
+
+
+def test_memory_limit_without_cgroups_is_an_rlimit(tmp_path):
+    executor = LocalExecutor(Containment(None))
+    code = "bytearray(512 * 1024 * 1024)"
+    handle = executor.launch(spec(tmp_path, code, limits=Limits(memory_bytes=256 * 1024 * 1024)))
+    assert handle.data["limits"]["enforced_by"] == "rlimit"
     assert executor.wait_exit(handle, 10).exit_code == 1
     assert "MemoryError" in (tmp_path / "logs" / "x.log").read_text()
 

@@ -9,20 +9,27 @@ The process gets exactly ``spec.env``, runs in ``spec.cwd`` and starts a new ses
 it leads its own process group); stdout and stderr go to ``spec.log_path`` opened with
 ``O_APPEND``; ``spec.stdin`` is readable on its stdin and then EOF. ``mounts`` and
 ``network`` are not applied here: a plain process sees host paths (the sandbox executor
-wraps this one with bubblewrap to apply them). ``limits.memory_bytes`` becomes
-``RLIMIT_AS``; ``cpu`` and ``timeout_seconds`` are left to the caller.
+wraps this one with bubblewrap to apply them). ``limits`` (memory, pids, cpu) are
+enforced by the launch's cgroup, else by setrlimit (:mod:`runyard.executors.containment`);
+``timeout_seconds`` is left to the caller. The handle's ``data["limits"]`` reports what
+was enforced and by what.
 
+Where cgroups are usable every launch gets one (named from its run id), limited or not:
+the process waits at a gate (a shell that stops itself before it ``exec``s the program)
+until it is in its cgroup and its rlimits are set, so nothing of it ever runs outside.
 When the group leader has exited, :meth:`LocalExecutor.poll` kills what is left of its
 process group *before* reaping the leader (the zombie keeps the group id reserved, so the
-signal cannot reach an unrelated group): nothing outlives a finished launch.
+signal cannot reach an unrelated group), then everything left in its cgroup — children
+that left the group with ``setsid`` too: nothing outlives a finished launch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import resource
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -30,7 +37,10 @@ import time
 from pathlib import Path
 
 from runyard.errors import ExecutorError
-from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
+from runyard.executors.base import ExitInfo, Handle, LaunchSpec
+from runyard.executors.containment import Containment, Setup, cgroup_name
+
+log = logging.getLogger(__name__)
 
 
 class _Process(subprocess.Popen[bytes]):
@@ -124,54 +134,81 @@ def terminate_group(pid: int, grace_seconds: float, start_time: int | None = Non
     return True
 
 
-def apply_limits(pid: int, limits: Limits) -> None:
-    if limits.memory_bytes is not None:
-        memory = (limits.memory_bytes, limits.memory_bytes)
-        resource.prlimit(pid, resource.RLIMIT_AS, memory)
+# Wait, stopped, until contained; then run. The shell's own PWD must not leak into the
+# exactly-given environment: $1 says whether the spec had one, $2 is its value.
+GATE = (
+    'kill -STOP "$$" || exit 125; '
+    'if [ "$1" = keep ]; then PWD=$2; export PWD; else unset PWD; fi; shift 2; exec "$@"'
+)
+GATE_TIMEOUT = 10.0
 
 
 class LocalExecutor:
-    """Launch each worker as a plain process in its own process group."""
+    """Launch each worker as a plain process in its own process group (and cgroup)."""
 
     name = "local"
+
+    def __init__(self, containment: Containment | None = None) -> None:
+        self.containment = containment or Containment.detect()
 
     def launch(self, spec: LaunchSpec) -> Handle:
         if not spec.argv:
             raise ExecutorError("Nothing to launch: argv is empty")
-        proc = self._spawn(spec)
+        setup = self.containment.prepare(cgroup_name(spec.labels), spec.limits)
         try:
-            apply_limits(proc.pid, spec.limits)
-        except OSError as exc:
+            proc = self._spawn(spec, gated=setup.needed)
+        except ExecutorError:
+            setup.end()
+            raise
+        if setup.needed:
+            self._contain(proc, setup)
+        data = {"process": proc, "containment": setup, "limits": setup.report}
+        return Handle(id=f"local-{proc.pid}", pid=proc.pid, labels=dict(spec.labels), data=data)
+
+    @staticmethod
+    def _contain(proc: _Process, setup: Setup) -> None:
+        """Join the process (stopped at its gate) to its cgroup and rlimits, then let it go."""
+        try:
+            wait_stopped(proc.pid, GATE_TIMEOUT)
+            setup.join(proc.pid)
+        except ExecutorError:
             signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
-            raise ExecutorError(f"Cannot apply limits to process {proc.pid}: {exc}") from exc
-        return Handle(
-            id=f"local-{proc.pid}", pid=proc.pid, labels=dict(spec.labels), data={"process": proc}
-        )
+            setup.end()
+            raise
+        os.kill(proc.pid, signal.SIGCONT)
 
-    def _spawn(self, spec: LaunchSpec) -> _Process:
+    def _spawn(self, spec: LaunchSpec, gated: bool = False) -> _Process:
         try:
             log_fd = open_log(spec.log_path)
         except OSError as exc:
             raise ExecutorError(f"Cannot open log file {spec.log_path}: {exc}") from exc
         in_fd = stdin_fd(spec.stdin) if spec.stdin else subprocess.DEVNULL
+        argv = list(spec.argv)
+        if gated:
+            pwd = ["keep", spec.env["PWD"]] if "PWD" in spec.env else ["drop", ""]
+            argv = ["/bin/sh", "-c", GATE, "runyard-gate", *pwd, *argv]
+        if gated and not _runnable(spec):
+            _close(log_fd, in_fd)  # the gate's exec would fail later, and less clearly
+            raise ExecutorError(f"Cannot launch {spec.argv[0]!r}: no such program")
         try:
             return _Process(
-                list(spec.argv), stdin=in_fd, stdout=log_fd, stderr=log_fd,
+                argv, stdin=in_fd, stdout=log_fd, stderr=log_fd,
                 cwd=spec.cwd, env=dict(spec.env), start_new_session=True, close_fds=True,
             )
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             raise ExecutorError(f"Cannot launch {spec.argv[0]!r}: {exc}") from exc
         finally:
-            os.close(log_fd)
-            if in_fd != subprocess.DEVNULL:
-                os.close(in_fd)
+            _close(log_fd, in_fd)
 
     def poll(self, handle: Handle) -> ExitInfo | None:
         proc = _process(handle)
         if proc.returncode is None and _exited_unreaped(proc.pid):
             signal_group(proc.pid, signal.SIGKILL)  # stragglers; the zombie holds the pgid
+            end_containment(handle)
         code = proc.poll()
+        if code is not None:
+            end_containment(handle)
         return None if code is None else ExitInfo(code)
 
     def wait_exit(self, handle: Handle, timeout: float | None = None) -> ExitInfo | None:
@@ -193,9 +230,11 @@ class LocalExecutor:
                 os.close(pidfd)
 
     def cancel(self, handle: Handle, grace_seconds: float = 5.0) -> None:
+        """SIGTERM the group, SIGKILL it after ``grace_seconds``, then kill its cgroup."""
         proc = _process(handle)
         if proc.returncode is None:
             terminate_group(proc.pid, grace_seconds)
+        end_containment(handle)
 
     def cleanup(self, handle: Handle) -> None:
         """Reap the process if it has exited; a running one is left alone."""
@@ -205,6 +244,45 @@ class LocalExecutor:
 
     def close(self) -> None:
         """Nothing to release: launched processes are independent of the executor."""
+
+
+def end_containment(handle: Handle) -> None:
+    """Kill what is left in the launch's cgroup and remove it (once it is empty)."""
+    setup = handle.data.get("containment")
+    if isinstance(setup, Setup) and not setup.end():
+        log.warning("Processes of %s survive in its cgroup %s", handle.id, setup.report["cgroup"])
+
+
+def wait_stopped(pid: int, timeout: float) -> None:
+    """Wait until our child ``pid`` has stopped itself; ExecutorError if it exits instead."""
+    deadline = time.monotonic() + timeout
+    pause = 0.0002
+    while True:
+        flags = os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT
+        info = os.waitid(os.P_PID, pid, flags)
+        if info is not None and info.si_pid == pid:
+            if info.si_code == os.CLD_STOPPED:
+                return
+            raise ExecutorError(f"Process {pid} ended before it could be contained")
+        if time.monotonic() > deadline:
+            raise ExecutorError(f"Process {pid} did not reach its gate in {timeout} s")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+
+
+def _runnable(spec: LaunchSpec) -> bool:
+    program = spec.argv[0]
+    if "/" in program:
+        path = Path(program) if os.path.isabs(program) else Path(spec.cwd or ".") / program
+        return path.is_file() and os.access(path, os.X_OK)
+    search = os.pathsep.join(os.get_exec_path(dict(spec.env)))
+    return shutil.which(program, path=search) is not None
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
 
 
 def _process(handle: Handle) -> _Process:

@@ -11,10 +11,12 @@ hundreds.
 
 A forked worker gets what :class:`LocalExecutor` gives a process: a new session (its own
 process group), stdout and stderr appended to ``spec.log_path``, ``spec.stdin`` on stdin,
-exactly ``spec.env``, ``spec.cwd``; its ``/proc/<pid>/cmdline`` is the zygote's. Only specs
-of the form ``[<this python>, "-m", <module>, *args]`` without limits are forked (the module's
-``main()`` is called, else it is run as ``__main__``); anything else, and any zygote failure,
-falls back to :class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
+exactly ``spec.env``, ``spec.cwd``, its cgroup and limits (the child joins them before it
+runs anything else; the launcher kills what is left in the cgroup when the worker has
+ended); its ``/proc/<pid>/cmdline`` is the zygote's. Only specs of the form
+``[<this python>, "-m", <module>, *args]`` are forked (the module's ``main()`` is called,
+else it is run as ``__main__``); anything else, and any zygote failure, falls back to
+:class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
 finished worker's process group, and reports exit codes back over a socket. A forked
 worker resolves imports with the zygote's ``sys.path`` (from ``env`` at its start), not
 from ``PYTHONPATH`` in its own spec.
@@ -36,9 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from runyard.errors import ExecutorError
-from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
+from runyard.executors.base import ExitInfo, Handle, LaunchSpec
+from runyard.executors.containment import Containment, Setup, cgroup_name
 from runyard.executors.local import (
     LocalExecutor,
+    end_containment,
     open_pidfd,
     process_start_time,
     terminate_group,
@@ -60,12 +64,13 @@ class PreforkExecutor:
         preload: list[str],
         env: dict[str, str],
         log_path: Path | None = None,
+        containment: Containment | None = None,
     ) -> None:
         self.python = python
         self.preload = list(preload)
         self.env = dict(env)
         self.log_path = log_path
-        self.local = LocalExecutor()
+        self.local = LocalExecutor(containment)
         self._zygote: ZygoteClient | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -81,20 +86,21 @@ class PreforkExecutor:
             zygote = self._ensure_zygote() if module_args is not None else None
         if zygote is None or module_args is None:
             return self.local.launch(spec)
+        setup = self.local.containment.prepare(cgroup_name(spec.labels), spec.limits)
         try:
-            pid = zygote.spawn(module_args[0], module_args[1:], spec)
+            pid = zygote.spawn(module_args[0], module_args[1:], spec, setup)
         except ExecutorError:
+            setup.end()
             if zygote.alive:
                 raise
             return self.local.launch(spec)
-        return Handle(
-            id=f"prefork-{pid}", pid=pid, labels=dict(spec.labels),
-            data={"zygote": zygote, "start_time": process_start_time(pid)},
-        )
+        data = {"zygote": zygote, "start_time": process_start_time(pid), "containment": setup,
+                "limits": setup.report}  # fmt: skip
+        return Handle(id=f"prefork-{pid}", pid=pid, labels=dict(spec.labels), data=data)
 
     def _forkable(self, spec: LaunchSpec) -> list[str] | None:
         argv = spec.argv
-        if len(argv) < 3 or argv[1] != "-m" or spec.limits != Limits():
+        if len(argv) < 3 or argv[1] != "-m":
             return None
         if os.path.realpath(argv[0]) != os.path.realpath(self.python):
             return None
@@ -119,6 +125,8 @@ class PreforkExecutor:
         if not isinstance(zygote, ZygoteClient):
             return self.local.poll(handle)
         code = zygote.exit_code(_pid(handle))
+        if code is not None:
+            end_containment(handle)
         return None if code is None else ExitInfo(code)
 
     def wait_exit(self, handle: Handle, timeout: float | None = None) -> ExitInfo | None:
@@ -126,18 +134,24 @@ class PreforkExecutor:
         if not isinstance(zygote, ZygoteClient):
             return self.local.wait_exit(handle, timeout)
         code = zygote.wait_exit(_pid(handle), timeout)
+        if code is not None or _gone(handle):  # a dead zygote's children: the code is lost
+            end_containment(handle)
         return None if code is None else ExitInfo(code)
 
     def cancel(self, handle: Handle, grace_seconds: float = 5.0) -> None:
+        """SIGTERM the group, SIGKILL it after ``grace_seconds``, then kill its cgroup."""
         if not isinstance(handle.data.get("zygote"), ZygoteClient):
             self.local.cancel(handle, grace_seconds)
-        elif self.poll(handle) is None:
+            return
+        if self.poll(handle) is None:
             terminate_group(_pid(handle), grace_seconds, handle.data.get("start_time"))
+        end_containment(handle)
 
     def cleanup(self, handle: Handle) -> None:
         zygote = handle.data.get("zygote")
         if isinstance(zygote, ZygoteClient):
-            zygote.forget(_pid(handle))
+            if self.poll(handle) is not None:
+                zygote.forget(_pid(handle))
         else:
             self.local.cleanup(handle)
 
@@ -148,6 +162,17 @@ class PreforkExecutor:
             zygote, self._zygote = self._zygote, None
         if zygote is not None:
             zygote.close()
+
+
+def _gone(handle: Handle) -> bool:
+    """Whether the worker has exited (reaped or not)."""
+    pidfd = open_pidfd(_pid(handle), handle.data.get("start_time"))
+    if pidfd is None:
+        return True
+    try:
+        return wait_readable(pidfd, 0)
+    finally:
+        os.close(pidfd)
 
 
 def _pid(handle: Handle) -> int:
@@ -216,12 +241,14 @@ class ZygoteClient:
     def _send(self, message: dict[str, Any]) -> None:
         self._sock.sendall(json.dumps(message).encode() + b"\n")
 
-    def spawn(self, module: str, args: list[str], spec: LaunchSpec) -> int:
+    def spawn(self, module: str, args: list[str], spec: LaunchSpec, setup: Setup) -> int:
         request_id = next(self._ids)
         request = {
             "op": "spawn", "id": request_id, "module": module, "args": args,
             "env": dict(spec.env), "cwd": str(spec.cwd) if spec.cwd else None,
             "log_path": str(spec.log_path), "stdin": base64.b64encode(spec.stdin).decode(),
+            "cgroup_procs": setup.procs_files,
+            "rlimits": setup.rlimits,
         }
         try:
             with self._send_lock:  # never under the condition: the reader must always read

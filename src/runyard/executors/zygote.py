@@ -1,7 +1,8 @@
 """The zygote of the pre-forked launcher: ``python -m runyard.executors.zygote <socket fd>``.
 
-It imports the modules it is told to preload, then forks one child per spawn request and
-reports each child's pid and exit code over the socket (JSON lines, see
+It imports the modules it is told to preload, then forks one child per spawn request (it
+joins its cgroup and rlimits before it runs anything of the task) and reports each child's
+pid and exit code over the socket (JSON lines, see
 :mod:`runyard.executors.prefork`). It stays single-threaded and exits when the socket closes;
 children it forked run on.
 """
@@ -23,6 +24,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
+from runyard.executors.containment import join_self
 from runyard.executors.local import open_log, stdin_fd
 
 
@@ -128,6 +130,7 @@ class Zygote:
                 os.dup2(source, target)
             os.close(in_fd)
             os.close(log_fd)
+            join_self(request.get("cgroup_procs", []), request.get("rlimits", []))
             if request.get("cwd"):
                 os.chdir(request["cwd"])
             os.environ.clear()
