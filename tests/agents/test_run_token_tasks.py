@@ -205,3 +205,44 @@ def test_run_tokens_may_not_submit_without_a_sandbox(tmp_path: Path) -> None:
         assert server.call("list_task_ids")["answer"] == []
     finally:
         server.stop()
+
+
+FORGE_SCRIPT = """
+import json, os, signal
+status = json.load(open("status.json"))
+status.update(log_path=SECRET, submitted_by="admin", state="running")
+json.dump(status, open("forged.tmp", "w"))
+os.replace("forged.tmp", "status.json")
+os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+def test_a_task_that_rewrites_its_status_gains_nothing(
+    servers: tuple[ServerProcess, ServerProcess], tmp_path: Path
+) -> None:
+    """The task folder is writable from inside: a forged log_path or submitted_by must not
+    make the server read a host file for it, nor make the task an admin task."""
+    main, _ = servers
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top-secret-host-file\n" * 20)
+    script = FORGE_SCRIPT.replace("SECRET", json.dumps(str(secret)))
+    encoded = base64.b64encode(script.encode()).decode()
+    command = f"python3 -c \"import base64; exec(base64.b64decode('{encoded}'))\""
+    task_id = "base#command#forger"
+    with api(main, timeout=120) as client:
+        session = new_session(client)
+        calls = [
+            job("submit", task="command", task_name="forger", command=command),
+            job("stream_task", task_id=task_id),
+            job("status", task_id=task_id),
+            job("read_task_log", task_id=task_id),
+            job("list_task_ids"),
+        ]
+        a = run_probe(client, session, calls)
+    assert a["stream_task"]["body"]["answer"]["state"] == "failed", a["stream_task"]
+    assert "top-secret" not in json.dumps(a)
+    # still its session's task (the server's record decides), and never an admin one
+    assert a["status"]["body"]["answer"]["task_id"] == task_id
+    admin_view = main.call("status", task_id=task_id)["answer"]
+    assert "top-secret" not in json.dumps(admin_view)
+    assert "top-secret" not in main.call("read_task_log", task_id=task_id)["answer"]["content"]
