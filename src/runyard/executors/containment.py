@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runyard.errors import ExecutorError
-from runyard.executors.base import Limits
+from runyard.executors.base import LaunchSpec, Limits
 from runyard.executors.cgroups import Cgroup, CgroupHost, detect_host
 
 if TYPE_CHECKING:  # the launcher and the zygote import this module: keep settings out
@@ -170,6 +170,19 @@ class Containment:
                 by[key] = "none"
                 notes.append(CPU_NOTE)
         return by, notes, rlimits
+
+
+def planned_limits(executor: object, spec: LaunchSpec) -> dict[str, Any] | None:
+    """The report ``executor`` will give for launching ``spec`` (None: it does not say)."""
+    containment = getattr(executor, "containment", None)
+    if not isinstance(containment, Containment):
+        return None
+    return containment.plan(spec.limits, cgroup_name(spec.labels))
+
+
+def sweep(name: str) -> bool:
+    """Kill what is left in cgroup ``name`` of this machine and remove it."""
+    return Containment.detect().sweep(name)
 
 
 def _requested(limits: Limits) -> dict[str, float]:

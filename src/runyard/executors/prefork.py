@@ -75,6 +75,10 @@ class PreforkExecutor:
         self._lock = threading.Lock()
         self._closed = False
 
+    @property
+    def containment(self) -> Containment:
+        return self.local.containment
+
     def start(self) -> None:
         """Start the zygote now rather than at the first launch."""
         with self._lock:

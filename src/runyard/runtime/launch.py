@@ -5,7 +5,8 @@
 
 A worker gets the variables named in ``settings.env_allowlist`` (from this process's
 environment), then ``settings.worker_env``, then ``RUNYARD_TASK_ID``, ``RUNYARD_RUN_ID``
-and ``RUNYARD_TASK_DIR`` — nothing else of the parent's environment.
+and ``RUNYARD_TASK_DIR`` — nothing else of the parent's environment — and runs under
+``settings.task_limits`` (recorded in its status as ``limits``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import pydantic
 from runyard.config import Settings
 from runyard.errors import ExecutorError
 from runyard.executors.base import Handle, LaunchSpec
+from runyard.executors.containment import planned_limits, to_limits
 from runyard.executors.local import LocalExecutor
 from runyard.runtime.creation import create_task
-from runyard.runtime.liveness import end_dead_run, supervision_path
+from runyard.runtime.liveness import end_dead_run, record_limits, supervision_path
 from runyard.runtime.worker import WorkerPayload
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
@@ -71,6 +73,7 @@ def worker_spec(
         env=env,
         stdin=payload.dump(),
         labels={"runyard.task_id": status.task_id, "runyard.run_id": status.run_id},
+        limits=to_limits(settings.task_limits),
     )
 
 
@@ -94,8 +97,10 @@ def run_task(
     target = registry.get(task).target
     executor = LocalExecutor()
     supervision = None if detach else hold_supervision(supervision_path(workspace, status.task_id))
+    spec = worker_spec(settings, workspace, status, target)
+    record_limits(workspace, status.task_id, status.run_id, planned_limits(executor, spec))
     try:
-        handle = executor.launch(worker_spec(settings, workspace, status, target))
+        handle = executor.launch(spec)
     except ExecutorError as exc:
         _release(supervision)
         end_dead_run(workspace, status.task_id, status.run_id, error=f"ExecutorError: {exc}")

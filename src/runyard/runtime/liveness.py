@@ -14,6 +14,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.executors.base import ExitInfo
@@ -87,6 +88,19 @@ def end_dead_run(
         append_event(workspace.events_path(task_id), state_event(final.state, final.finished_at))
         workspace.write_status(final, durable=True)
         return final
+
+
+def record_limits(
+    workspace: Workspace, task_id: str, run_id: str, report: dict[str, Any] | None
+) -> None:
+    """Keep in the ``queued`` status of run ``run_id`` what will limit it and how (its
+    worker carries the record on into every later status)."""
+    if report is None:
+        return
+    with holding_if_free(workspace.lock_path(task_id)) as free:
+        current = workspace.read_status(task_id)
+        if free and current is not None and current.run_id == run_id and not current.terminal:
+            workspace.write_status(current.model_copy(update={"limits": report}))
 
 
 def request_cancel(workspace: Workspace, task_id: str, run_id: str) -> None:

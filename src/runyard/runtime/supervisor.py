@@ -28,6 +28,7 @@ from typing import Any
 from runyard.config import Settings
 from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
+from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
 from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
@@ -35,6 +36,7 @@ from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.launch import TaskHandle, worker_spec
 from runyard.runtime.liveness import (
     end_dead_run,
+    record_limits,
     request_cancel,
     settle,
     supervision_path,
@@ -198,7 +200,9 @@ class Supervisor:
         scope = launch_scope(self.workspace, status)
         executor = self._executor if scope is None else self._sandbox_executor
         try:
-            handle = executor.launch(self._spec(status, scope))
+            spec = self._spec(status, scope)
+            record_limits(self.workspace, task_id, run_id, planned_limits(executor, spec))
+            handle = executor.launch(spec)
         except (UnknownTask, ExecutorError, Forbidden, OSError) as exc:
             if supervision is not None:
                 os.close(supervision)
@@ -234,7 +238,9 @@ class Supervisor:
     def _reconcile(self, status: TaskStatus) -> None:
         if worker_alive(self.workspace, status.task_id):
             self._adopt(status)
-        elif status.state is TaskState.QUEUED:
+            return
+        sweep(task_cgroup_name(status.run_id))  # what its ended worker left running
+        if status.state is TaskState.QUEUED:
             self._queue.append((status.task_id, status.run_id))
         elif settle(self.workspace, status) is not status:
             self._changed(status.task_id)
@@ -272,6 +278,8 @@ class Supervisor:
             act.release()
             if act.handle is not None and act.executor is not None:
                 act.executor.cleanup(act.handle)
+            else:  # adopted: what the worker left running dies with it
+                sweep(task_cgroup_name(run_id))
         self._changed(act.task_id)
         self._pump()
 
@@ -359,6 +367,7 @@ class Supervisor:
                 act.executor.cancel(act.handle, grace)
             else:
                 terminate_group(act.pid, grace, act.start_time)
+                sweep(task_cgroup_name(act.run_id))
         except ExecutorError:
             log.exception("Cannot cancel %s", act.task_id)
 
