@@ -26,6 +26,9 @@ HEARTBEAT_SECONDS = 15.0
 LOG_POLL_SECONDS = 0.2
 LOG_WINDOW = 64 * 1024
 LOG_SHIFT = 40
+MAX_EVENT_ID = ((1 << 63) << LOG_SHIFT) - 1  # journal positions are SQLite integers
+MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
+LAST_EVENT_ID_RULE = f"Last-Event-ID must be an event id of this stream: 0 to {MAX_EVENT_ID}"
 
 
 def format_event(kind: str, data: Any, event_id: int) -> bytes:
@@ -43,9 +46,13 @@ class RunCursor:
         if last_event_id is None or not last_event_id.strip():
             return cls()
         value = last_event_id.strip()
-        if not value.isdigit():
-            raise BadRequest(f"Last-Event-ID must be a non-negative integer, got {value!r}")
+        # ASCII digits only ("²".isdigit() is true) and few of them: int() refuses 5,000
+        # digits, and a journal position past SQLite's integers cannot be looked up
+        if not (value.isascii() and value.isdigit() and len(value) <= MAX_EVENT_ID_DIGITS):
+            raise BadRequest(LAST_EVENT_ID_RULE)
         number = int(value)
+        if number > MAX_EVENT_ID:
+            raise BadRequest(LAST_EVENT_ID_RULE)
         return cls(number >> LOG_SHIFT, number & ((1 << LOG_SHIFT) - 1))
 
     @property

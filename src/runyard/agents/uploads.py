@@ -26,6 +26,7 @@ from runyard.agents.errors import AgentError, BadRequest, UploadTooLarge
 FLUSH_BYTES = 1 << 20
 MAX_FIELD_BYTES = 64 * 1024
 MAX_PARTS = 8
+MAX_BOUNDARY_BYTES = 70  # RFC 2046; the parser raises a bare error past 256
 PARTIAL_PREFIX = ".partial-"
 TEXT_FIELDS = ("sessionId", "relativePath")
 
@@ -187,7 +188,10 @@ def multipart_boundary(content_type: str | None) -> bytes:
             "An upload is a multipart/form-data body with the fields sessionId, file and "
             "relativePath"
         )
-    return options[b"boundary"]
+    boundary: bytes = options[b"boundary"]
+    if len(boundary) > MAX_BOUNDARY_BYTES:
+        raise BadRequest(f"The multipart boundary is longer than {MAX_BOUNDARY_BYTES} bytes")
+    return boundary
 
 
 async def receive_upload(

@@ -21,6 +21,7 @@ from runyard.api.auth import BearerAuth
 from runyard.api.envelope import job_response
 from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.notify import ChangeHub
+from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.services import Services
@@ -66,6 +67,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(build_agents_router(services), prefix="/api/v1")
     mount_studio(app)
     _install_openapi(app, schemas)
+    app.add_middleware(PathLimits)  # inside auth: a stranger gets a 401 first
     app.add_middleware(
         BearerAuth, token=settings.token, verify_run_token=run_token_verifier(services)
     )

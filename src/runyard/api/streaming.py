@@ -33,6 +33,9 @@ from runyard.workspace.records import TaskStatus
 SHIFT = 40  # byte offsets below 1 TiB
 OFFSET_MASK = (1 << SHIFT) - 1
 RUN_SHIFT = 2 * SHIFT
+MAX_EVENT_ID = (1 << (RUN_SHIFT + 32)) - 1  # run tags are 32 bits
+MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
+LAST_EVENT_ID_RULE = f"Last-Event-ID must be an event id of this stream: 0 to {MAX_EVENT_ID}"
 
 
 def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
@@ -44,12 +47,16 @@ def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
 
 
 def parse_last_event_id(value: str | None) -> StreamCursor:
-    """The position a Last-Event-ID names; ValueError if it is not a number."""
-    if value is None or value.strip() == "":
+    """The position a Last-Event-ID names; ValueError unless it is an id we could send."""
+    text = (value or "").strip()
+    if not text:
         return StreamCursor()
-    if not value.strip().isdigit():
-        raise ValueError(f"Last-Event-ID must be a non-negative integer, got {value!r}")
-    number = int(value)
+    # ASCII digits only ("²".isdigit() is true) and few of them: int() refuses 5,000 digits
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_EVENT_ID_DIGITS):
+        raise ValueError(LAST_EVENT_ID_RULE)
+    number = int(text)
+    if number > MAX_EVENT_ID:
+        raise ValueError(LAST_EVENT_ID_RULE)
     return StreamCursor(
         events_offset=(number >> SHIFT) & OFFSET_MASK,
         log_offset=number & OFFSET_MASK,

@@ -31,12 +31,17 @@ from runyard.agents.store.schema import migrate
 ACTIVE = "('queued', 'running')"
 
 
+MAX_ROWID = (1 << 63) - 1
+
+
 def parse_cursor(cursor: str | None) -> int | None:
     if cursor is None or cursor == "":
         return None
-    if not cursor.isdigit():
-        raise BadRequest(f"Invalid cursor {cursor!r}: pass back a nextCursor you were given")
-    return int(cursor)
+    # ASCII digits only ("²".isdigit() is true), and a rowid SQLite can compare with
+    if cursor.isascii() and cursor.isdigit() and len(cursor) <= 19 and int(cursor) <= MAX_ROWID:
+        return int(cursor)
+    shown = cursor if len(cursor) <= 40 else cursor[:40] + "..."
+    raise BadRequest(f"Invalid cursor {shown!r}: pass back a nextCursor you were given")
 
 
 class SQLiteStore(AgentStore):
