@@ -1,0 +1,107 @@
+"""Nothing a task starts outlives it, and task_limits hold: real workers, real cgroups."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from runtime_helpers import wait_state, wait_until
+
+from runyard.config import ResourceLimits
+from runyard.executors.cgroups import detect_host
+from runyard.executors.containment import task_cgroup_name
+from runyard.workspace.layout import Workspace
+
+ESCAPE = "setsid sleep 300 & echo $! > child.pid"
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def child_pid(ws: Workspace, task_id: str) -> int:
+    path = ws.task_dir(task_id) / "child.pid"
+    wait_until(lambda: path.exists() and path.read_text().strip())
+    return int(path.read_text())
+
+
+def cgroup_gone(run_id: str) -> bool:
+    host = detect_host()
+    assert host is not None
+    return host.find(task_cgroup_name(run_id)) is None
+
+
+def command(sup, line: str, **extra: object):  # type: ignore[no-untyped-def]
+    return sup.submit("command", {"command": line, "shell": True, "artifacts": "", **extra})
+
+
+@pytest.mark.parametrize("prefork", [False, True])
+def test_a_setsid_child_dies_when_its_task_ends(make_supervisor, workspace, prefork):
+    sup = make_supervisor(prefork=prefork)
+    handle = command(sup, ESCAPE)
+    wait_state(workspace, handle.task_id, "succeeded")
+    pid = child_pid(workspace, handle.task_id)
+    try:
+        wait_until(lambda: not alive(pid), timeout=5)
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)
+    wait_until(lambda: cgroup_gone(handle.run_id), timeout=5)
+    limits = workspace.read_status(handle.task_id).limits
+    assert limits["enforced_by"] == "none" and limits["kill"] == "cgroup1"
+    assert limits["cgroup"] == task_cgroup_name(handle.run_id)
+
+
+def test_a_setsid_child_dies_when_its_task_is_cancelled(make_supervisor, workspace):
+    sup = make_supervisor(prefork=True)
+    handle = command(sup, f"{ESCAPE}; sleep 300")
+    pid = child_pid(workspace, handle.task_id)
+    try:
+        assert sup.cancel(handle.task_id)
+        wait_state(workspace, handle.task_id, "cancelled")
+        wait_until(lambda: not alive(pid), timeout=5)
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)
+
+
+def test_an_adopted_task_is_ended_with_its_cgroup_after_a_restart(make_supervisor, workspace):
+    first = make_supervisor(prefork=False)
+    handle = command(first, f"{ESCAPE}; sleep 300")
+    pid = child_pid(workspace, handle.task_id)
+    first.stop()  # its worker runs on; the next supervisor adopts it
+    try:
+        second = make_supervisor(prefork=False)
+        assert second.cancel(handle.task_id)
+        wait_state(workspace, handle.task_id, "cancelled")
+        wait_until(lambda: not alive(pid), timeout=5)
+        wait_until(lambda: cgroup_gone(handle.run_id), timeout=5)
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)
+
+
+@pytest.mark.parametrize("prefork", [False, True])
+def test_task_limits_stop_a_task_allocating_past_them(make_supervisor, workspace, prefork):
+    sup = make_supervisor(prefork=prefork, task_limits=ResourceLimits(memory_mb=256))
+    hog = "python3 -c 'bytearray(1 << 30); print(\"allocated\")'"
+    handle = command(sup, hog)
+    final = wait_state(workspace, handle.task_id, "failed", timeout=60)
+    assert "allocated" not in Path(final.log_path).read_text()
+    assert final.limits["memory_mb"] == 256
+    assert final.limits["enforced_by"] == "cgroup1" and final.limits["by"] == {
+        "memory_mb": "cgroup1"
+    }
+
+
+def test_a_task_within_its_limits_succeeds_and_keeps_the_record(make_supervisor, workspace):
+    sup = make_supervisor(prefork=True, task_limits=ResourceLimits(memory_mb=256, pids=64))
+    handle = command(sup, "python3 -c 'bytearray(32 << 20)'")
+    final = wait_state(workspace, handle.task_id, "succeeded", timeout=60)
+    assert final.limits["pids"] == 64 and final.limits["enforced_by"] == "cgroup1"
