@@ -67,7 +67,7 @@ def bench_upload(work: Path, mib: int) -> None:
     data = make_file(work / "upload.bin", mib)
     server = start_server(work / "srv", config={"upload_max_bytes": (mib + 1) * MIB})
     try:
-        with httpx.Client(base_url=server.url + "/api/v1", timeout=None) as client:
+        with httpx.Client(base_url=server.url + "/api/v1", headers=server.headers, timeout=None) as client:
             session = client.post("/sessions", json={"title": "bench"}).json()["id"]
             rss_before, peak_before = peak_rss_mib(server.proc.pid)
             started = time.perf_counter()
@@ -144,7 +144,7 @@ def bench_http_creation(work: Path, mib: int) -> None:
     server = start_server(work / "srv-create", config={"agent_package": str(package)})
     base = server.url + "/api/v1"
     try:
-        with httpx.Client(base_url=base, timeout=None) as client:
+        with httpx.Client(base_url=base, headers=server.headers, timeout=None) as client:
             session = client.post("/sessions", json={}).json()["id"]
             data = make_file(work / "input.bin", mib)
             with open(data, "rb") as fh:
@@ -155,7 +155,7 @@ def bench_http_creation(work: Path, mib: int) -> None:
         for _ in range(5):
             # a fresh connection per request: on a reused one this machine's TCP adds a
             # ~40 ms delayed-ACK stall to every answer, which is not the server's work
-            with httpx.Client(base_url=base, timeout=None) as client:
+            with httpx.Client(base_url=base, headers=server.headers, timeout=None) as client:
                 started = time.perf_counter()
                 body = {"sessionId": session, "userPrompt": "go"}
                 run = client.post("/runs", json=body).json()

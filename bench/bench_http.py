@@ -50,7 +50,7 @@ def throughput(srv: ServerProcess, count: int, prefix: str, threads: int = 4) ->
 
     def post(conn: http.client.HTTPConnection, job: str, arguments: dict) -> dict:
         conn.request("POST", f"/jobs/{job}", json.dumps({"arguments": arguments}),
-                     {"content-type": "application/json"})
+                     {"content-type": "application/json", **srv.headers})
         return json.loads(conn.getresponse().read())
 
     def submitter(indexes: range) -> None:

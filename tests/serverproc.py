@@ -101,8 +101,14 @@ def start_server(
     config: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     workspace: Path | None = None,
+    auth: bool = True,
 ) -> ServerProcess:
-    """Start ``runyard serve`` with its workspace, logs and config under ``root``."""
+    """Start ``runyard serve`` with its workspace, logs and config under ``root``.
+
+    Without ``token`` the server generates one; it is read from ``server.json`` into
+    ``server.token`` (so ``headers``, ``client()``, ``call()`` and ``cli_env()`` carry it).
+    ``auth=False`` serves with ``--no-auth``.
+    """
     root.mkdir(parents=True, exist_ok=True)
     workspace = workspace or root / "ws"
     log_dir = root / "logs"
@@ -115,6 +121,8 @@ def start_server(
     ]  # fmt: skip
     if token:
         argv += ["--token", token]
+    if not auth:
+        argv.append("--no-auth")
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
     proc_env.update(env or {})
     proc = subprocess.Popen(
@@ -133,6 +141,8 @@ def start_server(
     pump_thread = threading.Thread(target=pump, daemon=True)
     pump_thread.start()
     url = _await_url(proc, lines, output)
+    if token is None and auth:
+        token = json.loads((workspace / "server.json").read_text())["token"]
     server = ServerProcess(
         url, root, workspace, log_dir, config_path, proc, token, output, pump_thread
     )

@@ -1,11 +1,13 @@
 """Typed Python client of the Task Job API, synchronous and asynchronous.
 
->>> with Client("http://127.0.0.1:8765") as client:
+>>> with Client.from_workspace(".runyard") as client:  # or Client("http://…", token)
 ...     handle = client.submit("demo", task_name="api-demo", x=1, y=2)
 ...     status = client.wait_task(handle.task_id, handle.run_id)
 ...     for event in client.stream(handle.task_id):
 ...         print(event.kind)
 
+``from_workspace`` finds the server a workspace's ``server.json`` records and signs in with
+the token recorded there (readable by the server's own user only).
 ``AsyncClient`` has the same methods as coroutines and ``stream`` as an async iterator.
 Failures map to :class:`runyard.errors.ClientError` and its subclasses.
 """
@@ -13,14 +15,17 @@ Failures map to :class:`runyard.errors.ClientError` and its subclasses.
 from __future__ import annotations
 
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from runyard.api.address import SERVER_FILE, read_server_record
 from runyard.errors import (
     HTTPError,
     JobFailed,
@@ -159,6 +164,17 @@ class _JobMethods(ABC):
         return self._execute(JobCall("delete_tasks", {"task_ids": task_ids}, list[str]))
 
 
+def _recorded_server(path: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """(url, token) from ``<path>/server.json``, or ``<path>/.runyard/server.json``."""
+    folder = Path(path)
+    if not (folder / SERVER_FILE).exists() and (folder / ".runyard" / SERVER_FILE).exists():
+        folder = folder / ".runyard"
+    info = read_server_record(folder)
+    if info is None:
+        raise ServerUnreachable(str(folder), f"no running server recorded in {SERVER_FILE}")
+    return info["url"], info["token"]
+
+
 def _headers(token: str | None) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
@@ -231,6 +247,12 @@ class Client(_JobMethods):
             transport=transport,
         )
 
+    @classmethod
+    def from_workspace(cls, path: str | os.PathLike[str] = ".", **options: Any) -> Client:
+        """A client of the server running on the workspace at ``path`` (or ``path/.runyard``),
+        with the token it recorded; ``options`` as for the constructor."""
+        return cls(*_recorded_server(path), **options)
+
     def __enter__(self) -> Client:
         return self
 
@@ -299,6 +321,11 @@ class AsyncClient(_JobMethods):
             timeout=httpx.Timeout(timeout, connect=10.0),
             transport=transport,
         )
+
+    @classmethod
+    def from_workspace(cls, path: str | os.PathLike[str] = ".", **options: Any) -> AsyncClient:
+        """As :meth:`Client.from_workspace`."""
+        return cls(*_recorded_server(path), **options)
 
     async def __aenter__(self) -> AsyncClient:
         return self

@@ -58,7 +58,9 @@ def test_forwarding_between_two_servers(tmp_path: Path) -> None:
         assert (remote.workspace / "base" / "base#demo#fwd" / "metadata.json").exists()
         assert not (local.workspace / "base" / "base#demo#fwd").exists()
         local_status = httpx.post(
-            local.url + "/jobs/status", json={"arguments": {"task_id": "base#demo#fwd"}}
+            local.url + "/jobs/status",
+            json={"arguments": {"task_id": "base#demo#fwd"}},
+            headers=local.headers,
         ).json()
         assert local_status["success"] is False
     finally:

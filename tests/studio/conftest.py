@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_support import SEEDED_PAGES, SHOTS
+from studio_support import SEEDED_PAGES, SHOTS, sign_in_by_link
 
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.layout import Workspace
@@ -134,13 +134,18 @@ class PageProblems:
 
 @pytest.fixture
 def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A page in a fresh context (1280 x 900); fails the test on page errors or CSP reports."""
+    """A page in a fresh context (1280 x 900); fails the test on page errors or CSP reports.
+
+    Tests of the shared ``studio`` server get a page signed in by the link ``serve`` prints.
+    """
     context = chromium.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
     context.set_default_timeout(15_000)
     page = context.new_page()
     problems = PageProblems()
     page.on("console", problems.console)
     page.on("pageerror", problems.page_error)
+    if "studio" in request.fixturenames:
+        sign_in_by_link(page, request.getfixturevalue("studio"))
     try:
         yield page
     finally:

@@ -37,3 +37,11 @@ def finish(server: ServerProcess, handle: dict[str, Any]) -> dict[str, Any]:
 
 def task_hash(task_id: str) -> str:
     return "#/tasks/" + task_id.replace("#", "%23")
+
+
+def sign_in_by_link(page: Any, server: ServerProcess) -> None:
+    """Open the Studio by the link ``serve`` prints (``/#token=...``), then leave it: the
+    token stays in this tab's sessionStorage and the next ``goto`` loads a fresh page."""
+    page.goto(f"{server.url}/#token={server.token}")
+    page.wait_for_function("!location.href.includes('token=')")
+    page.goto("about:blank")

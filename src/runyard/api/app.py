@@ -89,7 +89,6 @@ def _install_browser_safety(app: FastAPI, settings: Settings) -> None:
         RequestGuard,
         hosts=HostPolicy.for_settings(settings),
         allowed_origins=settings.allowed_origins,
-        settings_port=settings.port or None,
     )
 
 

@@ -5,9 +5,11 @@ a page on a DNS name its author controls can point that name at 127.0.0.1 and th
 the answers as its own (DNS rebinding). Three checks stop both, on every TCP listener:
 
 * ``Host`` must name this server: the bound address, ``localhost``/``127.0.0.1``/``[::1]``
-  on a loopback bind, the host's own name or any IP literal on a wildcard bind (an IP
-  literal cannot be a rebound name) — each at the port the connection arrived on — or an
-  ``allowed_hosts`` entry (``name`` for any port, ``name:port`` for one). Else 403.
+  on a loopback bind, the machine's own name or any IP literal on a wildcard bind (an IP
+  literal cannot be a rebound name), or an ``allowed_hosts`` entry (``name`` for any port,
+  ``name:port`` for one). Else 403. Own names are accepted at any port: rebinding works
+  through a name, not a port, and tunnels and port mappings (``ssh -L 9000:localhost:8765``,
+  ``docker -p``) show the client another port than the one bound.
 * An ``Origin`` header must be the server's own origin (``http(s)://`` + the accepted
   Host) or an ``allowed_origins`` entry; ``Origin: null`` is foreign. No Origin (CLI,
   curl) is fine. Else 403.
@@ -99,7 +101,7 @@ class HostPolicy:
         allowed = tuple(p for p in map(_split_host, settings.allowed_hosts) if p is not None)
         return cls(frozenset(names), wildcard, allowed)
 
-    def accepts(self, host_header: str | None, port: int | None) -> bool:
+    def accepts(self, host_header: str | None) -> bool:
         parsed = _split_host(host_header or "")
         if parsed is None:
             return False
@@ -107,8 +109,6 @@ class HostPolicy:
         for allowed_name, allowed_port in self.allowed:
             if name == allowed_name and allowed_port in (None, given):
                 return True
-        if given != port and not (given is None and port == 80):
-            return False
         return name in self.names or (self.any_ip and _ip_literal(name))
 
 
@@ -124,13 +124,10 @@ class RequestGuard:
         app: ASGIApp,
         hosts: HostPolicy,
         allowed_origins: list[str] | tuple[str, ...] = (),
-        *,
-        settings_port: int | None = None,
     ) -> None:
         self.app = app
         self.hosts = hosts
         self.allowed_origins = frozenset(_origin_key(o) for o in allowed_origins)
-        self.settings_port = settings_port
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -147,7 +144,7 @@ class RequestGuard:
         headers = _headers(scope)
         if not scope.get(AGENT_SOCKET_KEY):
             host = headers.get("host")
-            if not self.hosts.accepts(host, self._port(scope)):
+            if not self.hosts.accepts(host):
                 return 403, "forbidden_host", f"Host {host!r} does not name this server"
             origin = headers.get("origin")
             if origin is not None and not self._own_origin(origin, host or ""):
@@ -155,12 +152,6 @@ class RequestGuard:
         if scope["type"] == "http" and scope["method"] in STATE_CHANGING:
             return _content_type_refusal(scope["path"], headers.get("content-type", ""))
         return None
-
-    def _port(self, scope: Scope) -> int | None:
-        server = scope.get("server")
-        if server and len(server) == 2 and isinstance(server[1], int):
-            return int(server[1])
-        return self.settings_port
 
     def _own_origin(self, origin: str, host: str) -> bool:
         key = _origin_key(origin)

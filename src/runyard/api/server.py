@@ -1,7 +1,10 @@
 """Run the server: uvicorn on TCP (and on the agent-run Unix socket), record its address.
 
-Without a token the server binds to loopback only; anything else is refused at start.
-The address goes to ``<workspace>/server.json`` so the CLI finds the server of its workspace.
+Auth is on by default, as in Jupyter: without a configured token ``serve`` generates one.
+``--no-auth`` (``auth: false``) is an explicit opt-out, allowed on loopback only and
+warned about; off loopback it is refused at start, before anything is bound. The address
+and the token in force go to ``<workspace>/server.json`` (mode 0600) so the CLI and
+``Client.from_workspace`` of the same user find the server of the workspace and sign in.
 """
 
 from __future__ import annotations
@@ -10,22 +13,24 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import secrets
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-from runyard.api.address import server_file
+from runyard.api.address import server_file, write_server_file
 from runyard.api.app import create_app
 from runyard.api.auth import BearerAuth
 from runyard.api.guard import agent_socket_channel
 from runyard.api.services import Services
 from runyard.config import Settings
 from runyard.errors import ConfigError
-from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
+from runyard.workspace.atomic import read_json_tolerant
 from runyard.workspace.records import utcnow
 
 
@@ -39,15 +44,33 @@ def is_loopback(host: str) -> bool:
 
 
 def check_binding(settings: Settings) -> None:
-    if not settings.token and not is_loopback(settings.host):
+    if not settings.auth and not is_loopback(settings.host):
         raise ConfigError(
-            f"Refusing to bind {settings.host} without a token: set --token (or RUNYARD_TOKEN) "
-            "or bind to 127.0.0.1"
+            f"refusing --no-auth on {settings.host}: without a token only loopback "
+            "(127.0.0.1) may be bound; drop --no-auth to serve with a token"
         )
+
+
+def with_token_in_force(settings: Settings) -> Settings:
+    """The settings the server runs with: a generated token when auth is on and none is
+    configured; no token at all with ``--no-auth``."""
+    if not settings.auth:
+        return settings.model_copy(update={"token": None})
+    if settings.token:
+        return settings
+    return settings.model_copy(update={"token": secrets.token_urlsafe(32)})
 
 
 def serve(settings: Settings) -> None:
     check_binding(settings)
+    settings = with_token_in_force(settings)
+    if not settings.auth:
+        print(
+            "warning: auth is off (--no-auth): every local user and program can use this "
+            "server, with no token",
+            file=sys.stderr,
+            flush=True,
+        )
     services = Services.build(settings)
     app = create_app(settings, services)
     tcp = _bind_tcp(settings.host, settings.port)
@@ -58,7 +81,7 @@ def serve(settings: Settings) -> None:
     uds = _agent_socket(settings, services, app)
     if uds is not None:
         servers.append(uds)
-    record = {"url": url, "pid": os.getpid(), "started_at": utcnow()}
+    record = {"url": url, "pid": os.getpid(), "token": settings.token, "started_at": utcnow()}
     asyncio.run(_run_all(servers, settings, record))
 
 
@@ -71,10 +94,8 @@ async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any
     while not main.started and not tasks[0].done():
         await asyncio.sleep(0.01)
     if main.started:  # recorded, then announced: whoever reads the line finds the file
-        write_json_atomic(server_file(settings), record)
-        url = record["url"]
-        print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
-        print(f"  Studio: {url}/   try: runyard submit demo x=1 y=2 --wait", flush=True)
+        write_server_file(server_file(settings), record)
+        _announce(settings, record)
     try:
         await tasks[0]
     finally:
@@ -84,6 +105,15 @@ async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any
         current = read_json_tolerant(server_file(settings))
         if current and current.get("pid") == os.getpid():
             server_file(settings).unlink(missing_ok=True)
+
+
+def _announce(settings: Settings, record: dict[str, Any]) -> None:
+    url, token = record["url"], record["token"]
+    # the token rides in the fragment: a browser never sends that part of a URL anywhere
+    studio = f"{url}/#token={token}" if token else f"{url}/"
+    print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
+    print(f"  Studio: {studio}", flush=True)
+    print("  try: runyard submit demo x=1 y=2 --wait", flush=True)
 
 
 def _request_exit(main: uvicorn.Server) -> None:

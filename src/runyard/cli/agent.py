@@ -1,7 +1,8 @@
 """``runyard agent ...``: the agent-run API over HTTP (sessions, uploads, grants, runs).
 
 The server is ``--url``/``RUNYARD_URL``, else the address the workspace's server recorded;
-the token ``--token``/``RUNYARD_TOKEN``, else the configured one. ``--json`` prints the
+the token ``--token``/``RUNYARD_TOKEN``, else the configured one, else the one that server
+recorded. ``--json`` prints the
 API's JSON as is.
 """
 
@@ -18,7 +19,7 @@ import httpx
 import typer
 from rich.table import Table
 
-from runyard.cli.backend import server_address
+from runyard.cli.backend import locate_server
 from runyard.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -108,10 +109,10 @@ def _api(
     url: str | None, token: str | None, workspace_dir: Path | None, config: Path | None
 ) -> AgentApi:
     settings = load_settings(workspace_dir, None, config)
-    address = server_address(settings, url)
-    if address is None:
+    located = locate_server(settings, url, token)
+    if located is None:
         fail("no server found for this workspace: start one with `runyard serve` or pass --url")
-    return AgentApi(str(address), token or settings.token)
+    return AgentApi(*located)
 
 
 def _show(data: Any, as_json: bool, render: Any = None) -> None:

@@ -1,7 +1,8 @@
 """Where CLI commands get their answers: the workspace's server over HTTP, or the files.
 
 The server of a workspace is ``--url``/``RUNYARD_URL`` or the address it recorded in
-``<workspace>/server.json``; without one, the local backend reads and acts on the files.
+``<workspace>/server.json`` (with its token); without one, the local backend reads and acts
+on the files.
 """
 
 from __future__ import annotations
@@ -126,18 +127,28 @@ class LocalBackend:
         return TaskRegistry.load().definitions()
 
 
-def server_address(settings: Settings, url: str | None) -> str | None:
-    if url:
-        return url
+def locate_server(
+    settings: Settings, url: str | None, token: str | None
+) -> tuple[str, str | None] | None:
+    """(address, token) of the server to talk to, or None when there is none.
+
+    The token is ``--token``/``RUNYARD_TOKEN``, else the configured one, else the one the
+    workspace's server recorded — the last only for that server's own address, so a token
+    never travels to another server given with ``--url``.
+    """
     info = read_server_file(settings)
-    return info["url"] if info else None
+    address = url or (info["url"] if info else None)
+    if address is None:
+        return None
+    recorded = None
+    if info and info["url"].rstrip("/") == address.rstrip("/"):
+        recorded = info["token"]
+    return address, token or settings.token or recorded
 
 
 def connect(settings: Settings, url: str | None, token: str | None) -> Client | None:
-    address = server_address(settings, url)
-    if address is None:
-        return None
-    return Client(address, token or settings.token)
+    located = locate_server(settings, url, token)
+    return Client(*located) if located else None
 
 
 def open_backend(settings: Settings, url: str | None, token: str | None) -> Any:

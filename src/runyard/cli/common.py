@@ -52,7 +52,7 @@ def load_settings(
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -19,13 +19,25 @@ def serve(
         int | None, typer.Option(help="Port (default 8765; 0 picks a free one)")
     ] = None,
     token: Annotated[
-        str | None, typer.Option(envvar="RUNYARD_TOKEN", help="Require this bearer token")
+        str | None,
+        typer.Option(envvar="RUNYARD_TOKEN", help="Require this bearer token (default: generated)"),
     ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option("--no-auth", help="Serve without any token (loopback only; not advised)"),
+    ] = False,
 ) -> None:
-    """Start the server: Task Job API, agent-run API and Studio on one workspace."""
+    """Start the server: Task Job API, agent-run API and Studio on one workspace.
+
+    Without a token, one is generated; it is recorded with the server's address in
+    <workspace>/server.json (readable by you only), where the CLI finds it.
+    """
     from runyard.api.server import serve as run_server
 
-    settings = load_settings(workspace_dir, log_dir, config, host=host, port=port, token=token)
+    auth = False if no_auth else None
+    settings = load_settings(
+        workspace_dir, log_dir, config, host=host, port=port, token=token, auth=auth
+    )
     try:
         run_server(settings)
     except RunyardError as exc:

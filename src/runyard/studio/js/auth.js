@@ -1,5 +1,6 @@
-// The access token: asked for when the server answers 401, kept in sessionStorage (this tab
-// only), sent only as an Authorization header — never in a URL.
+// The access token: taken from the `#token=` link `runyard serve` prints, or asked for when
+// the server answers 401; kept in sessionStorage (this tab only), sent only as an
+// Authorization header — never in a URL.
 
 const KEY = "runyard.token";
 const listeners = new Set();
@@ -33,6 +34,24 @@ function setToken(token) {
 export function forgetToken() {
   sessionStorage.removeItem(KEY);
   notify();
+}
+
+/**
+ * Adopt the token of a `#token=<token>` link. A fragment never reaches a server; it is
+ * also cleared from the address bar and this history entry at once (before any request),
+ * so it is not left on screen, in bookmarks or in a copied address.
+ */
+export function adoptLinkToken() {
+  const match = /^#token=([^&]*)$/.exec(location.hash);
+  if (!match) return;
+  history.replaceState(history.state, "", location.pathname + location.search);
+  let token = match[1];
+  try {
+    token = decodeURIComponent(token);
+  } catch {
+    // keep it as given
+  }
+  if (token) setToken(token);
 }
 
 /** True once the user cancelled the prompt, until they ask to sign in again. */

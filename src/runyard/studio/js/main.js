@@ -1,7 +1,7 @@
 // The Studio shell: a hash router that mounts one view at a time into <main>.
 // Each view is `render(container, params, query) -> cleanup` and owns its timers/streams.
 
-import { askToken, forgetToken, getToken, onTokenChange, signInDeclined } from "./auth.js";
+import { adoptLinkToken, askToken, forgetToken, getToken, onTokenChange, signInDeclined } from "./auth.js";
 import { errorBox, h, replace } from "./dom.js";
 import { setTitle } from "./ui.js";
 import { renderTasks } from "./views/tasks.js";
@@ -76,6 +76,7 @@ function syncTokenButtons() {
 }
 
 function start() {
+  adoptLinkToken(); // first: before any request, and before the router reads the hash
   const forget = document.getElementById("forget-token");
   forget.addEventListener("click", () => {
     forgetToken();
