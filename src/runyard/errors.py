@@ -11,6 +11,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   ├── InvalidTaskId
     │   ├── UnknownTask                  a registered name that does not exist
     │   └── UnsafePath                   a path that would leave its folder
+    ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
     ├── TaskNameTaken (FileExistsError)  a fixed name a run token may not replace
@@ -62,6 +63,18 @@ class UnsafePath(InvalidInput):
         self.path = path
         self.reason = reason
         super().__init__(f"Unsafe path {path!r}: {reason}")
+
+
+class NoSuchFile(RunyardError, FileNotFoundError):
+    """No regular file at ``path`` under its folder (missing, a folder, a device...)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"No file {path!r}: {reason}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class TaskNotFound(RunyardError, KeyError):

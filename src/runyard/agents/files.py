@@ -1,60 +1,63 @@
-"""A run's output files: listing ``out/`` and resolving one file inside it, safely."""
+"""A run's output files and the uploaded files, opened for serving without a race.
+
+A run writes its ``out/`` while (and after) it is served, so a name can be swapped for a
+symlink or a hard link at any moment. Everything here goes through
+:mod:`runyard.workspace.safefs`: opened once, never through a symlink, streamed from the
+descriptor. Run outputs with other hard links are neither listed nor served (a run can
+link a file it may read but must not hand out, e.g. ``ln /workspace/in/x out/y``).
+"""
 
 from __future__ import annotations
 
 import mimetypes
-import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from runyard.agents.errors import AgentInvalid, AgentNotFound
-from runyard.errors import UnsafePath
-from runyard.workspace.artifacts import resolve_inside
+from runyard.errors import NoSuchFile, UnsafePath
+from runyard.workspace.safefs import FileEntry, OpenedFile, open_under, walk_files
 
 MAX_LISTED = 10_000
 
 
 def list_output_files(out_dir: Path) -> list[dict[str, Any]]:
-    """Regular files under ``out_dir`` (symlinks are not followed), sorted by path."""
-    found: list[dict[str, Any]] = []
-    for folder, dirs, files in os.walk(out_dir, followlinks=False):
-        dirs.sort()
-        for name in sorted(files):
-            full = Path(folder) / name
-            try:
-                info = full.lstat()
-            except OSError:
-                continue
-            if not full.is_symlink() and full.is_file():
-                found.append(_entry(out_dir, full, info.st_size, info.st_mtime))
-            if len(found) >= MAX_LISTED:
-                return found
-    return found
+    """Regular, singly linked files under ``out_dir`` (symlinks not followed), by path."""
+    try:
+        entries = walk_files(out_dir, hidden=True, single_link=True, limit=MAX_LISTED)
+    except (NoSuchFile, UnsafePath):
+        return []
+    return [_entry(entry) for entry in entries]
 
 
-def _entry(out_dir: Path, full: Path, size: int, mtime: float) -> dict[str, Any]:
-    relative = full.relative_to(out_dir).as_posix()
-    media, _ = mimetypes.guess_type(relative, strict=False)
+def _entry(entry: FileEntry) -> dict[str, Any]:
+    media, _ = mimetypes.guess_type(entry.relative, strict=False)
     return {
-        "path": relative,
-        "size": size,
+        "path": entry.relative,
+        "size": entry.info.st_size,
         "mediaType": media or "application/octet-stream",
-        "modifiedAt": _iso(mtime),
+        "modifiedAt": _iso(entry.info.st_mtime),
     }
 
 
 def _iso(timestamp: float) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def output_file(out_dir: Path, relative: str) -> Path:
-    """The regular file ``relative`` names under ``out_dir``; never outside it."""
+def open_output(out_dir: Path, relative: str) -> OpenedFile:
+    """The regular file ``relative`` names under ``out_dir``, opened; never outside it."""
+    return _open(out_dir, relative, "output file", single_link=True)
+
+
+def open_upload(path: Path) -> OpenedFile:
+    """An uploaded file, opened (uploads are hard-linked into runs' ``in/`` by design)."""
+    return _open(path.parent, path.name, "uploaded file", single_link=False)
+
+
+def _open(root: Path, relative: str, kind: str, *, single_link: bool) -> OpenedFile:
     try:
-        target = resolve_inside(out_dir, relative)
+        return open_under(root, relative, hidden=True, single_link=single_link)
     except UnsafePath as exc:
         raise AgentInvalid(str(exc)) from exc
-    if not target.is_file():
-        raise AgentNotFound("output file", relative)
-    return target
+    except NoSuchFile as exc:
+        raise AgentNotFound(kind, relative) from exc

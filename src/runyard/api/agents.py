@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.agents.errors import AgentError, UploadTooLarge, error_code, http_status
-from runyard.agents.files import list_output_files, output_file
+from runyard.agents.files import list_output_files, open_output, open_upload
 from runyard.agents.models import MountGrant, Page, SessionStatus, to_wire
 from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
@@ -235,8 +235,8 @@ def _artifact_routes(router: APIRouter, service: AgentService) -> None:
     @router.get("/artifacts/{artifact_id}/content")
     async def artifact_content(request: Request, artifact_id: str) -> Any:
         artifact = await run_in_threadpool(catalog.artifact, artifact_id, run_scope(request))
-        path = catalog.artifact_file(artifact)
-        return download(path, artifact.file_name, artifact.media_type)
+        opened = await run_in_threadpool(open_upload, catalog.artifact_file(artifact))
+        return download(opened, artifact.file_name, artifact.media_type)
 
 
 def _grant_routes(router: APIRouter, services: Services, service: AgentService) -> None:
@@ -313,8 +313,8 @@ def _run_output_routes(router: APIRouter, service: AgentService) -> None:
     async def download_file(request: Request, run_id: str, path: str) -> Any:
         run = await run_in_threadpool(runs.run, run_id, run_scope(request))
         out_dir = service.layout.run_subdir(run.id, "out")
-        target = await run_in_threadpool(output_file, out_dir, path)
-        return download(target)
+        opened = await run_in_threadpool(open_output, out_dir, path)
+        return download(opened)
 
     @router.get("/runs/{run_id}/events")
     async def events(request: Request, run_id: str) -> Any:

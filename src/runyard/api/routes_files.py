@@ -1,25 +1,28 @@
 """Read-only access to the files of a task folder (artifacts and records) for the Studio.
 
 ``GET /api/v1/tasks/{task_id}/files`` lists them; ``.../files/{path}`` downloads one.
-Paths are relative to the task folder; anything that would leave it is refused.
+Paths are relative to the task folder. A file is opened once, component by component
+without following symlinks, and streamed from that descriptor (``workspace.safefs``):
+hidden names, symlinks, hard-linked files and anything that would leave the folder are
+refused, even when the task swaps names while it is being served.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from runyard.agents.tokens import RunScope
 from runyard.api.downloads import download
 from runyard.api.scopes import can_see, request_scope
 from runyard.api.services import Services
-from runyard.errors import InvalidInput, UnsafePath
-from runyard.workspace.artifacts import resolve_inside
+from runyard.errors import InvalidInput, NoSuchFile, UnsafePath
 from runyard.workspace.identity import parse_task_id
+from runyard.workspace.safefs import open_under, walk_files
 
 MAX_LISTED = 10_000
 
@@ -43,20 +46,9 @@ def _task_dir(
 
 
 def list_files(folder: Path) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            path = Path(dirpath) / name
-            if path.is_symlink() or not path.is_file():
-                continue
-            rel = path.relative_to(folder).as_posix()
-            items.append({"path": rel, "size": path.stat().st_size})
-            if len(items) >= MAX_LISTED:
-                return items
-    return items
+    """The files a download would serve: no hidden names, symlinks or hard-linked files."""
+    entries = walk_files(folder, single_link=True, limit=MAX_LISTED)
+    return [{"path": entry.relative, "size": entry.info.st_size} for entry in entries]
 
 
 def build_files_router(services: Services) -> APIRouter:
@@ -67,21 +59,23 @@ def build_files_router(services: Services) -> APIRouter:
         folder = _task_dir(services, task_id, request_scope(request))
         if isinstance(folder, JSONResponse):
             return folder
-        return {"items": list_files(folder), "nextCursor": None}
+        try:
+            items = await run_in_threadpool(list_files, folder)
+        except (NoSuchFile, UnsafePath):
+            return _error(404, "task_not_found", f"No task folder for {task_id}")
+        return {"items": items, "nextCursor": None}
 
     @router.get("/tasks/{task_id}/files/{path:path}")
     async def task_file(request: Request, task_id: str, path: str) -> Any:
         folder = _task_dir(services, task_id, request_scope(request))
         if isinstance(folder, JSONResponse):
             return folder
-        if any(part.startswith(".") for part in path.split("/")):
-            return _error(400, "unsafe_path", f"Hidden files are not served: {path!r}")
         try:
-            target = resolve_inside(folder, path)
+            opened = await run_in_threadpool(open_under, folder, path, single_link=True)
         except UnsafePath as exc:
             return _error(400, "unsafe_path", str(exc))
-        if not target.is_file():
-            return _error(404, "file_not_found", f"No file {path!r} in {task_id}")
-        return download(target)
+        except NoSuchFile as exc:
+            return _error(404, "file_not_found", f"{exc} in {task_id}")
+        return download(opened)
 
     return router
