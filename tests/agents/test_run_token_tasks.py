@@ -9,11 +9,12 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 from agent_support import needs_bwrap
-from api_helpers import agent_server, api, create_run, new_session, wait_run
+from api_helpers import agent_server, api, create_run, new_session, wait_file, wait_run
 
 from serverproc import ServerProcess, start_server
 
@@ -119,10 +120,6 @@ def test_run_token_tasks_are_sandboxed_and_scoped(
                 for name in ("status", "read_task_log", "get_task_graph", "get_task_context")
             ]
             calls.append([f"{label}:wait", *job("wait_task", task_id=task_id, run_id="r")[1:]])
-            calls.append([f"{label}:files", "GET", f"/api/v1/tasks/{task_id}/files", None])
-            calls.append(
-                [f"{label}:file", "GET", f"/api/v1/tasks/{task_id}/files/status.json", None]
-            )
         a = run_probe(client, session_a, calls)
     with pytest.raises(TimeoutError):
         listener.accept()
@@ -151,10 +148,6 @@ def test_run_token_tasks_are_sandboxed_and_scoped(
             seen = a[f"{label}:{name}"]
             absent = a[f"none:{name}"]
             assert seen["status"] == absent["status"] == 200
-            assert seen["body"] == json.loads(json.dumps(absent["body"]).replace(missing, task_id))
-        for name in ("files", "file"):
-            seen, absent = a[f"{label}:{name}"], a[f"none:{name}"]
-            assert seen["status"] == absent["status"] == 404
             assert seen["body"] == json.loads(json.dumps(absent["body"]).replace(missing, task_id))
     assert a["cancel"]["body"]["answer"] is False
     assert main.call("status", task_id=admin_busy)["answer"]["state"] == "running"
@@ -246,3 +239,39 @@ def test_a_task_that_rewrites_its_status_gains_nothing(
     admin_view = main.call("status", task_id=task_id)["answer"]
     assert "top-secret" not in json.dumps(admin_view)
     assert "top-secret" not in main.call("read_task_log", task_id=task_id)["answer"]["content"]
+
+
+def test_run_token_over_tcp_reads_no_other_task_files(
+    servers: tuple[ServerProcess, ServerProcess],
+) -> None:
+    """The task-file routes are on the TCP listener: a run token there sees only its own
+    session's task folders; others answer exactly as missing ones."""
+    main, _ = servers
+    admin_done = admin_task(main, "admin-files", "echo admin-secret")
+    main.call("stream_task", task_id=admin_done)
+    missing = "base#command#no-such-task"
+    with api(main, timeout=120) as client:
+        session = new_session(client)
+        calls = [
+            job("submit", task="command", task_name="own-files", command="true"),
+            job("stream_task", task_id="base#command#own-files"),
+            ["hold", "GET", "release", None],
+        ]
+        run = create_run(client, session, json.dumps(calls), package="scope_probe")
+        token = wait_file(client, run["id"], "token").decode()
+        replies = {}
+        with httpx.Client(base_url=main.url, timeout=30) as tcp:
+            headers = {"authorization": f"Bearer {token}"}
+            for task_id in (admin_done, missing, "base#command#own-files"):
+                for suffix in ("", "/status.json"):
+                    path = f"/api/v1/tasks/{quote(task_id, safe='')}/files{suffix}"
+                    reply = tcp.get(path, headers=headers)
+                    replies[task_id + suffix] = (reply.status_code, reply.text)
+        state = main.workspace / "agent" / "session-state" / session
+        (state / "release").write_text("go")
+        assert wait_run(client, run["id"])["state"] == "succeeded"
+    for suffix in ("", "/status.json"):
+        seen, absent = replies[admin_done + suffix], replies[missing + suffix]
+        assert seen[0] == absent[0] == 404, (seen, absent)
+        assert seen[1] == absent[1].replace(missing, admin_done)
+        assert replies["base#command#own-files" + suffix][0] == 200, replies

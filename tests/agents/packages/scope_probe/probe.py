@@ -1,7 +1,9 @@
 """A test agent whose prompt is a JSON list of API calls ``[name, method, path, body]``.
 
 Each call goes through the run's API socket with the run token; every answer (status code
-and body) is written to ``out/replies.json`` under its name. The test judges them.
+and body) is written to ``out/replies.json`` under its name. The test judges them. A call
+named ``hold`` instead writes the token to ``out/token`` and waits until the file
+``state/<path>`` exists, so the test can use the token itself while the run lives.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import http.client
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 WORKSPACE = Path(os.environ["RUNYARD_WORKSPACE"])
@@ -43,9 +46,19 @@ def call(method: str, path: str, body: object) -> dict[str, object]:
         return {"status": reply.status, "body": raw}
 
 
+def hold(release: str) -> None:
+    (WORKSPACE / "out" / "token").write_text(os.environ["RUNYARD_API_TOKEN"], encoding="utf-8")
+    deadline = time.monotonic() + 60
+    while not (WORKSPACE / "state" / release).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def main() -> None:
     replies: dict[str, object] = {}
     for name, method, path, body in json.loads(CONTEXT["userPrompt"]):
+        if name == "hold":
+            hold(path)
+            continue
         try:
             replies[name] = call(method, path, body)
         except OSError as exc:
