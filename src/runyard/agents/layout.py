@@ -14,23 +14,61 @@
 Folders a run writes are owned by the configured run UID/GID (``agent_run_uid`` /
 ``agent_run_gid``, else the server's own) with mode ``2770``: group-writable and setgid,
 so everything created inside stays in the run group. Nothing is ever made ``0777``.
+
+A run can write its ``in/``, ``out/``, ``tmp/`` and the session's state folder, and may
+leave symlinks there for the server to trip over. The server (often root) therefore never
+changes anything there by name: folders are opened ``O_DIRECTORY | O_NOFOLLOW`` relative
+to a descriptor of their parent, and ``fchown``/``fchmod``/``unlinkat``/``rmtree(dir_fd=)``
+act on what was opened. A state subfolder (``checkpoints``, ``checkpoint-db``,
+``tool-cache``) that an earlier run replaced by a symlink or a file is removed (the link
+itself, never its target) and created again as an empty folder, so the session keeps
+working; anything else out of place (a symlinked run or state folder, which no run can
+make) fails the run's start with an error that names it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from runyard.agents.errors import AgentConflict
+
 RUN_DIR_MODE = 0o2770
 INPUT_FILE_MODE = 0o640
 STATE_SUBDIRS = ("checkpoints", "checkpoint-db", "tool-cache")
 RUN_SUBDIRS = ("in", "out", "tmp")
 MAX_SOCKET_PATH = 100
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NODE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+NOT_A_FOLDER = (errno.ELOOP, errno.ENOTDIR)
+log = logging.getLogger("runyard.agents.layout")
+
+
+def open_folder(path: Path) -> int:
+    """A descriptor of the folder ``path``; :class:`AgentConflict` when it is a symlink."""
+    try:
+        return os.open(path, DIR_FLAGS)
+    except OSError as exc:
+        if exc.errno in NOT_A_FOLDER:
+            raise AgentConflict(f"{path.name} is not a folder (a symlink?); not followed") from exc
+        raise
+
+
+def _open_node(path: Path) -> int:
+    try:
+        return os.open(path, NODE_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            message = f"{path.name} is a symbolic link; its target is not changed"
+            raise AgentConflict(message) from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -53,23 +91,39 @@ class Ownership:
         """True when runs execute as another user or group than the server."""
         return self.effective_uid != os.getuid() or self.effective_gid != os.getgid()
 
-    def apply(self, path: Path, mode: int) -> None:
-        """Give ``path`` this ownership and ``mode`` (chown only where it changes anything)."""
+    def apply_fd(self, fd: int, mode: int) -> None:
+        """Give the opened file or folder this ownership and ``mode``."""
         if self.uid is not None or self.gid is not None:
             uid = -1 if self.uid is None else self.uid
-            os.chown(path, uid, -1 if self.gid is None else self.gid)
-        os.chmod(path, mode)
+            os.fchown(fd, uid, -1 if self.gid is None else self.gid)
+        os.fchmod(fd, mode)
 
-    def apply_group(self, path: Path, mode: int) -> None:
+    def apply(self, path: Path, mode: int) -> None:
+        """:meth:`apply_fd` on ``path``, refused (never followed) when it is a symlink."""
+        fd = _open_node(path)
+        try:
+            self.apply_fd(fd, mode)
+        finally:
+            os.close(fd)
+
+    def apply_group_fd(self, fd: int, mode: int) -> None:
         """Keep the server as owner, give the run group, set ``mode``."""
         if self.gid is not None:
-            os.chown(path, -1, self.gid)
-        os.chmod(path, mode)
+            os.fchown(fd, -1, self.gid)
+        os.fchmod(fd, mode)
 
-    def make_dir(self, path: Path) -> Path:
-        path.mkdir(parents=False, exist_ok=True)
-        self.apply(path, RUN_DIR_MODE)
-        return path
+    def make_dir_at(self, parent_fd: int, name: str) -> int:
+        """The folder ``name`` in ``parent_fd`` (created if missing) with this ownership and
+        ``2770``, opened; raises ``OSError`` ELOOP/ENOTDIR when ``name`` is not a folder."""
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, RUN_DIR_MODE, dir_fd=parent_fd)
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        try:
+            self.apply_fd(fd, RUN_DIR_MODE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
 
 @dataclass(frozen=True)
@@ -130,27 +184,69 @@ class AgentLayout:
     def create_run_dirs(self, run_id: str, owner: Ownership) -> Path:
         run_dir = self.run_dir(run_id)
         run_dir.mkdir(exist_ok=False)
-        owner.apply_group(run_dir, 0o2750)  # the run reads it, only the server writes it
-        for name in RUN_SUBDIRS:
-            owner.make_dir(run_dir / name)
+        run_fd = open_folder(run_dir)
+        try:
+            owner.apply_group_fd(run_fd, 0o2750)  # the run reads it, only the server writes it
+            for name in RUN_SUBDIRS:
+                os.close(_subfolder(run_fd, name, owner))
+        finally:
+            os.close(run_fd)
         return run_dir
 
     def ensure_state_dirs(self, session_id: str, owner: Ownership) -> Path:
-        state = self.state_dir(session_id)
-        owner.make_dir(state)
-        for name in STATE_SUBDIRS:
-            owner.make_dir(state / name)
-        return state
+        """The session's state folder and its subfolders, owned by the run user; a
+        subfolder an earlier run replaced by a symlink or a file is made a folder again."""
+        states_fd = open_folder(self.session_states)
+        try:
+            state_fd = _subfolder(states_fd, session_id, owner)
+        finally:
+            os.close(states_fd)
+        try:
+            for name in STATE_SUBDIRS:
+                os.close(_state_subfolder(state_fd, name, owner))
+        finally:
+            os.close(state_fd)
+        return self.state_dir(session_id)
 
     def clear_tmp(self, run_id: str) -> None:
         """Empty a finished run's ``tmp/`` (its ``in/`` and ``out/`` are kept)."""
-        tmp = self.run_subdir(run_id, "tmp")
-        if not tmp.is_dir() or tmp.is_symlink():
-            return
-        for entry in os.scandir(tmp):
-            path = Path(entry.path)
-            with contextlib.suppress(OSError):
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
+        try:
+            tmp_fd = os.open(self.run_subdir(run_id, "tmp"), DIR_FLAGS)
+        except OSError:
+            return  # gone, or not a folder: nothing of ours to empty
+        try:
+            with os.scandir(tmp_fd) as entries:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+            for name, is_dir in names:
+                with contextlib.suppress(OSError):
+                    if is_dir:
+                        shutil.rmtree(name, dir_fd=tmp_fd)  # fd-based: never leaves tmp/
+                    else:
+                        os.unlink(name, dir_fd=tmp_fd)
+        finally:
+            os.close(tmp_fd)
+
+
+def _subfolder(parent_fd: int, name: str, owner: Ownership) -> int:
+    """A folder only the server can have made; anything else there fails loudly."""
+    try:
+        return owner.make_dir_at(parent_fd, name)
+    except OSError as exc:
+        if exc.errno in NOT_A_FOLDER:
+            raise AgentConflict(f"{name} is not a folder (a symlink?); not followed") from exc
+        raise
+
+
+def _state_subfolder(state_fd: int, name: str, owner: Ownership) -> int:
+    """A state subfolder; a symlink or file a run left in its place is removed (the entry
+    itself, not what it points to) and the folder made again."""
+    for _ in range(3):
+        try:
+            return owner.make_dir_at(state_fd, name)
+        except OSError as exc:
+            if exc.errno not in NOT_A_FOLDER:
+                raise
+        log.warning("state entry %s was not a folder; replaced by an empty folder", name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=state_fd)
+    raise AgentConflict(f"The session state entry {name} keeps changing; not a folder")
