@@ -1,0 +1,111 @@
+"""The agent-run Unix socket: reachable by runs only, and it opens to run tokens only."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from api_helpers import agent_server, api, create_run, new_session, wait_file, wait_run
+
+from runyard.agents.layout import AgentLayout
+from serverproc import ServerProcess
+
+NOBODY = 65534
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__("runyard", timeout=30)
+        self.socket_path = str(path)
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.socket_path)
+
+
+def socket_path(server: ServerProcess) -> Path:
+    return AgentLayout(server.workspace / "agent", server.log_dir).socket_path()
+
+
+def over_socket(server: ServerProcess, method: str, path: str, token: str) -> tuple[int, str]:
+    conn = UnixConnection(socket_path(server))
+    headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+    body = json.dumps({"arguments": {}}) if path.startswith("/jobs") else None
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        reply = conn.getresponse()
+        return reply.status, reply.read().decode()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    srv = agent_server(tmp_path_factory.mktemp("sock"), "none")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def test_admin_token_is_refused_and_a_run_token_accepted(server: ServerProcess) -> None:
+    assert server.token
+    for path in ("/jobs/list_task_ids", "/api/v1/sessions"):
+        method = "POST" if path.startswith("/jobs") else "GET"
+        status, body = over_socket(server, method, path, server.token)
+        assert status == 401, body
+    with api(server) as client:
+        session_id = new_session(client)
+        run = create_run(client, session_id, "token\nwait-for go\nanswer done", package="probe")
+        run_token = wait_file(client, run["id"], "token").decode()
+        try:
+            status, body = over_socket(server, "POST", "/jobs/list_task_ids", run_token)
+            assert status == 200 and json.loads(body)["success"] is True
+            status, body = over_socket(server, "GET", f"/api/v1/sessions/{session_id}", run_token)
+            assert status == 200 and json.loads(body)["id"] == session_id
+        finally:
+            (server.workspace / "agent" / "session-state" / session_id / "go").touch()
+            assert wait_run(client, run["id"])["state"] == "succeeded"
+
+
+def test_socket_is_the_server_users_alone(server: ServerProcess) -> None:
+    info = socket_path(server).lstat()
+    assert stat.S_ISSOCK(info.st_mode)
+    assert (info.st_uid, info.st_gid) == (os.getuid(), os.getgid())
+    assert stat.S_IMODE(info.st_mode) == 0o600
+
+
+def connect_as(uid: int, gid: int, path: Path) -> subprocess.CompletedProcess[str]:
+    """Try to connect to ``path`` as another user (needs root and setpriv)."""
+    code = "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])"
+    argv = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+            sys.executable, "-c", code, str(path)]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="owning the socket by another uid needs root")
+def test_socket_belongs_to_the_run_user_and_no_one_else(tmp_path: Path) -> None:
+    # a workspace path too long for a socket puts it in /tmp/runyard-<hash>/, which any
+    # user can traverse: only the socket's own owner and mode keep a stranger out
+    root = tmp_path / ("d" * 90)
+    srv = agent_server(root, "none", agent_run_uid=NOBODY, agent_run_gid=NOBODY)
+    try:
+        path = socket_path(srv)
+        assert str(path).startswith(tempfile.gettempdir() + "/runyard-")
+        info = path.lstat()
+        assert (info.st_uid, info.st_gid) == (NOBODY, NOBODY)
+        assert stat.S_IMODE(info.st_mode) == 0o660
+        assert connect_as(NOBODY, NOBODY, path).returncode == 0
+        stranger = connect_as(12345, 12345, path)
+        assert stranger.returncode != 0 and "PermissionError" in stranger.stderr
+    finally:
+        srv.stop()
