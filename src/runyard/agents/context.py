@@ -59,8 +59,15 @@ def built_in_tools(view: RunView) -> list[dict[str, Any]]:
 
 
 def env_facts(
-    view: RunView, choice: SandboxChoice, owner: Ownership, network: bool, python: str
+    view: RunView,
+    choice: SandboxChoice,
+    owner: Ownership,
+    network: bool,
+    python: str,
+    limits: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """What the run may rely on about its environment; ``limits`` is what limits it and
+    how (``enforced_by``: cgroup2, cgroup1, rlimit, kubernetes or none)."""
     sandboxed = view.isolation in ("bwrap", "kubernetes")
     facts: dict[str, Any] = {
         "isolation": view.isolation,
@@ -80,6 +87,8 @@ def env_facts(
     }
     if choice.reason:
         facts["sandboxUnavailable"] = choice.reason
+    if limits is not None:
+        facts["limits"] = limits
     return facts
 
 

@@ -23,11 +23,13 @@ import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from runyard.agents.layout import Ownership
 from runyard.config import Settings
 from runyard.errors import ConfigError
-from runyard.executors.base import LaunchSpec, Limits, Mount
+from runyard.executors.base import Executor, LaunchSpec, Limits, Mount
+from runyard.executors.containment import planned_limits
 from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
 
 SANDBOX_WORKSPACE = "/workspace"
@@ -104,6 +106,7 @@ class RunPlan:
     grants: list[tuple[str, Path, bool]] = field(default_factory=list)
     python_root: str | None = None
     network: bool = False
+    limits: Limits = field(default_factory=Limits)  # memory, pids, cpu (agent_limits)
 
 
 def view_for(choice: SandboxChoice, plan_dir: Path, package_dir: Path, socket: Path) -> RunView:
@@ -167,6 +170,22 @@ def link_plain_layout(plan: RunPlan) -> None:
             (mounts / name).symlink_to(host, target_is_directory=True)
 
 
+def limits_report(
+    executor: Executor, choice: SandboxChoice, limits: Limits, run_id: str
+) -> dict[str, Any]:
+    """What will limit the run and how (``envFacts.limits``): the cgroup or rlimits of a
+    local run, the container limits of a pod (which has no pids limit)."""
+    if choice.mode != "kubernetes":
+        spec = LaunchSpec(argv=[], log_path=Path(os.devnull), limits=limits,
+                          labels={"runyard.agent-run": run_id})  # fmt: skip
+        report = planned_limits(executor, spec)
+        if report is not None:
+            return report
+    memory = None if limits.memory_bytes is None else limits.memory_bytes >> 20
+    by = "kubernetes" if choice.mode == "kubernetes" else "none"
+    return {"memory_mb": memory, "pids": limits.pids, "cpu": limits.cpu, "enforced_by": by}
+
+
 def launch_spec(
     plan: RunPlan, choice: SandboxChoice, owner: Ownership, timeout: float
 ) -> LaunchSpec:
@@ -176,7 +195,7 @@ def launch_spec(
     user and reports how it ended.
     """
     labels = {"runyard.agent-run": plan.run_id, "runyard.session": plan.session_id}
-    limits = Limits(timeout_seconds=timeout)
+    limits = replace(plan.limits, timeout_seconds=timeout)
     if choice.mode == "kubernetes":
         return LaunchSpec(
             argv=plan.argv, log_path=plan.log_path, cwd=Path(SANDBOX_WORKSPACE), env=plan.env,

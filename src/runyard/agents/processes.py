@@ -3,7 +3,8 @@
 A launched run is polled through its executor handle. An adopted local one (left running
 by a previous server) is watched through a pidfd, checked against its recorded start time
 so a reused PID is never mistaken for it; its exit code comes from the ``exit-code`` file
-the launcher writes; it is cancelled by signalling its process group. A pod's handle is
+the launcher writes; it is cancelled by signalling its process group, and what it leaves
+behind is killed through its cgroup (named from the run id). A pod's handle is
 plain JSON, so it is rebuilt after a restart and polled and cancelled as before.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.executors.base import Executor, Handle
+from runyard.executors.containment import agent_cgroup_name, sweep
 from runyard.executors.local import open_pidfd, process_start_time, terminate_group
 
 CANCELLED = "cancelled"
@@ -81,6 +83,7 @@ class RunProcesses:
         if live.pid is not None:
             live.pidfd = open_pidfd(live.pid, live.start_time)
             if live.pidfd is None:
+                sweep(agent_cgroup_name(live.run_id))  # what its ended process left running
                 return False
         elif live.handle is None:
             return False
@@ -126,12 +129,14 @@ class RunProcesses:
         return UNKNOWN_EXIT if code is None else code
 
     def stop(self, live: LiveRun, reason: str, grace: float) -> None:
-        """SIGTERM the run's process group, SIGKILL after ``grace`` seconds."""
+        """SIGTERM the run's process group, SIGKILL after ``grace`` seconds, then kill
+        everything left in its cgroup."""
         live.stop_reason = live.stop_reason or reason
         if live.handle is not None:
             self.executor.cancel(live.handle, grace)
         elif live.pid is not None:
             terminate_group(live.pid, grace, live.start_time)
+            sweep(agent_cgroup_name(live.run_id))
         self.wake()
 
     def forget(self, live: LiveRun) -> None:
@@ -144,6 +149,8 @@ class RunProcesses:
         if live.handle is not None:
             with contextlib.suppress(Exception):
                 self.executor.cleanup(live.handle)
+        elif live.pid is not None:  # adopted: what the run left running ends with it
+            sweep(agent_cgroup_name(live.run_id))
 
     def close(self) -> None:
         close_executor = getattr(self.executor, "close", None)

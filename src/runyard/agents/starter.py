@@ -25,6 +25,7 @@ from runyard.agents.launch import (
     RunView,
     SandboxChoice,
     launch_spec,
+    limits_report,
     run_env,
     view_for,
 )
@@ -37,6 +38,7 @@ from runyard.agents.store import AgentStore
 from runyard.agents.tokens import hash_token, new_run_token
 from runyard.config import Settings
 from runyard.executors.base import Executor
+from runyard.executors.containment import to_limits
 from runyard.executors.local import process_start_time
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.records import utcnow
@@ -74,7 +76,9 @@ class RunStarter:
         state_dir = self._session_state(session.id, run.id)
         view = view_for(choice, run_dir, package.path, ctx.socket_path)
         python = run_python(ctx.settings)
-        facts = env_facts(view, choice, ctx.owner, ctx.settings.agent_network, python)
+        limits = to_limits(ctx.settings.agent_limits)
+        report = limits_report(ctx.executor, choice, limits, run.id)
+        facts = env_facts(view, choice, ctx.owner, ctx.settings.agent_network, python, report)
         self._write_context(run, session, package, view, facts, placed, grants)
         token = new_run_token()
         prompt = HistoryEntry("user", run.user_prompt, run.id, utcnow())
@@ -82,6 +86,7 @@ class RunStarter:
             run.id, token_hash=hash_token(token), isolation=view.isolation, prompt=prompt
         )
         plan = self._plan(run, run_dir, state_dir, package, view, python, token, placed, grants)
+        plan.limits = limits
         return self._launch(run, plan, choice)
 
     def _artifact(self, run: Run, artifact_id: str) -> Artifact:
