@@ -52,3 +52,5 @@ def test_no_server_errors(tmp_path: Path) -> None:
             check_operation(operation, srv)
     finally:
         srv.stop()
+    # a 4xx that was a swallowed crash would still have logged its traceback
+    assert "Traceback" not in "".join(srv.output), "".join(srv.output)[-3000:]
