@@ -111,6 +111,8 @@ def open_root(root: Path) -> int:
     try:
         return os.open(root, DIR_FLAGS)
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR and _is_symlink(None, root):
+            exc.errno = errno.ELOOP
         raise _translate(exc, root.name, "the folder") from exc  # no host path in answers
 
 
@@ -145,7 +147,16 @@ def _descend(folder: int, part: str, so_far: str) -> int:
     try:
         return os.open(part, DIR_FLAGS, dir_fd=folder)
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR and _is_symlink(folder, part):
+            exc.errno = errno.ELOOP  # O_DIRECTORY answers ENOTDIR for a symlink too
         raise _translate(exc, so_far, "a folder") from exc
+
+
+def _is_symlink(folder: int | None, name: str | Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _open_leaf(folder: int, name: str, relative: str) -> int:
@@ -195,7 +206,7 @@ def walk_files(
     finally:
         entries.close()  # fwalk closes the descriptors it still holds
         os.close(root_fd)
-    return found
+    return sorted(found, key=lambda entry: entry.relative)
 
 
 def _walk(root_fd: int, hidden: bool, single_link: bool) -> Generator[FileEntry, None, None]:
