@@ -7,24 +7,17 @@ and fails on any page error or Content-Security-Policy violation it caused.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from studio_support import SEEDED_PAGES, SHOTS, sign_in_by_link
+from studio_support import CHROMIUM, CHROMIUM_ARGS, SEEDED_PAGES, SHOTS, sign_in_by_link
 
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.layout import Workspace
 from serverproc import ServerProcess, start_server
-
-CHROMIUM = os.environ.get("RUNYARD_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,11 @@ from serverproc import ServerProcess
 
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "studio"
 SEEDED_PAGES = 120  # etl tasks written straight into the workspace, for paging
+CHROMIUM = os.environ.get("RUNYARD_TEST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
 
 
 def screenshot(page: Any, name: str, *, full_page: bool = True) -> Path:

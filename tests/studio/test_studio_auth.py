@@ -56,3 +56,38 @@ def test_token_prompt_on_401_and_header_only(locked, page):
     assert page.evaluate("sessionStorage.getItem('runyard.token')") is None
     page.click("#token-cancel")
     expect(page.locator(".alert-error")).to_contain_text("requires a token")
+
+
+def test_the_link_serve_prints_signs_in_and_leaves_no_trace(studio, chromium):
+    """``/#token=...`` (the banner's link): the task list loads with no prompt, the token
+    leaves the address bar and history at once, and it never goes over the wire but as a
+    header — the server never sees or logs the fragment."""
+    banner = next(line for line in studio.output if "#token=" in line)
+    link = banner.split("Studio: ", 1)[1].strip()
+    assert link == f"{studio.url}/#token={studio.token}"
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        requests = []
+        page.on("request", lambda r: requests.append((r.url, r.headers)))
+        page.goto(link)
+        expect(page.locator("#tasks-table tbody tr.row-link").first).to_be_visible()
+        expect(page.locator("#token-dialog")).to_be_hidden()
+        assert studio.token not in page.url and "token" not in page.url
+        page.go_back()  # the entry was replaced: no step of the history holds the token
+        assert page.url == "about:blank"
+        page.go_forward()
+        assert page.url == f"{studio.url}/"
+        assert studio.token not in page.evaluate("location.href + document.referrer")
+        assert page.evaluate("sessionStorage.getItem('runyard.token')") == studio.token
+        page.reload()  # the tab keeps the token, the address stays clean
+        expect(page.locator("#tasks-table tbody tr.row-link").first).to_be_visible()
+        assert studio.token not in page.url
+    finally:
+        context.close()
+    for url, headers in requests:
+        assert studio.token not in url
+        others = {k: v for k, v in headers.items() if k != "authorization"}
+        assert studio.token not in str(others)
+    assert any(h.get("authorization") == f"Bearer {studio.token}" for _, h in requests)
+    assert "".join(studio.output).count(studio.token) == 1  # the banner only
