@@ -7,10 +7,12 @@ is tried against ids that exist as well as ids that cannot.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -454,3 +456,50 @@ def _try(client: httpx.Client, method: str, url: str, body: bytes | None) -> int
     reply = client.request(method.upper(), url, content=body, headers=headers)
     assert reply.status_code < 500, (method, url[:120], (body or b"")[:60], reply.text[:200])
     return 1
+
+
+# --- a configured remote that answers garbage --------------------------------------------
+
+
+class _HostileRemote(BaseHTTPRequestHandler):
+    answers: ClassVar[dict[str, bytes]] = {
+        "/jobs/status": b'{"answer": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        "/jobs/list_task_ids": b'{"answer": NaN, "success": true, "metadata": {}}',
+        "/jobs/get_task_graph": b'{"answer": 1e999, "success": true, "metadata": {}}',
+    }
+
+    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        body = self.answers.get(self.path, b"{}")
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_remote_target_answering_unusable_json_is_a_502(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    remote = ThreadingHTTPServer(("127.0.0.1", 0), _HostileRemote)
+    threading.Thread(target=remote.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{remote.server_address[1]}"
+    root = tmp_path_factory.mktemp("hostile-remote")
+    srv = start_server(root, token="t", config={"targets": {"evil": {"url": url}}})
+    try:
+        with srv.client() as client:
+            for job in ("status", "list_task_ids", "get_task_graph"):
+                body = {"target": "evil", "arguments": {"task_id": "base#demo#x"}}
+                if job == "list_task_ids":
+                    body["arguments"] = {}
+                detail = job_error(client.post(f"/jobs/{job}", json=body), 502)
+                assert "no usable JSON" in detail and "NaN" not in detail
+            assert client.get("/health").status_code == 200
+    finally:
+        srv.stop()
+        remote.shutdown()
+        remote.server_close()
+    assert tracebacks(srv, 0) == []

@@ -9,6 +9,7 @@ import httpx
 from fastapi import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from runyard.api.jsonbody import MAX_DEPTH, parse_json_body
 from runyard.config import Settings, Target
 
 CONNECT_TIMEOUT = 5.0
@@ -35,9 +36,10 @@ async def forward_call(target: Target, name: str, arguments: dict[str, Any]) -> 
     except httpx.HTTPError as exc:
         raise HTTPException(502, f"Target {target.url} unreachable: {exc!r}") from exc
     try:
-        body = reply.json()
+        # a remote's answer is input like any other; it may wrap arguments nested to the limit
+        body = parse_json_body(reply.content, max_depth=2 * MAX_DEPTH)
     except ValueError as exc:
-        raise HTTPException(502, f"Target {target.url} answered non-JSON") from exc
+        raise HTTPException(502, f"Target {target.url} answered no usable JSON: {exc}") from exc
     return JSONResponse(body, status_code=reply.status_code)
 
 
