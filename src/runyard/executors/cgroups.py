@@ -156,10 +156,14 @@ class CgroupHost:
         of that name (a crash between create and remove) is emptied and reused."""
         group = Cgroup(name, self.version, self.folders(name, limits))
         try:
+            stale = False
             for folder in group.folders.values():
-                with contextlib.suppress(FileExistsError):
+                try:
                     folder.mkdir()
-            group.kill()
+                except FileExistsError:
+                    stale = True
+            if stale:
+                group.kill()
             self._limit(group, limits)
         except OSError as exc:
             group.remove(0.0)

@@ -101,7 +101,8 @@ class Setup:
         cgroup = self.cgroup  # another thread may end it meanwhile: both ends are harmless
         if cgroup is None:
             return True
-        removed = cgroup.kill() and cgroup.remove()
+        # an empty cgroup (the usual end) is removed at once; a busy one is emptied first
+        removed = cgroup.remove(0.0) or (cgroup.kill() and cgroup.remove())
         if removed:
             self.cgroup = None
         return removed
