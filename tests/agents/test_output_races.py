@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from agent_support import needs_bwrap
-from api_helpers import agent_server, api, create_run, new_session, wait_run
+from api_helpers import agent_server, api, create_run, new_session, upload, wait_run
 
 from serverproc import ServerProcess
 
@@ -93,6 +93,7 @@ def test_hard_linked_and_symlinked_outputs_are_refused(
 ) -> None:
     secret, secret_text = host_secret(tmp_path, 32)
     session_id = new_session(client)
+    artifact = upload(client, session_id, b"a,b\n1,2\n", "data.csv").json()
     prompt = "\n".join([
         "write out/mine.txt mine", "hardlink out/mine.txt out/twin.txt",
         f"symlink {secret} out/link.txt", f"symlink {tmp_path} out/linkdir",
@@ -109,6 +110,9 @@ def test_hard_linked_and_symlinked_outputs_are_refused(
     assert "hard links" in client.get(f"{base}/twin.txt").json()["error"]["message"]
     listed = {item["path"] for item in client.get(base).json()["items"]}
     assert listed == {"plain.txt", "final-answer.md"}, listed
+    # an upload is hard-linked into the run's in/ by design and still downloads
+    assert client.get(f"/runs/{run['id']}").json()["artifactIds"] == [artifact["id"]]
+    assert client.get(f"/artifacts/{artifact['id']}/content").content == b"a,b\n1,2\n"
     for long_name in ("x" * 256, "d" * 300 + "/f.txt"):
         reply = client.get(f"{base}/{quote(long_name)}")
         assert 400 <= reply.status_code < 500, reply.status_code
