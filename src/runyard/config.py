@@ -96,9 +96,11 @@ class Settings(BaseSettings):
     kubernetes: KubernetesSettings | None = None
     agent_python: Path | None = None
     agent_limits: ResourceLimits = Field(
-        default_factory=lambda: ResourceLimits(memory_mb=2048, pids=512)
+        default_factory=lambda: ResourceLimits(memory_mb=2048, pids=512, cpu=None)
     )
-    task_limits: ResourceLimits = Field(default_factory=ResourceLimits)
+    task_limits: ResourceLimits = Field(
+        default_factory=lambda: ResourceLimits(memory_mb=None, pids=None, cpu=None)
+    )
 
     @classmethod
     def settings_customise_sources(
