@@ -44,6 +44,10 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+class JobRefused(RuntimeError):
+    """The server refused the call (HTTP 403), e.g. a run without a sandbox may not submit."""
+
+
 def call_job(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """POST /jobs/<name> through the socket with the run token; the JobResponse."""
     conn = UnixConnection(os.environ["RUNYARD_API_SOCKET"])
@@ -58,6 +62,8 @@ def call_job(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         payload = reply.read()
     finally:
         conn.close()
+    if reply.status == 403:
+        raise JobRefused(json.loads(payload).get("detail", "refused"))
     if reply.status != 200:
         raise RuntimeError(f"/jobs/{name} answered HTTP {reply.status}: {payload[:500]!r}")
     return json.loads(payload)
@@ -118,7 +124,12 @@ def update_checkpoint(context: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_demo_task(x: int, y: int) -> dict[str, Any]:
-    submitted = call_job("submit", {"task": "demo", "x": x, "y": y})
+    """Submit a demo task and wait for it; a refused submit is reported, not a failure."""
+    try:
+        submitted = call_job("submit", {"task": "demo", "x": x, "y": y})
+    except JobRefused as exc:
+        return {"taskId": None, "state": "refused", "result": None, "success": True,
+                "reason": str(exc)}  # fmt: skip
     if not submitted.get("success"):
         raise RuntimeError(f"submit failed: {submitted.get('answer')}")
     handle = submitted["answer"]
@@ -149,8 +160,11 @@ def final_answer(context: dict[str, Any], inputs: list, checkpoint: dict, demo: 
         verdict = "sha256 ok" if item["sha256Matches"] else "sha256 MISMATCH"
         size, count = item["size"], item["lines"]
         lines.append(f"- Input {item['path']}: {size} bytes, {count} lines, {verdict}.")
-    outcome = f"{demo['state']} with result {demo['result']}"
-    lines.append(f"- The demo task {demo['taskId']} ended {outcome}.")
+    if demo["state"] == "refused":
+        lines.append(f"- The server refused my demo task: {demo['reason']}")
+    else:
+        outcome = f"{demo['state']} with result {demo['result']}"
+        lines.append(f"- The demo task {demo['taskId']} ended {outcome}.")
     return "\n".join(lines) + "\n"
 
 
