@@ -109,7 +109,9 @@ class RunStarter:
         if target.exists() or target.is_symlink():
             raise AgentConflict(f"Two inputs of this run would both be placed at in/{relative}")
         source = self.ctx.layout.upload_path(artifact.stored_name)
-        how = place_input(source, target, read_only_inside=sandboxed, owner=self.ctx.owner)
+        how = place_input(
+            source, target, read_only_inside=sandboxed, owner=self.ctx.owner, root=run_dir / "in"
+        )
         return PlacedInput(artifact, relative, how)
 
     def _session_state(self, session_id: str, run_id: str) -> Path:

@@ -11,7 +11,8 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from runyard.errors import UnsafePath
+from runyard.errors import NoSuchFile, UnsafePath
+from runyard.workspace.safefs import open_under
 
 CHUNK = 1 << 20
 
@@ -51,11 +52,22 @@ def sha256_file(path: Path) -> tuple[int, str]:
 
 
 def artifact_record(task_dir: Path, rel: str) -> dict[str, Any]:
-    """The record of a finished file inside ``task_dir``: ``{path, size, sha256}``."""
+    """The record of a finished file inside ``task_dir``: ``{path, size, sha256}``.
+
+    The checked path is opened once, component by component without following a symlink,
+    and hashed from that descriptor: a name swapped for a link after the check fails
+    instead of recording some other file's size and hash.
+    """
     target = resolve_inside(task_dir, rel)
-    if not target.is_file():
-        raise UnsafePath(rel, "is not a regular file in the task folder")
-    size, digest = sha256_file(target)
+    real_base = Path(os.path.realpath(task_dir))
+    inside = target.relative_to(real_base).as_posix() if target != real_base else ""
+    try:
+        opened = open_under(real_base, inside, hidden=True)
+    except NoSuchFile as exc:
+        raise UnsafePath(rel, "is not a regular file in the task folder") from exc
+    with opened, os.fdopen(os.dup(opened.fd), "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        size = fh.tell()
     return {"path": str(check_relative_path(rel)), "size": size, "sha256": digest}
 
 
