@@ -174,9 +174,10 @@ class Containment:
 
 
 def planned_limits(executor: object, spec: LaunchSpec) -> dict[str, Any] | None:
-    """The report ``executor`` will give for launching ``spec`` (None: it does not say)."""
+    """The report ``executor`` will give for launching ``spec`` (None: it does not say, or
+    ``spec`` asks for no limits — a run then still gets its tracking cgroup)."""
     containment = getattr(executor, "containment", None)
-    if not isinstance(containment, Containment):
+    if not isinstance(containment, Containment) or not _requested(spec.limits):
         return None
     return containment.plan(spec.limits, cgroup_name(spec.labels))
 

@@ -27,7 +27,7 @@ from runyard.runtime.workerlock import (
     read_owner,
     supervised,
 )
-from runyard.workspace.atomic import read_bytes_tolerant, write_bytes_atomic
+from runyard.workspace.atomic import read_bytes_tolerant, write_bytes_atomic, write_json_atomic
 from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.logs import read_log_window
@@ -94,13 +94,15 @@ def record_limits(
     workspace: Workspace, task_id: str, run_id: str, report: dict[str, Any] | None
 ) -> None:
     """Keep in the ``queued`` status of run ``run_id`` what will limit it and how (its
-    worker carries the record on into every later status)."""
+    worker carries the record on into every later status); None (no limits) keeps none."""
     if report is None:
         return
     with holding_if_free(workspace.lock_path(task_id)) as free:
         current = workspace.read_status(task_id)
         if free and current is not None and current.run_id == run_id and not current.terminal:
-            workspace.write_status(current.model_copy(update={"limits": report}))
+            updated = current.model_copy(update={"limits": report})
+            # not fsynced: on the launch path, and a crash that lost it loses no run
+            write_json_atomic(workspace.status_path(task_id), updated.to_json(), fsync=False)
 
 
 def request_cancel(workspace: Workspace, task_id: str, run_id: str) -> None:
