@@ -60,6 +60,16 @@ class ResourceLimits(BaseModel):
         return self.memory_mb is None and self.pids is None and self.cpu is None
 
 
+class StateSnapshots(BaseModel):
+    """Checkpoints of a session's state folder, taken after each run: how many to keep per
+    session, and the largest state folder (MiB) that is snapshotted at all."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep_last: int = Field(20, ge=1)
+    max_mb: int = Field(1024, ge=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RUNYARD_", env_file=".env", extra="ignore", env_nested_delimiter="__"
@@ -80,6 +90,8 @@ class Settings(BaseSettings):
     worker_env: dict[str, str] = Field(default_factory=dict)
     prefork: bool = True
     max_body_bytes: int = Field(1 << 20, ge=1024)
+    # new work (submits, sessions, uploads, runs) is refused (507) below this much free space
+    min_free_mb: int = Field(512, ge=0)
     sse_heartbeat_seconds: float = Field(15.0, gt=0, le=15.0)
     # agent-run backend
     upload_max_bytes: int = Field(4 << 30, ge=1)
@@ -101,6 +113,7 @@ class Settings(BaseSettings):
     task_limits: ResourceLimits = Field(
         default_factory=lambda: ResourceLimits(memory_mb=None, pids=None, cpu=None)
     )
+    state_snapshots: StateSnapshots = Field(default_factory=StateSnapshots)
 
     @classmethod
     def settings_customise_sources(

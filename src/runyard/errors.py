@@ -18,6 +18,8 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── Forbidden (PermissionError)      an action the caller's token may not take
     ├── RunMismatch (ValueError)         a run_id that is not the folder's current run
     ├── ExecutorError                    a worker could not be launched or controlled
+    ├── InsufficientStorage (OSError)    no room for new work (HTTP 507); nothing was made
+    ├── IdempotencyConflict              a reused Idempotency-Key with another body (409)
     ├── AgentError                       agent-run backend (see runyard.agents.errors)
     └── ClientError                      raised by runyard.client
         ├── ServerUnreachable            no answer from the server
@@ -122,6 +124,17 @@ class RunMismatch(RunyardError, ValueError):
 
 class ExecutorError(RunyardError):
     """A worker could not be launched, polled or cancelled."""
+
+
+class InsufficientStorage(RunyardError, OSError):
+    """New work refused for lack of disk space (HTTP 507); nothing half-made was left."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "Insufficient storage"
+
+
+class IdempotencyConflict(RunyardError):
+    """An ``Idempotency-Key`` already used with a different request body (HTTP 409)."""
 
 
 class AgentError(RunyardError):

@@ -7,6 +7,12 @@ change to one task id happens under its claim lock (an flock on
 ``workspace.claim_path(task_id)``), so of two concurrent submits of one fixed name, in
 threads or in separate processes, exactly one wins. A replaced folder is renamed aside and
 then removed; logs live elsewhere, so an earlier run's log is never touched.
+
+A new folder appears whole or not at all: it is built under a hidden staging name in the
+type folder (``.staging-<random>-<task id>``) with its first ``events.jsonl`` and
+``status.json``, then renamed into place. A crash leaves at most a hidden staging folder,
+which no listing shows and :func:`runyard.runtime.orphans.reconcile_orphans` removes; a
+full disk raises :class:`InsufficientStorage` and leaves nothing.
 """
 
 from __future__ import annotations
@@ -21,17 +27,22 @@ from collections.abc import Iterator
 from typing import Any
 
 from runyard.errors import InvalidInput, RunyardError, TaskActive, TaskNameTaken
+from runyard.runtime.faults import fault_point
 from runyard.runtime.liveness import settle, state_event, worker_alive
 from runyard.runtime.submitters import ADMIN, Submitter, record_submitter, session_of
 from runyard.tasks.base import TaskInput
 from runyard.tasks.registry import TaskRegistry
-from runyard.workspace.atomic import fsync_dir
+from runyard.workspace.atomic import fsync_dir, write_bytes_atomic, write_json_atomic
 from runyard.workspace.events import append_event
 from runyard.workspace.identity import build_task_id, generate_task_name
-from runyard.workspace.layout import Workspace
+from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskState, TaskStatus, utcnow
+from runyard.workspace.space import is_space_error, storage_error
 
 NAME_ATTEMPTS = 64
+STAGING_PREFIX = ".staging-"
+# written into a folder created for a request that carried an Idempotency-Key
+IDEMPOTENCY_FILE = ".idempotency-key"
 
 
 def create_task(
@@ -40,14 +51,33 @@ def create_task(
     task: str,
     inputs: dict[str, Any],
     submitted_by: Submitter = ADMIN,
+    idempotency_key: str | None = None,
 ) -> TaskStatus:
     """Validate ``inputs`` for ``task`` and write its ``queued`` records; the new status.
 
     Raises :class:`UnknownTask`, :class:`InvalidInput` (nothing is written) or
     :class:`TaskActive` for a fixed name whose task is still queued or running. A task
     submitted by an agent run (``submitted_by`` a dict) may replace only a task of its
-    own session: :class:`TaskNameTaken` otherwise.
+    own session: :class:`TaskNameTaken` otherwise. A full disk raises
+    :class:`InsufficientStorage` with nothing created. ``idempotency_key`` is kept in the
+    new folder (written before it appears), so a retried request finds the task it made.
     """
+    try:
+        return _create(workspace, registry, task, inputs, submitted_by, idempotency_key)
+    except OSError as exc:
+        if is_space_error(exc):
+            raise storage_error(exc, f"submit task {task}") from exc
+        raise
+
+
+def _create(
+    workspace: Workspace,
+    registry: TaskRegistry,
+    task: str,
+    inputs: dict[str, Any],
+    submitted_by: Submitter,
+    key: str | None,
+) -> TaskStatus:
     registered = registry.get(task)
     if not isinstance(inputs, dict):
         raise InvalidInput(f"Inputs of task {task} must be an object of field values")
@@ -59,12 +89,12 @@ def create_task(
         with claim(workspace, task_id):
             _check_replaceable_by(workspace, task_id, submitted_by)
             clear_for_reuse(workspace, task_id)
-            return _write_queued(workspace, task_id, task, typed, submitted_by)
+            return _write_queued(workspace, task_id, task, typed, submitted_by, key)
     for _ in range(NAME_ATTEMPTS):
         task_id = build_task_id(task_type, task, generate_task_name())
         with claim(workspace, task_id):
             if not os.path.lexists(workspace.task_dir(task_id)):
-                return _write_queued(workspace, task_id, task, typed, submitted_by)
+                return _write_queued(workspace, task_id, task, typed, submitted_by, key)
     raise RunyardError(f"Could not find a free generated name for task {task}")
 
 
@@ -137,7 +167,12 @@ def _check_replaceable_by(workspace: Workspace, task_id: str, submitted_by: Subm
 
 
 def _write_queued(
-    workspace: Workspace, task_id: str, task: str, typed: TaskInput, submitted_by: Submitter
+    workspace: Workspace,
+    task_id: str,
+    task: str,
+    typed: TaskInput,
+    submitted_by: Submitter,
+    key: str | None,
 ) -> TaskStatus:
     task_dir = workspace.task_dir(task_id)
     run_id = uuid.uuid4().hex
@@ -150,8 +185,25 @@ def _write_queued(
         submitted_by=submitted_by,
     )
     record_submitter(workspace, task_id, run_id, submitted_by)
-    task_dir.mkdir()
-    append_event(workspace.events_path(task_id), state_event(TaskState.QUEUED, status.created_at))
-    workspace.write_status(status, durable=True)
-    fsync_dir(task_dir.parent)
+    _place(workspace, status, key)
     return status
+
+
+def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
+    """Build the folder of ``status`` under a staging name, then rename it into place."""
+    task_dir = workspace.task_dir(status.task_id)
+    staging = task_dir.with_name(f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_dir.name}")
+    staging.mkdir()
+    try:
+        append_event(staging / EVENTS_FILE, state_event(TaskState.QUEUED, status.created_at))
+        if key is not None:
+            write_bytes_atomic(staging / IDEMPOTENCY_FILE, key.encode(), fsync=False)
+        fault_point("status")
+        write_json_atomic(staging / STATUS_FILE, status.to_json())
+        fsync_dir(staging)
+        fault_point("submit.staged")
+        os.rename(staging, task_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    fsync_dir(task_dir.parent)

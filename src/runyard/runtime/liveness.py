@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runyard.errors import RunMismatch, TaskNotFound
+from runyard.errors import RunMismatch, RunyardError, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.local import open_pidfd, wait_readable
 from runyard.runtime.submitters import trusted_log_path
@@ -32,9 +32,27 @@ from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.logs import read_log_window
 from runyard.workspace.records import CANCEL_EXIT_CODE, TaskState, TaskStatus, utcnow
+from runyard.workspace.space import UNWRITTEN_NOTE, is_space_error
 
 TAIL_BYTES = 2048
 CANCEL_FILE = ".cancel"
+
+
+class RecordUnwritten(RunyardError):
+    """A run's end is known but its final status could not be written (a full disk).
+
+    ``final`` is the record still to write; ``shown`` is what to serve meanwhile: the same,
+    with ``error`` saying the record could not be written yet.
+    """
+
+    def __init__(self, final: TaskStatus, cause: OSError, event_written: bool) -> None:
+        self.final = final
+        self.event_written = event_written
+        reason = cause.strerror or str(cause)
+        note = f"{UNWRITTEN_NOTE} ({reason}); it is retried until space is freed"
+        error = f"{final.error}; {note}" if final.error else note[0].upper() + note[1:]
+        self.shown = final.model_copy(update={"error": error})
+        super().__init__(f"Final status of {final.task_id} not written: {reason}")
 
 
 def worker_alive(workspace: Workspace, task_id: str) -> bool:
@@ -52,7 +70,10 @@ def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
         return status
     if supervised(supervision_path(workspace, status.task_id)):
         return workspace.read_status(status.task_id) or status
-    return end_dead_run(workspace, status.task_id, status.run_id) or status
+    try:
+        return end_dead_run(workspace, status.task_id, status.run_id) or status
+    except RecordUnwritten as exc:  # a full disk: the truth, said to be unwritten yet
+        return exc.shown
 
 
 def supervision_path(workspace: Workspace, task_id: str) -> Path:
@@ -74,7 +95,8 @@ def end_dead_run(
     ``error`` or, by default, an error saying how the worker ended and its log tail.
 
     Nothing is written when the run already has a final status, is not the folder's
-    current run, or its worker (or another settler) still holds the lock.
+    current run, or its worker (or another settler) still holds the lock. A full disk
+    raises :class:`RecordUnwritten` carrying the final record (see :func:`write_final`).
     """
     with holding_if_free(workspace.lock_path(task_id)) as free:
         current = workspace.read_status(task_id)
@@ -85,9 +107,34 @@ def end_dead_run(
             error = _death_message(current, exit_info, trusted_log_path(workspace, current))
         error = error or ""
         final = _final_status(current, exit_info, cancelled, error)
-        append_event(workspace.events_path(task_id), state_event(final.state, final.finished_at))
-        workspace.write_status(final, durable=True)
+        _record_final(workspace, final, with_event=True)
         return final
+
+
+def write_final(workspace: Workspace, held: RecordUnwritten) -> None:
+    """Write the record ``held`` kept if its run is still the folder's unfinished current
+    run; raises :class:`RecordUnwritten` again while the disk is still full."""
+    final = held.final
+    with holding_if_free(workspace.lock_path(final.task_id)) as free:
+        current = workspace.read_status(final.task_id)
+        same_run = current is not None and current.run_id == final.run_id
+        if free and same_run and current is not None and not current.terminal:
+            _record_final(workspace, final, with_event=not held.event_written)
+
+
+def _record_final(workspace: Workspace, final: TaskStatus, *, with_event: bool) -> None:
+    """The state event, then the status (streams read the event before they see the end)."""
+    event_written = not with_event
+    try:
+        if with_event:
+            event = state_event(final.state, final.finished_at)
+            append_event(workspace.events_path(final.task_id), event)
+            event_written = True
+        workspace.write_status(final, durable=True)
+    except OSError as exc:
+        if is_space_error(exc):
+            raise RecordUnwritten(final, exc, event_written) from exc
+        raise
 
 
 def record_limits(

@@ -30,19 +30,22 @@ from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
 from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
-from runyard.runtime.creation import create_task
+from runyard.runtime.creation import claim, create_task, remove_task_dir
 from runyard.runtime.deletion import delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.launch import TaskHandle, worker_spec
 from runyard.runtime.liveness import (
+    RecordUnwritten,
     end_dead_run,
     record_limits,
     request_cancel,
     settle,
     supervision_path,
     worker_alive,
+    write_final,
 )
 from runyard.runtime.monitor import ExitMonitor
+from runyard.runtime.orphans import reconcile_orphans
 from runyard.runtime.reconcile import WorkerRef, live_worker, unfinished_statuses
 from runyard.runtime.sandboxed import (
     prepare_task_dir,
@@ -63,12 +66,15 @@ from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus
+from runyard.workspace.space import require_space
 
 __all__ = ["Supervisor", "TaskHandle"]
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.05
 RECHECK_MAX_SECONDS = 2.0
+UNWRITTEN_RETRY_SECONDS = 0.2
+UNWRITTEN_RETRY_MAX_SECONDS = 5.0
 
 
 @dataclass
@@ -114,6 +120,8 @@ class Supervisor:
         self._sandbox_executor = LocalExecutor()  # sandboxed workers never use the zygote
         self._sandbox_problem: str | None = None
         self._sandbox_probed = False
+        # final statuses a full disk kept from being written, by task id (see _hold)
+        self._unwritten: dict[str, RecordUnwritten] = {}
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -123,6 +131,9 @@ class Supervisor:
             if self._monitor is not None:
                 return
             self.workspace.ensure()
+            for rel in reconcile_orphans(self.workspace):  # each removal is logged there
+                if not Path(rel).name.startswith("."):
+                    self._changed(Path(rel).name)
             self._executor = make_executor(self.settings, self.registry, self.workspace)
             self._monitor = ExitMonitor(self._on_exit)
             self._monitor.start()
@@ -153,18 +164,26 @@ class Supervisor:
     # -- submit ------------------------------------------------------------------------
 
     def submit(
-        self, task: str, inputs: dict[str, Any], submitted_by: Submitter = ADMIN
+        self,
+        task: str,
+        inputs: dict[str, Any],
+        submitted_by: Submitter = ADMIN,
+        idempotency_key: str | None = None,
     ) -> TaskHandle:
         """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
 
         A run-submitted task (``submitted_by`` a dict) will run sandboxed; where no
-        sandbox works, :class:`Forbidden` says why and nothing is written.
+        sandbox works, :class:`Forbidden` says why and nothing is written. Below
+        ``min_free_mb`` free, or on a full disk, :class:`InsufficientStorage`.
         """
+        require_space(self.workspace.root, self.settings.min_free_mb)
         if isinstance(submitted_by, dict):
             problem = self.sandbox_problem()
             if problem is not None:
                 raise Forbidden(f"Tasks submitted by an agent run must run sandboxed: {problem}")
-        status = create_task(self.workspace, self.registry, task, inputs, submitted_by)
+        status = create_task(
+            self.workspace, self.registry, task, inputs, submitted_by, idempotency_key
+        )
         self._changed(status.task_id)
         with self._lock:
             self._queue.append((status.task_id, status.run_id))
@@ -206,7 +225,7 @@ class Supervisor:
         except (UnknownTask, ExecutorError, Forbidden, OSError) as exc:
             if supervision is not None:
                 os.close(supervision)
-            end_dead_run(self.workspace, task_id, run_id, error=f"{type(exc).__name__}: {exc}")
+            self._end(task_id, run_id, error=f"{type(exc).__name__}: {exc}")
             self._changed(task_id)
             return
         assert handle.pid is not None
@@ -268,9 +287,7 @@ class Supervisor:
             if act is None:
                 return
             info = self._exit_info(act, pidfd)
-            status = end_dead_run(
-                self.workspace, act.task_id, run_id, info, cancelled=act.cancelling
-            )
+            status = self._end(act.task_id, run_id, info, cancelled=act.cancelling)
             if status is not None and status.run_id == run_id and not status.terminal:
                 self._still_held(act, status)
                 return
@@ -313,6 +330,8 @@ class Supervisor:
         except InvalidInput:
             return False
         with self._lock:
+            if task_id in self._unwritten:  # it ended; only its record waits for space
+                return False
             queued = next((item for item in self._queue if item[0] == task_id), None)
             if queued is not None:
                 self._queue.remove(queued)
@@ -324,7 +343,7 @@ class Supervisor:
         return self._cancel_untracked(task_id)
 
     def _cancel_queued(self, task_id: str, run_id: str) -> bool:
-        final = end_dead_run(self.workspace, task_id, run_id, cancelled=True)
+        final = self._end(task_id, run_id, cancelled=True)
         if final is not None and final.run_id == run_id and final.state is TaskState.CANCELLED:
             self._changed(task_id)
             return True
@@ -356,7 +375,7 @@ class Supervisor:
             ).start()
         else:
             self._terminate(act)
-            end_dead_run(self.workspace, act.task_id, act.run_id, cancelled=True)
+            self._end(act.task_id, act.run_id, cancelled=True)
             self._changed(act.task_id)
         return True
 
@@ -375,11 +394,84 @@ class Supervisor:
 
     def delete(self, task_ids: list[str]) -> list[str]:
         """Delete finished, metadata-only or broken tasks; the ids really deleted."""
-        deleted = delete_tasks(self.workspace, list(task_ids))
+        with self._lock:
+            held = [task_id for task_id in task_ids if task_id in self._unwritten]
+        deleted = [task_id for task_id in held if self._delete_unwritten(task_id)]
+        rest = [task_id for task_id in task_ids if task_id not in held]
+        deleted += delete_tasks(self.workspace, rest)
         for task_id in deleted:
             forget_submitter(self.workspace, task_id)
             self._changed(task_id)
         return deleted
+
+    def _delete_unwritten(self, task_id: str) -> bool:
+        """Delete a task whose end only memory holds (it is final: deletable)."""
+        with claim(self.workspace, task_id), self._lock:
+            if self._unwritten.pop(task_id, None) is None:
+                return False
+            return remove_task_dir(self.workspace, task_id)
+
+    # -- a full disk -----------------------------------------------------------------------
+
+    def unwritten_status(self, task_id: str) -> TaskStatus | None:
+        """The final status of ``task_id`` a full disk keeps from its file, as served."""
+        held = self._unwritten.get(task_id)
+        return held.shown if held is not None else None
+
+    def unwritten_count(self) -> int:
+        return len(self._unwritten)
+
+    def _end(
+        self,
+        task_id: str,
+        run_id: str,
+        exit_info: ExitInfo | None = None,
+        *,
+        cancelled: bool = False,
+        error: str | None = None,
+    ) -> TaskStatus | None:
+        """:func:`end_dead_run`; on a full disk the end is held in memory (served, and
+        retried with backoff) and returned as it is served."""
+        try:
+            return end_dead_run(
+                self.workspace, task_id, run_id, exit_info, cancelled=cancelled, error=error
+            )
+        except RecordUnwritten as held:
+            log.warning("Cannot record the end of %s yet: %s", task_id, held.__cause__)
+            with self._lock:
+                self._unwritten[task_id] = held
+            self._changed(task_id)
+            self._retry_later(task_id, 0)
+            return held.shown
+
+    def _retry_later(self, task_id: str, attempt: int) -> None:
+        delay = min(UNWRITTEN_RETRY_MAX_SECONDS, UNWRITTEN_RETRY_SECONDS * 2**attempt)
+        with self._lock:
+            monitor = self._monitor
+        if monitor is not None:
+            monitor.call_later(delay, lambda: self._write_unwritten(task_id, attempt + 1))
+
+    def _write_unwritten(self, task_id: str, attempt: int) -> None:
+        with self._lock:
+            held = self._unwritten.get(task_id)
+        if held is None:
+            return
+        try:
+            with claim(self.workspace, task_id):
+                write_final(self.workspace, held)
+        except RecordUnwritten as again:
+            with self._lock:
+                if self._unwritten.get(task_id) is held:
+                    self._unwritten[task_id] = again
+            self._retry_later(task_id, attempt)
+            return
+        except FileNotFoundError:
+            pass  # the folder is gone: nothing left to record
+        with self._lock:
+            if self._unwritten.get(task_id) is held:
+                del self._unwritten[task_id]
+        log.warning("Recorded the end of %s now that space was freed", task_id)
+        self._changed(task_id)
 
     def _worker_ref(self, status: TaskStatus) -> WorkerRef | None:
         """The process to watch and signal for a live worker of ``status``.

@@ -12,6 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
+from runyard.runtime.faults import fault_point
 from runyard.workspace.safefs import open_under
 
 CHUNK = 1 << 20
@@ -58,6 +59,7 @@ def artifact_record(task_dir: Path, rel: str) -> dict[str, Any]:
     and hashed from that descriptor: a name swapped for a link after the check fails
     instead of recording some other file's size and hash.
     """
+    fault_point("artifact")
     target = resolve_inside(task_dir, rel)
     real_base = Path(os.path.realpath(task_dir))
     inside = target.relative_to(real_base).as_posix() if target != real_base else ""

@@ -8,9 +8,12 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from runyard.runtime.faults import fault_point
+
 
 def append_event(path: Path, event: dict[str, Any]) -> None:
     """Append one event line with a single ``write`` so concurrent readers never see half."""
+    fault_point("events")
     line = json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from runyard.runtime.faults import fault_point
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
 from runyard.workspace.identity import TASK_TYPES, TaskType, parse_task_id
 from runyard.workspace.records import (
@@ -82,9 +83,11 @@ class Workspace:
         return metadata_from_dict(read_json_tolerant(self.metadata_path(task_id)), task_id)
 
     def write_status(self, status: TaskStatus, *, durable: bool = False) -> None:
+        fault_point("status.final" if status.terminal else "status")
         write_json_atomic(self.status_path(status.task_id), status.to_json(), sync_dir=durable)
 
     def write_metadata(self, metadata: TaskMetadata) -> None:
+        fault_point("metadata")
         write_json_atomic(self.metadata_path(metadata.task_id), metadata.to_json(), sync_dir=True)
 
     def iter_task_dirs(self) -> Iterator[tuple[str, Path]]:

@@ -1,0 +1,45 @@
+"""Named fault points in the write paths, for crash and full-disk tests only.
+
+``RUNYARD_FAULT_POINT=<name>`` makes the process that reaches point ``<name>`` kill itself
+with SIGKILL there (a crash at the worst moment, repeatable). ``RUNYARD_FAULT_ENOSPC=
+<name>:<flag file>`` makes point ``<name>`` raise ``OSError(ENOSPC)`` while the flag file
+exists (a full disk that can be "freed" by removing the file). Both are read once, at
+import: with neither set, :func:`fault_point` is a call that returns at once.
+
+Points: ``status`` and ``status.final`` (a status record; the second only for final
+states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.commit``,
+``upload.finalise``, ``submit.staged`` (a staged task folder before its rename).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+
+KILL_VAR = "RUNYARD_FAULT_POINT"
+ENOSPC_VAR = "RUNYARD_FAULT_ENOSPC"
+POINTS = (
+    "status",
+    "status.final",
+    "metadata",
+    "events",
+    "artifact",
+    "sqlite.commit",
+    "upload.finalise",
+    "submit.staged",
+)
+
+_KILL_AT = os.environ.get(KILL_VAR) or None
+_ENOSPC_AT, _, _ENOSPC_FLAG = (os.environ.get(ENOSPC_VAR) or "").partition(":")
+ACTIVE = _KILL_AT is not None or bool(_ENOSPC_AT)
+
+
+def fault_point(name: str) -> None:
+    """Crash here, or fail as a full disk would, when a test asked for point ``name``."""
+    if not ACTIVE:
+        return
+    if name == _KILL_AT:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if name == _ENOSPC_AT and (not _ENOSPC_FLAG or os.path.exists(_ENOSPC_FLAG)):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"fault point {name}")
