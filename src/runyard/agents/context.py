@@ -1,7 +1,8 @@
 """``in/run-context.json``: what a run is told about its session, inputs and environment.
 
 Paths in it are relative to the workspace root (``/workspace`` in the sandbox,
-``$RUNYARD_WORKSPACE`` always). ``history`` holds the turns before this run; the new
+``$RUNYARD_WORKSPACE`` always). ``history`` holds the turns before this run (roles
+``user``, ``assistant`` and ``system`` — notes such as a restored state folder); the new
 prompt is ``userPrompt``; ``latestRunId`` is the session's run before this one.
 """
 
@@ -103,12 +104,16 @@ def run_context(
     inputs: list[PlacedInput],
     grants: list[MountGrant],
     limits: dict[str, Any],
+    forked_from: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """The context document; ``forkedFrom`` ({sessionId, runId}) when the session was forked
+    from another session's checkpoint, else null."""
     return {
         "version": CONTEXT_VERSION,
         "runId": run.id,
         "sessionId": run.session_id,
         "latestRunId": latest_run_id,
+        "forkedFrom": forked_from,
         "history": to_wire(history),
         "package": package,
         "builtInTools": built_in_tools(view),

@@ -44,6 +44,9 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{int(time.time() * 1000):012x}-{secrets.token_hex(4)}"
 
 
+HISTORY_ROLES = ("user", "assistant", "system")  # system: notes such as a state restore
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     role: str
@@ -61,6 +64,8 @@ class Session:
     updated_at: str
     latest_run_id: str | None = None
     history: list[HistoryEntry] = field(default_factory=list)
+    # {"sessionId", "runId"} of the checkpoint this session was forked from
+    forked_from: dict[str, str] | None = None
 
     @property
     def writable(self) -> bool:
@@ -111,6 +116,8 @@ class Run:
     isolation: str = ""
     token_hash: str = ""
     handle: dict[str, Any] = field(default_factory=dict)
+    # the state snapshot taken when the run ended (see agents/snapshots.py); None before
+    checkpoint: dict[str, Any] | None = None
 
     _private = ("token_hash", "handle")
 

@@ -12,14 +12,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from runyard.agents.answers import read_final_answer
 from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, visible
-from runyard.agents.errors import AgentInvalid, AgentNotFound
+from runyard.agents.checkpoints import Checkpoints
+from runyard.agents.errors import AgentInvalid, AgentNotFound, RunActive
 from runyard.agents.grants import check_still_granted
 from runyard.agents.layout import AgentLayout
 from runyard.agents.models import HistoryEntry, Page, Run, RunState, new_id
@@ -33,6 +35,7 @@ from runyard.agents.processes import (
     handle_from_record,
     read_exit_file,
 )
+from runyard.agents.snapshots import skipped
 from runyard.agents.starter import RunStarter
 from runyard.agents.store import AgentStore
 from runyard.agents.tokens import RunScope
@@ -85,8 +88,10 @@ class RunManager:
         starter: RunStarter,
         processes: RunProcesses,
         notify: Callable[[], None],
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self.settings = settings
+        self.checkpoints = checkpoints
         self.layout = layout
         self.store = store
         self.catalog = catalog
@@ -96,6 +101,18 @@ class RunManager:
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        if checkpoints is not None:
+            checkpoints.quiet = self.quiet
+
+    @contextmanager
+    def quiet(self, session_id: str) -> Iterator[None]:
+        """Hold off run starts; RunActive when a run of the session is queued or running."""
+        with self._lock:
+            self.refresh_session(session_id)
+            for run in self.store.active_runs():
+                if run.session_id == session_id:
+                    raise RunActive(session_id, run.id)
+            yield
 
     # queries
     def run(self, run_id: str, scope: RunScope | None = None) -> Run:
@@ -226,6 +243,7 @@ class RunManager:
         answer_text = read_final_answer(self.layout.run_subdir(run_id, "out"), limit)
         timeout = self.settings.agent_run_timeout_seconds
         state, exit_code, error = outcome(code, reason, answer_text, timeout)
+        self._snapshot(run_id)
         now = utcnow()
         answer = HistoryEntry("assistant", answer_text, run_id, now) if answer_text else None
         finished = self.store.finish_run(
@@ -233,6 +251,17 @@ class RunManager:
         )
         if finished is not None:
             self.layout.clear_tmp(run_id)
+
+    def _snapshot(self, run_id: str) -> None:
+        """The session's state as the run left it, kept before the run is seen as ended."""
+        run = self.store.get_run(run_id)
+        if self.checkpoints is None or run is None or run.state.terminal:
+            return
+        try:
+            self.checkpoints.after_run(run)
+        except Exception as exc:  # a failed snapshot must not keep the run from ending
+            log.exception("snapshot of the state after run %s failed", run_id)
+            self.store.set_checkpoint(run_id, skipped(f"The snapshot failed: {exc}"))
 
     def watch(self) -> None:
         """The monitor loop: settle ended runs, stop runs past their deadline."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runyard.agents.catalog import Catalog
+from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.launch import SandboxChoice, choose_sandbox, user_prefix
 from runyard.agents.layout import AgentLayout, Ownership
 from runyard.agents.models import Run
@@ -61,9 +62,10 @@ class AgentService:
         self._stopped = False
         self._choice_lock = threading.Lock()
         self._starter = RunStarter(self._start_context())
+        self.checkpoints = Checkpoints(settings, layout, store, self.catalog, self.owner)
         self.runs = RunManager(
             settings, layout, store, self.catalog, self._starter, self.processes,
-            self.signal.notify,
+            self.signal.notify, self.checkpoints,
         )  # fmt: skip
 
     @classmethod
@@ -107,6 +109,9 @@ class AgentService:
         removed = self.catalog.sweep_uploads()
         if removed:
             log.info("removed %d unfinished uploads", removed)
+        swept = self.checkpoints.sweep()  # before any run is settled (and snapshotted) again
+        if swept:
+            log.info("removed %d unfinished state snapshots", swept)
         self.sandbox  # noqa: B018 - probe before the first run, not during it
         self.runs.start()
 

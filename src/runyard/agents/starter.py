@@ -146,6 +146,7 @@ class RunStarter:
                 "finalAnswerBytes": ctx.settings.agent_max_final_answer_bytes,
                 "timeoutSeconds": ctx.settings.agent_run_timeout_seconds,
             },
+            forked_from=session.forked_from,
         )
         path = ctx.layout.run_subdir(run.id, "in") / CONTEXT_FILE
         write_json_atomic(path, context, sync_dir=True)

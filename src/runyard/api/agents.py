@@ -81,6 +81,15 @@ class GrantCreate(_Body):
     access: str = "ro"
 
 
+class ForkCreate(_Body):
+    run_id: str
+    title: str | None = None
+
+
+class RestoreRequest(_Body):
+    run_id: str
+
+
 class RunCreate(_Body):
     session_id: str
     user_prompt: str
@@ -142,6 +151,7 @@ def build_agents_router(services: Services) -> APIRouter:
     _grant_routes(router, services, service)
     _run_routes(router, services, service)
     _run_output_routes(router, service)
+    _checkpoint_routes(router, services, service)
     return router
 
 
@@ -322,3 +332,48 @@ def _run_output_routes(router: APIRouter, service: AgentService) -> None:
         run = await run_in_threadpool(runs.run, run_id, run_scope(request))
         stream = run_events(service.stream_source(run), cursor)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+def _checkpoint_routes(router: APIRouter, services: Services, service: AgentService) -> None:
+    checkpoints = service.checkpoints
+
+    @router.get("/sessions/{session_id}/checkpoints")
+    async def list_checkpoints(
+        request: Request,
+        session_id: str,
+        limit: int | None = Query(None),
+        cursor: str | None = Query(None),
+    ) -> Any:
+        scope = run_scope(request)
+        page = await run_in_threadpool(checkpoints.index, session_id, limit, cursor, scope)
+        return {"items": page.items, "nextCursor": page.next_cursor}
+
+    @router.get("/sessions/{session_id}/checkpoints/{run_id}/files")
+    async def checkpoint_files(request: Request, session_id: str, run_id: str) -> Any:
+        scope = run_scope(request)
+        items = await run_in_threadpool(checkpoints.files, session_id, run_id, scope)
+        return {"items": items, "nextCursor": None}
+
+    @router.get("/sessions/{session_id}/checkpoints/{run_id}/files/{path:path}")
+    async def checkpoint_file(request: Request, session_id: str, run_id: str, path: str) -> Any:
+        scope = run_scope(request)
+        opened = await run_in_threadpool(checkpoints.open_file, session_id, run_id, path, scope)
+        return download(opened)
+
+    @router.post(
+        "/sessions/{session_id}/fork", status_code=201, openapi_extra=_body_schema(ForkCreate)
+    )
+    async def fork_session(request: Request, session_id: str) -> Any:
+        body = await _body(request, services, ForkCreate)
+        fork = await run_in_threadpool(
+            checkpoints.fork, session_id, body.run_id, body.title, run_scope(request)
+        )
+        return to_wire(fork)
+
+    @router.post("/sessions/{session_id}/restore", openapi_extra=_body_schema(RestoreRequest))
+    async def restore_session(request: Request, session_id: str) -> Any:
+        body = await _body(request, services, RestoreRequest)
+        session = await run_in_threadpool(
+            checkpoints.restore, session_id, body.run_id, run_scope(request)
+        )
+        return to_wire(session)

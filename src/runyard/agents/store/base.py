@@ -41,7 +41,8 @@ from runyard.agents.models import (
 class AgentStore(ABC):
     # sessions
     @abstractmethod
-    def create_session(self, session: Session) -> None: ...
+    def create_session(self, session: Session) -> None:
+        """Insert, with the turns ``session.history`` already holds (a fork's)."""
 
     @abstractmethod
     def get_session(self, session_id: str) -> Session | None: ...
@@ -132,6 +133,15 @@ class AgentStore(ABC):
 
         Returns None (and changes nothing) when the run is already terminal.
         """
+
+    # checkpoints
+    @abstractmethod
+    def set_checkpoint(self, run_id: str, checkpoint: dict[str, Any]) -> None:
+        """Record the run's state snapshot (``state``: present, skipped or pruned)."""
+
+    @abstractmethod
+    def list_checkpoints(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
+        """The session's runs whose snapshot is present, newest first."""
 
     # events
     @abstractmethod

@@ -233,6 +233,19 @@ class MemoryStore(AgentStore):
             self._event(run_id, "state", state_event(run, finished_at), finished_at)
             return copy.deepcopy(run)
 
+    # checkpoints
+    def set_checkpoint(self, run_id: str, checkpoint: dict[str, Any]) -> None:
+        with self._lock:
+            self._run(run_id).checkpoint = copy.deepcopy(checkpoint)
+
+    def list_checkpoints(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
+        def keep(run: Run) -> bool:
+            present = run.checkpoint is not None and run.checkpoint.get("state") == "present"
+            return run.session_id == session_id and present
+
+        with self._lock:
+            return self._page(list(self._runs.values()), limit, cursor, keep)
+
     # events
     def _event(self, run_id: str, kind: str, data: dict[str, Any], now: str) -> RunEvent:
         events = self._events.setdefault(run_id, [])

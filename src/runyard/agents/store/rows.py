@@ -23,13 +23,13 @@ Row = dict[str, Any]
 RUN_COLUMNS = (
     "id, session_id, state, user_prompt, system_prompt, package, artifact_ids, "
     "mount_grant_ids, created_at, started_at, finished_at, exit_code, error, isolation, "
-    "token_hash, handle"
+    "token_hash, handle, checkpoint"
 )
 ARTIFACT_COLUMNS = (
     "id, session_id, file_name, relative_path, size, sha256, media_type, created_at, stored_name"
 )
 GRANT_COLUMNS = "id, session_id, name, host_path, access, created_at, revoked"
-SESSION_COLUMNS = "id, title, status, created_at, updated_at, latest_run_id"
+SESSION_COLUMNS = "id, title, status, created_at, updated_at, latest_run_id, forked_from"
 STATE_COLUMNS = "session_id, path, created_at, updated_at, last_run_id, run_count"
 
 
@@ -42,6 +42,7 @@ def session_from_row(row: Row, history: list[HistoryEntry]) -> Session:
         updated_at=row["updated_at"],
         latest_run_id=row["latest_run_id"],
         history=history,
+        forked_from=json.loads(row["forked_from"]) if row["forked_from"] else None,
     )
 
 
@@ -65,6 +66,7 @@ def run_from_row(row: Row) -> Run:
     values["state"] = RunState(values["state"])
     for key in ("artifact_ids", "mount_grant_ids", "handle"):
         values[key] = json.loads(values[key])
+    values["checkpoint"] = json.loads(values["checkpoint"]) if values["checkpoint"] else None
     return Run(**values)
 
 
@@ -73,8 +75,19 @@ def run_values(run: Run) -> tuple[Any, ...]:
         run.id, run.session_id, run.state.value, run.user_prompt, run.system_prompt,
         run.package, json.dumps(run.artifact_ids), json.dumps(run.mount_grant_ids),
         run.created_at, run.started_at, run.finished_at, run.exit_code, run.error,
-        run.isolation, run.token_hash, json.dumps(run.handle),
+        run.isolation, run.token_hash, json.dumps(run.handle), checkpoint_value(run.checkpoint),
     )  # fmt: skip
+
+
+def checkpoint_value(checkpoint: dict[str, Any] | None) -> str:
+    """The column text of a run's checkpoint record (JSON; ``state`` is present|skipped|pruned)."""
+    if checkpoint is None:
+        return ""
+    return json.dumps(checkpoint, ensure_ascii=False)
+
+
+def forked_from_value(forked_from: dict[str, str] | None) -> str:
+    return "" if forked_from is None else json.dumps(forked_from)
 
 
 def event_from_row(row: Row) -> RunEvent:

@@ -93,6 +93,15 @@ MIGRATIONS: tuple[str, ...] = (
         run_count INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 2: session checkpoints — a run's snapshot record, a session's fork origin; history
+    # turns are unique per session (a fork copies its origin's turns with their run ids)
+    """
+    ALTER TABLE runs ADD COLUMN checkpoint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE sessions ADD COLUMN forked_from TEXT NOT NULL DEFAULT '';
+    DROP INDEX history_once_per_run;
+    CREATE UNIQUE INDEX history_once_per_run ON history(session_id, run_id, role)
+        WHERE run_id IS NOT NULL
+    """,
 )
 
 

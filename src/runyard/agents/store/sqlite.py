@@ -99,10 +99,13 @@ class SQLiteStore(AgentStore):
     def create_session(self, session: Session) -> None:
         with self._tx() as conn:
             conn.execute(
-                f"INSERT INTO sessions ({rows.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO sessions ({rows.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (session.id, session.title, session.status.value, session.created_at,
-                 session.updated_at, session.latest_run_id),
+                 session.updated_at, session.latest_run_id,
+                 rows.forked_from_value(session.forked_from)),
             )  # fmt: skip
+            for entry in session.history:  # a fork starts with its origin's turns
+                _append_history(conn, session.id, entry)
 
     def get_session(self, session_id: str) -> Session | None:
         with self._lock:
@@ -206,7 +209,7 @@ class SQLiteStore(AgentStore):
                 ).fetchone()
                 if active is not None:
                     raise RunActive(run.session_id, active["id"])
-            placeholders = ", ".join("?" * 16)
+            placeholders = ", ".join("?" * len(rows.run_values(run)))
             conn.execute(
                 f"INSERT INTO runs ({rows.RUN_COLUMNS}) VALUES ({placeholders})",
                 rows.run_values(run),
@@ -284,6 +287,21 @@ class SQLiteStore(AgentStore):
             run = _load_run(conn, run_id)
             _event(conn, run_id, "state", state_event(run, finished_at), finished_at)
         return run
+
+    # checkpoints
+    def set_checkpoint(self, run_id: str, checkpoint: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE runs SET checkpoint = ? WHERE id = ?",
+                (rows.checkpoint_value(checkpoint), run_id),
+            )
+
+    def list_checkpoints(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
+        where = "session_id = ? AND json_extract(checkpoint, '$.state') = 'present'"
+        where = f"checkpoint != '' AND {where}"
+        return self._page(
+            "runs", rows.RUN_COLUMNS, where, (session_id,), limit, cursor, rows.run_from_row
+        )
 
     # events
     def add_run_event(self, run_id: str, kind: str, data: dict[str, Any], now: str) -> RunEvent:
