@@ -14,8 +14,11 @@ Failures map to :class:`runyard.errors.ClientError` and its subclasses.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -46,6 +49,9 @@ __all__ = ["AsyncClient", "Client", "LogEvent", "ProgressEvent", "ResultEvent"]
 T = TypeVar("T")
 STATUS_ERRORS = {401: Unauthorized, 404: NotFound, 413: PayloadTooLarge, 422: RequestInvalid}
 MAX_RESUMES = 20
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+KEYED_ATTEMPTS = 4  # a keyed submit is sent again after a lost connection, then gives up
+RETRY_PAUSE = 0.25
 
 
 class ProgressEvent(BaseModel):
@@ -80,6 +86,11 @@ class JobCall(Generic[T]):
     arguments: dict[str, Any]
     answer: Any  # a type TypeAdapter understands
     status_on_failure: bool = False  # wait_task/stream_task answer a TaskStatus on failure
+    # an Idempotency-Key: the call may be sent again when its answer was lost
+    key: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_HEADER: self.key} if self.key else {}
 
     def parse(self, reply: httpx.Response) -> T:
         body = _checked_json(reply)
@@ -117,7 +128,10 @@ class _JobMethods(ABC):
         return self._execute(JobCall("get_task_definition", {"task": task}, TaskDefinition))
 
     def submit(self, task: str, **inputs: Any) -> TaskHandle:
-        return self._execute(JobCall("submit", {"task": task, **inputs}, TaskHandle))
+        """Queue a run; sent with a fresh Idempotency-Key and retried on a lost connection,
+        so a retry answers the first submit's handle and never runs the task twice."""
+        args = {"task": task, **inputs}
+        return self._execute(JobCall("submit", args, TaskHandle, key=uuid.uuid4().hex))
 
     def wait_task(self, task_id: str, run_id: str, poll_interval: float = 1.0) -> TaskStatus:
         args = {"task_id": task_id, "run_id": run_id, "poll_interval": poll_interval}
@@ -173,6 +187,11 @@ def _recorded_server(path: str | os.PathLike[str]) -> tuple[str, str | None]:
     if info is None:
         raise ServerUnreachable(str(folder), f"no running server recorded in {SERVER_FILE}")
     return info["url"], info["token"]
+
+
+def _attempts(call: JobCall[Any]) -> int:
+    """Only a call with an Idempotency-Key is safe to send again after a lost answer."""
+    return KEYED_ATTEMPTS if call.key else 1
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -269,11 +288,16 @@ class Client(_JobMethods):
             return False
 
     def _execute(self, call: JobCall[Any]) -> Any:
-        try:
-            reply = self._http.post(f"/jobs/{call.name}", json=_post(call, self.target))
-        except httpx.TransportError as exc:
-            raise ServerUnreachable(self.url, repr(exc)) from exc
-        return call.parse(reply)
+        body, headers = _post(call, self.target), call.headers()
+        for attempt in range(_attempts(call)):
+            try:
+                reply = self._http.post(f"/jobs/{call.name}", json=body, headers=headers)
+                return call.parse(reply)
+            except httpx.TransportError as exc:
+                if attempt + 1 >= _attempts(call):
+                    raise ServerUnreachable(self.url, repr(exc)) from exc
+                time.sleep(RETRY_PAUSE * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def stream(self, task_id: str, poll_interval: float = 0.5) -> Iterator[StreamEvent]:
         """Progress, log and result events; reconnects with Last-Event-ID if cut off."""
@@ -343,11 +367,16 @@ class AsyncClient(_JobMethods):
             return False
 
     async def _execute(self, call: JobCall[Any]) -> Any:
-        try:
-            reply = await self._http.post(f"/jobs/{call.name}", json=_post(call, self.target))
-        except httpx.TransportError as exc:
-            raise ServerUnreachable(self.url, repr(exc)) from exc
-        return call.parse(reply)
+        body, headers = _post(call, self.target), call.headers()
+        for attempt in range(_attempts(call)):
+            try:
+                reply = await self._http.post(f"/jobs/{call.name}", json=body, headers=headers)
+                return call.parse(reply)
+            except httpx.TransportError as exc:
+                if attempt + 1 >= _attempts(call):
+                    raise ServerUnreachable(self.url, repr(exc)) from exc
+                await asyncio.sleep(RETRY_PAUSE * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def stream(self, task_id: str, poll_interval: float = 0.5) -> AsyncIterator[StreamEvent]:
         parser = _SSEParser()

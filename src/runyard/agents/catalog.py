@@ -30,6 +30,7 @@ from runyard.agents.store import AgentStore
 from runyard.agents.tokens import RunScope
 from runyard.agents.uploads import ReceivedUpload, UploadSink
 from runyard.config import Settings
+from runyard.runtime.faults import fault_point
 from runyard.workspace.records import utcnow
 
 MAX_PAGE = 1000
@@ -130,6 +131,7 @@ class Catalog:
             received.sink.discard()
             raise
         try:
+            fault_point("upload.finalise")
             self.store.add_artifact(artifact)
         except BaseException:
             final.unlink(missing_ok=True)

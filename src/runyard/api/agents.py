@@ -31,7 +31,11 @@ from runyard.agents.tokens import RunScope
 from runyard.agents.uploads import receive_upload
 from runyard.api.downloads import download
 from runyard.api.envelope import read_json_body
+from runyard.api.idempotent import caller_route, run_once
 from runyard.api.services import Services
+from runyard.api.storage import api_storage_response
+from runyard.errors import IdempotencyConflict, InsufficientStorage, InvalidInput
+from runyard.workspace.space import is_space_error, require_space, storage_error
 
 log = logging.getLogger("runyard.api.agents")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -62,8 +66,27 @@ class AgentRoute(APIRoute):
             except HTTPException as exc:
                 code = HTTP_CODES.get(exc.status_code, "invalid")
                 return error_response(exc.status_code, code, _detail(exc.detail))
+            except Exception as exc:
+                refused = _no_room(exc, request)
+                if refused is None:
+                    raise
+                return refused
 
         return guarded
+
+
+def _no_room(exc: Exception, request: Request) -> Response | None:
+    """A 507 for a creation a full disk (or the low-space guard) refused, else None."""
+    if isinstance(exc, InsufficientStorage):
+        return api_storage_response(exc)
+    if is_space_error(exc):  # sqlite3's "database or disk is full" and ENOSPC alike
+        log.warning("%s %s refused, the disk is full: %s", request.method, request.url.path, exc)
+        return api_storage_response(storage_error(exc, "complete this request"))
+    return None
+
+
+def _require_room(services: Services) -> None:
+    require_space(services.workspace.root, services.settings.min_free_mb)
 
 
 class _Body(BaseModel):
@@ -161,6 +184,7 @@ def _session_routes(router: APIRouter, services: Services, service: AgentService
     @router.post("/sessions", status_code=201, openapi_extra=_body_schema(SessionCreate))
     async def create_session(request: Request) -> Any:
         body = await _body(request, services, SessionCreate)
+        _require_room(services)
         session = await run_in_threadpool(catalog.create_session, body.title, run_scope(request))
         return to_wire(session)
 
@@ -219,6 +243,7 @@ def _artifact_routes(router: APIRouter, service: AgentService) -> None:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit_bytes + UPLOAD_SLACK:
             raise UploadTooLarge(limit_bytes)
+        require_space(service.settings.workspace_dir, service.settings.min_free_mb)
         received = await receive_upload(
             request.stream(),
             request.headers.get("content-type"),
@@ -279,15 +304,30 @@ def _grant_routes(router: APIRouter, services: Services, service: AgentService) 
         return _grant_wire(await run_in_threadpool(catalog.revoke_grant, grant_id, scope), scope)
 
 
+def _run_conflict(exc: IdempotencyConflict) -> Response:
+    return error_response(409, "conflict", str(exc))
+
+
 def _run_routes(router: APIRouter, services: Services, service: AgentService) -> None:
     runs = service.runs
 
     @router.post("/runs", status_code=201, openapi_extra=_body_schema(RunCreate))
     async def create_run(request: Request) -> Any:
         body = await _body(request, services, RunCreate)
-        run_request = RunRequest(**body.model_dump())
-        run = await run_in_threadpool(runs.create, run_request, run_scope(request))
-        return to_wire(run)
+        scope = run_scope(request)
+
+        async def work() -> Any:
+            _require_room(services)
+            run = await run_in_threadpool(runs.create, RunRequest(**body.model_dump()), scope)
+            return to_wire(run)
+
+        try:
+            return await run_once(
+                request, services, caller_route("api/runs", scope),
+                body.model_dump(mode="json"), work, conflict=_run_conflict, success_status=201,
+            )
+        except InvalidInput as exc:
+            raise HTTPException(400, str(exc)) from exc
 
     @router.get("/runs")
     async def list_runs(

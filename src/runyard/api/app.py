@@ -25,6 +25,7 @@ from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.services import Services
+from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
 from runyard.config import Settings
 
@@ -52,11 +53,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     app = FastAPI(title="runyard", version=runyard_version(), lifespan=lifespan)
     app.state.services = services
+    services.repository.set_overlay(services.supervisor.unwritten_status)
     app.state.hub = hub
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:
-        return job_response({"running": True}, True)
+        return job_response(health_answer(services), True)
 
     router, schemas = build_jobs_router(services, hub)
     app.include_router(router)

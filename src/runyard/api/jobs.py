@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runyard.agents.tokens import RunScope
 from runyard.api import job_args as a
+from runyard.api.idempotency import current_key
 from runyard.api.notify import ChangeHub
 from runyard.api.scopes import (
     can_see,
@@ -82,8 +83,9 @@ async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub, scope: 
 
 
 async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
     handle = await run_in_threadpool(
-        s.supervisor.submit, args.task, a.extra_inputs(args), submitter_for(scope)
+        s.supervisor.submit, args.task, a.extra_inputs(args), submitter_for(scope), key
     )
     return handle.model_dump(mode="json"), True
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.agents.tokens import RunScope
 from runyard.api.envelope import (
@@ -19,16 +19,18 @@ from runyard.api.envelope import (
     validate_envelope,
 )
 from runyard.api.forward import forward_call, forward_stream, resolve_target
+from runyard.api.idempotent import caller_route, find_keyed_task, run_once
 from runyard.api.jobs import JOBS, Job
 from runyard.api.notify import ChangeHub
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
+from runyard.api.storage import job_storage_response
 from runyard.api.streaming import (
     parse_last_event_id,
     single_result,
     stream_task_events,
 )
-from runyard.errors import Forbidden
+from runyard.errors import Forbidden, IdempotencyConflict, InsufficientStorage, InvalidInput
 
 log = logging.getLogger("runyard.api")
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -76,7 +78,20 @@ def _add_job_routes(
         if envelope.target:
             target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_call(target, job.name, raw)
-        return await _run(job, services, envelope.arguments, hub, scope)
+
+        async def work() -> Any:
+            return await _run_or_507(job, services, envelope.arguments, hub, scope)
+
+        if job.name != "submit":
+            return await work()
+        try:
+            return await run_once(
+                request, services, caller_route("jobs/submit", scope), raw, work,
+                conflict=_job_conflict,
+                recover=lambda mark: find_keyed_task(services, mark),
+            )
+        except InvalidInput as exc:
+            raise HTTPException(422, str(exc)) from exc
 
     async def events(request: Request) -> Response:
         envelope, raw = await _parse(request, services, model)
@@ -95,7 +110,10 @@ def _add_job_routes(
                 services, hub, args.task_id, args.poll_interval, cursor, scope
             )
         else:
-            stream = single_result(**await _run(job, services, envelope.arguments, hub, scope))
+            answer = await _run_or_507(job, services, envelope.arguments, hub, scope)
+            if isinstance(answer, Response):
+                return answer
+            stream = single_result(**answer)
         return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
     router.add_api_route(
@@ -146,7 +164,7 @@ async def _run(
 ) -> dict[str, Any]:
     try:
         answer, success, *rest = await job.run(services, arguments, hub, scope)
-    except HTTPException:
+    except (HTTPException, InsufficientStorage):
         raise
     except Forbidden as exc:
         raise HTTPException(403, scrub(services, str(exc), scope)) from exc
@@ -156,6 +174,20 @@ async def _run(
         return job_response(scrub(services, error_answer(exc), scope), False)
     answer = scrub(services, answer, scope)
     return job_response(answer, success, rest[0] if rest else None)
+
+
+async def _run_or_507(
+    job: Job, services: Services, arguments: Any, hub: ChangeHub, scope: RunScope | None
+) -> Any:
+    """The job's envelope; a Job envelope with HTTP 507 when there is no room to create."""
+    try:
+        return await _run(job, services, arguments, hub, scope)
+    except InsufficientStorage as exc:
+        return job_storage_response(exc)
+
+
+def _job_conflict(exc: IdempotencyConflict) -> Response:
+    return JSONResponse(job_response(error_answer(exc), False), status_code=409)
 
 
 def _request_body(model: type[BaseModel]) -> dict[str, Any]:

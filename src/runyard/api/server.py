@@ -27,6 +27,7 @@ from runyard.api.address import server_file, write_server_file
 from runyard.api.app import create_app
 from runyard.api.auth import BearerAuth
 from runyard.api.guard import agent_socket_channel
+from runyard.api.serverlock import hold_server_lock
 from runyard.api.services import Services
 from runyard.config import Settings
 from runyard.errors import ConfigError
@@ -71,6 +72,7 @@ def serve(settings: Settings) -> None:
             file=sys.stderr,
             flush=True,
         )
+    lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
     services = Services.build(settings)
     app = create_app(settings, services)
     tcp = _bind_tcp(settings.host, settings.port)
@@ -82,7 +84,10 @@ def serve(settings: Settings) -> None:
     if uds is not None:
         servers.append(uds)
     record = {"url": url, "pid": os.getpid(), "token": settings.token, "started_at": utcnow()}
-    asyncio.run(_run_all(servers, settings, record))
+    try:
+        asyncio.run(_run_all(servers, settings, record))
+    finally:
+        os.close(lock_fd)
 
 
 async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any]) -> None:

@@ -86,6 +86,16 @@ class TaskRepository:
         self._subscribers: list[ChangeCallback] = []
         self._subscribers_lock = threading.Lock()
         self._started = False
+        self._overlay: Callable[[str], TaskStatus | None] | None = None
+
+    def set_overlay(self, overlay: Callable[[str], TaskStatus | None] | None) -> None:
+        """Serve ``overlay(task_id)``, when not None, instead of the status file: the truth a
+        full disk keeps from its file (it says so in its ``error``)."""
+        self._overlay = overlay
+
+    def _held(self, task_id: str) -> bytes | None:
+        held = self._overlay(task_id) if self._overlay is not None else None
+        return held.model_dump_json().encode() if held is not None else None
 
     @property
     def watch_mode(self) -> str:
@@ -139,6 +149,7 @@ class TaskRepository:
         task_dir = self.workspace.task_dir(task_id)
         with self._index.lock:
             exists, raw = read_one(task_dir, STATUS_FILE)
+            raw = self._held(task_id) or raw
             parsed = parse_status(raw, task_id)
             record = parsed[0] if parsed else None
             if record != self._index.statuses.get(task_id):
@@ -289,6 +300,10 @@ class TaskRepository:
     def _refresh(self, task_id: str, task_dir: Path | str) -> bool:
         with self._index.lock:
             found = read_folder(task_dir, task_id)
+            held = self._held(task_id)
+            if held is not None and found.exists:
+                parsed = parse_status(held, task_id)
+                found = found._replace(status=parsed[0] if parsed else found.status)
             self._active_changed(self._index.apply_folder(task_id, found))
         return found.exists
 

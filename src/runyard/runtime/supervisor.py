@@ -184,6 +184,8 @@ class Supervisor:
         status = create_task(
             self.workspace, self.registry, task, inputs, submitted_by, idempotency_key
         )
+        with self._lock:
+            self._unwritten.pop(status.task_id, None)  # an earlier run's held end: replaced
         self._changed(status.task_id)
         with self._lock:
             self._queue.append((status.task_id, status.run_id))

@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from runyard.agents.names import paths_overlap
 from runyard.agents.store import rows
 from runyard.agents.store.base import AgentStore, state_event
 from runyard.agents.store.schema import migrate
+from runyard.runtime.faults import fault_point
 
 ACTIVE = "('queued', 'running')"
 
@@ -71,7 +72,13 @@ class SQLiteStore(AgentStore):
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._conn.execute("COMMIT")
+            fault_point("sqlite.commit")
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error:  # a full disk: leave no transaction open behind us
+                with suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> dict[str, Any] | None:
         with self._lock:

@@ -1,0 +1,121 @@
+"""``Idempotency-Key`` for creating requests (``POST /jobs/submit``, ``POST /api/v1/runs``).
+
+The same key with the same body answers the first answer again, without a second run; the
+same key with another body is refused (:class:`IdempotencyConflict`, HTTP 409). Keys are
+kept 24 h in ``<workspace>/.idempotency/keys.sqlite``, so they survive restarts.
+
+A key is reserved (a row without an answer) before the work starts and answered after.
+Two requests with one key in one server are serialised by a per-key lock (one server per
+workspace: :mod:`runyard.api.serverlock`). A reserved row without an answer after a
+restart means the server died mid-request: a submit then finds the task its first attempt
+made by the key written into the task folder before it appeared
+(:data:`runyard.runtime.creation.IDEMPOTENCY_FILE`), so it still never runs twice.
+Failures that created nothing (5xx, 507) release the key, so the retry runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runyard.errors import IdempotencyConflict, InvalidInput
+
+HEADER = "idempotency-key"
+TTL_SECONDS = 24 * 3600
+MAX_KEY_LENGTH = 255
+STORE_DIR = ".idempotency"
+# the key of the request being handled, for a handler that records it with what it makes
+current_key: ContextVar[str | None] = ContextVar("runyard_idempotency_key", default=None)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What a key holds: the answer (None while the first request is still in flight)."""
+
+    status: int | None
+    body: Any
+
+
+def check_key(key: str) -> str:
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
+        raise InvalidInput(
+            f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters"
+        )
+    return key
+
+
+def body_hash(body: Any) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class IdempotencyStore:
+    """Keys per ``route`` (which also names the caller), in SQLite under the workspace."""
+
+    def __init__(self, workspace_root: Path) -> None:
+        folder = workspace_root / STORE_DIR
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._db = sqlite3.connect(folder / "keys.sqlite", check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS keys (route TEXT, key TEXT, hash TEXT, status INTEGER,"
+            " body TEXT, created REAL, PRIMARY KEY (route, key))"
+        )
+        self._db.commit()
+        self._lock = threading.Lock()
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextlib.asynccontextmanager
+    async def held(self, route: str, key: str) -> AsyncIterator[None]:
+        """Serialise the requests of one key in this server."""
+        lock = self._locks.setdefault((route, key), asyncio.Lock())
+        async with lock:
+            yield
+        if not lock.locked():
+            self._locks.pop((route, key), None)
+
+    def reserve(self, route: str, key: str, digest: str) -> Stored | None:
+        """None when the key is new (now reserved); else what it holds. 409 on another body."""
+        now = time.time()
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM keys WHERE created < ?", (now - TTL_SECONDS,))
+            row = self._db.execute(
+                "SELECT hash, status, body FROM keys WHERE route = ? AND key = ?", (route, key)
+            ).fetchone()
+            if row is None:
+                self._db.execute(
+                    "INSERT INTO keys VALUES (?, ?, ?, NULL, NULL, ?)", (route, key, digest, now)
+                )
+                return None
+        if row[0] != digest:
+            raise IdempotencyConflict(
+                "This Idempotency-Key was already used with a different request body; "
+                "use a new key for a new request"
+            )
+        return Stored(row[1], json.loads(row[2]) if row[2] is not None else None)
+
+    def answer(self, route: str, key: str, status: int, body: Any) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE keys SET status = ?, body = ? WHERE route = ? AND key = ?",
+                (status, json.dumps(body), route, key),
+            )
+
+    def release(self, route: str, key: str) -> None:
+        """Forget a key whose request created nothing, so that its retry runs."""
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM keys WHERE route = ? AND key = ?", (route, key))
