@@ -20,10 +20,13 @@ from starlette.middleware.cors import CORSMiddleware
 from runyard.api.auth import BearerAuth
 from runyard.api.envelope import job_response
 from runyard.api.guard import HostPolicy, RequestGuard
+from runyard.api.mcp import mount_mcp
+from runyard.api.metrics import install_metrics
 from runyard.api.notify import ChangeHub
 from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_jobs import build_jobs_router
+from runyard.api.routes_preview import build_preview_router
 from runyard.api.services import Services
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
@@ -45,9 +48,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await run_in_threadpool(services.start)
         hub.attach(asyncio.get_running_loop())
+        app.state.metrics.attach()
         try:
-            yield
+            async with app.state.mcp.run():
+                yield
         finally:
+            app.state.metrics.detach()
             hub.detach()
             await run_in_threadpool(services.stop)
 
@@ -63,10 +69,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     router, schemas = build_jobs_router(services, hub)
     app.include_router(router)
     app.include_router(build_files_router(services), prefix="/api/v1")
+    app.include_router(build_preview_router(services), prefix="/api/v1")
     if services.agents is not None:
         from runyard.api.agents import build_agents_router
 
         app.include_router(build_agents_router(services), prefix="/api/v1")
+    app.state.mcp = mount_mcp(app, services, hub, runyard_version())
     mount_studio(app)
     _install_openapi(app, schemas)
     app.add_middleware(PathLimits)  # inside auth: a stranger gets a 401 first
@@ -74,6 +82,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         BearerAuth, token=settings.token, verify_run_token=run_token_verifier(services)
     )
     _install_browser_safety(app, settings)
+    app.state.metrics = install_metrics(app, services)  # outermost: times refusals too
     return app
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from runyard.cli import agent, tasks
+from runyard.cli import agent, example, tasks
 from runyard.cli.serve import serve
 from runyard.cli.watch import watch
 
@@ -23,6 +23,7 @@ for command in (
     app.command()(command)
 app.command()(watch)
 app.add_typer(agent.app, name="agent")
+app.add_typer(example.app, name="example")
 
 
 def main() -> None:

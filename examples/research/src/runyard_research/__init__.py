@@ -1,0 +1,1 @@
+"""A research pipeline for runyard, as a task plugin package."""
