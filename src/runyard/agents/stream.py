@@ -13,7 +13,8 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from runyard.agents.errors import BadRequest
 from runyard.agents.models import Run, RunEvent, to_wire
 from runyard.agents.notify import ChangeSignal
+from runyard.api.sse_gauge import sse_client
 
 HEARTBEAT_SECONDS = 15.0
 LOG_POLL_SECONDS = 0.2
@@ -91,6 +93,13 @@ class RunStreamSource:
 
 
 async def run_events(source: RunStreamSource, cursor: RunCursor) -> AsyncIterator[bytes]:
+    with sse_client("run"):
+        async with aclosing(_run_events(source, cursor)) as events:
+            async for chunk in events:
+                yield chunk
+
+
+async def _run_events(source: RunStreamSource, cursor: RunCursor) -> AsyncGenerator[bytes, None]:
     last_sent = time.monotonic()
     while True:
         run = await asyncio.to_thread(source.get_run)

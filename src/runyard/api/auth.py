@@ -1,8 +1,9 @@
 """Bearer-token authentication as pure ASGI middleware.
 
 * The configured server token (compared in constant time) opens every route.
-* A run token issued by the agent-run backend opens ``/jobs`` and ``/api/v1`` only; the
-  routes themselves narrow it to its own session (``request.state.run_scope``).
+* A run token issued by the agent-run backend opens ``/jobs``, ``/api/v1`` and ``/mcp``
+  only; the routes themselves narrow it to its own session (``request.state.run_scope``).
+  ``/metrics`` is the server token's alone.
 * ``/health`` and the Studio's static files are open: the Studio takes the token from the
   ``#token=`` fragment of the link ``serve`` prints (a fragment never reaches a server) or
   asks for it, and sends it only as a header.
@@ -21,8 +22,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-PROTECTED_PREFIXES = ("/jobs", "/api/", "/openapi.json", "/docs", "/redoc")
-RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/")
+PROTECTED_PREFIXES = ("/jobs", "/api/", "/openapi.json", "/docs", "/redoc", "/mcp", "/metrics")
+RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/", "/mcp")
 
 RunTokenVerifier = Callable[[str], Any]
 

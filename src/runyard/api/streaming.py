@@ -26,6 +26,7 @@ from runyard.api.jobs import current_status
 from runyard.api.notify import ChangeHub
 from runyard.api.scopes import scrub
 from runyard.api.services import Services
+from runyard.api.sse_gauge import sse_client
 from runyard.workspace.events import read_events
 from runyard.workspace.logs import MAX_LIMIT, read_log_window
 from runyard.workspace.records import TaskStatus
@@ -117,7 +118,7 @@ async def stream_task_events(
     heartbeat = services.settings.sse_heartbeat_seconds
     events_path = services.workspace.events_path(task_id)
     last_sent = time.monotonic()
-    with hub.subscribe(task_id) as sub:
+    with hub.subscribe(task_id) as sub, sse_client("task"):
         while True:
             for chunk in await run_in_threadpool(_drain, events_path, status, cursor):
                 yield chunk

@@ -138,6 +138,11 @@ class TaskIndex:
         with self.lock:
             return set(self._active)
 
+    def counts(self) -> dict[tuple[str, str], int]:
+        """How many statuses each ``(task_type, state)`` bucket holds (cost: the buckets)."""
+        with self.lock:
+            return {key: len(keys) for key, keys in self._buckets.items() if keys}
+
     def page(
         self,
         buckets: Iterable[tuple[str, str]],

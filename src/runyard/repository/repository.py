@@ -203,6 +203,10 @@ class TaskRepository:
             return [task_id for task_id, _ in found]
         return self._index.ids(_buckets(None, None))
 
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Tasks with a valid status by ``(task_type, state)``, from the index."""
+        return self._index.counts()
+
     def list_results(self) -> list[TaskMetadata]:
         """Metadata of tasks that have it, by created_at desc, then task_id desc."""
         with self._index.lock:
