@@ -10,11 +10,11 @@ cgroup v2 (where the controllers live on a cgroup2 file system): one folder per 
 our own cgroup, with ``memory.max`` (and ``memory.swap.max`` 0), ``pids.max``, ``cpu.max``,
 killed through ``cgroup.kill`` (or freeze and SIGKILL where the kernel predates it). A
 controller our own cgroup does not delegate cannot be limited there; ``host.limitable``
-says which can. cgroup v1: one folder per run in each hierarchy, under our own path in it —
-``pids`` and ``freezer`` always (they track and stop every process of the run), ``memory``
-(``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes``, so swap is no way out) and
-``cpu`` (CFS quota) only when limited. v1 is killed by freezing, SIGKILLing every pid and
-thawing, until the cgroup is empty.
+says which can. cgroup v1: one folder per run in each hierarchy it needs, under our own
+path in it — ``freezer`` always (it tracks and stops every process of the run; ``pids``
+where there is no freezer), ``pids``, ``memory`` (``memory.limit_in_bytes`` and
+``memory.memsw.limit_in_bytes``, so swap is no way out) and ``cpu`` (CFS quota) only when
+limited. v1 is killed by freezing, SIGKILLing every pid and thawing, until it is empty.
 
 Folders are named from the run or task id, so a server started later finds the cgroup of a
 run it adopts (:meth:`CgroupHost.find`).
@@ -147,8 +147,10 @@ class CgroupHost:
     def folders(self, name: str, limits: Limits) -> dict[str, Path]:
         if self.version == "cgroup2":
             return {"": self.bases[""] / name}
-        wanted = set(V1_TRACKING)
-        wanted.update(res for res in ("memory", "cpu") if _requested(limits, res))
+        # one hierarchy tracks (the freezer: it also stops forks while we kill), more only
+        # to limit: every hierarchy joined costs each launch a migration
+        tracking = "freezer" if "freezer" in self.bases else "pids"
+        wanted = {tracking, *(res for res in RESOURCES if _requested(limits, res))}
         return {c: base / name for c, base in self.bases.items() if c in wanted}
 
     def create(self, name: str, limits: Limits) -> Cgroup:
@@ -172,7 +174,8 @@ class CgroupHost:
 
     def find(self, name: str) -> Cgroup | None:
         """The existing cgroup ``name``, or None."""
-        group = Cgroup(name, self.version, self.folders(name, Limits(memory_bytes=1, cpu=1)))
+        every = Limits(memory_bytes=1, pids=1, cpu=1)
+        group = Cgroup(name, self.version, self.folders(name, every))
         group.folders = {c: f for c, f in group.folders.items() if f.is_dir()}
         return group if group.folders else None
 
