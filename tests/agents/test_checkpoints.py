@@ -16,11 +16,13 @@ import httpx
 import pytest
 from agent_support import MODES, PACKAGES
 from api_helpers import agent_server, api, create_run, error_of, new_session, upload, wait_run
+from typer.testing import CliRunner
 
 from runyard.agents.models import HistoryEntry, Run, RunState, Session, SessionStatus
 from runyard.agents.snapshots import FAULT_PAUSE_ENV
 from runyard.agents.store import SQLiteStore
 from runyard.agents.store.schema import MIGRATIONS
+from runyard.cli.main import app
 from serverproc import ServerProcess, start_server
 
 PACKAGE = "state_counter"
@@ -318,3 +320,29 @@ def test_an_old_database_loads_with_the_new_columns(tmp_path: Path) -> None:
         assert listed[0].state == RunState.SUCCEEDED
     finally:
         store.close()
+
+
+def test_cli_checkpoints_fork_and_restore(tmp_path: Path) -> None:
+    server = agent_server(tmp_path, "none")
+    env = {"RUNYARD_URL": server.url, "RUNYARD_TOKEN": server.token or ""}
+
+    def cli(*args: str) -> Any:
+        done = CliRunner().invoke(app, ["agent", *args, "--json"], env=env)
+        assert done.exit_code == 0, done.stdout + done.stderr
+        return json.loads(done.stdout)
+
+    try:
+        with api(server) as client:
+            session_id, runs = three_runs(client)
+            page = cli("checkpoints", session_id, "--limit", "2")
+            assert [c["runId"] for c in page["items"]] == [runs[2]["id"], runs[1]["id"]]
+            fork = cli("fork", session_id, runs[0]["id"], "--title", "branch")
+            assert fork["title"] == "branch" and fork["forkedFrom"]["runId"] == runs[0]["id"]
+            restored = cli("restore", session_id, runs[1]["id"])
+            assert restored["history"][-1]["role"] == "system"
+            assert counted(client, session_id)["answer"]["saw"] == 2
+            assert counted(client, fork["id"])["answer"]["saw"] == 1
+            refused = CliRunner().invoke(app, ["agent", "restore", session_id, "run-nope"], env=env)
+            assert refused.exit_code != 0 and "404" in refused.stderr
+    finally:
+        server.stop()

@@ -1,4 +1,5 @@
-"""``runyard agent ...``: the agent-run API over HTTP (sessions, uploads, grants, runs).
+"""``runyard agent ...``: the agent-run API over HTTP (sessions, uploads, grants, runs,
+checkpoints).
 
 The server is ``--url``/``RUNYARD_URL``, else the address the workspace's server recorded;
 the token ``--token``/``RUNYARD_TOKEN``, else the configured one, else the one that server
@@ -77,6 +78,29 @@ class AgentApi:
         fail(message.replace(" )", ")"))
         return reply
 
+    # checkpoints
+    def checkpoints(
+        self, session_id: str, limit: int | None = None, cursor: str | None = None
+    ) -> dict[str, Any]:
+        """A page of the session's checkpoints, newest first: ``{items, nextCursor}``."""
+        params = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
+        page: dict[str, Any] = self.call(
+            "GET", f"/sessions/{session_id}/checkpoints", params=params
+        )
+        return page
+
+    def fork(self, session_id: str, run_id: str, title: str | None = None) -> dict[str, Any]:
+        """A new session from the checkpoint of ``run_id`` (history, uploads, state)."""
+        body = {"runId": run_id, **({"title": title} if title else {})}
+        fork: dict[str, Any] = self.call("POST", f"/sessions/{session_id}/fork", json=body)
+        return fork
+
+    def restore(self, session_id: str, run_id: str) -> dict[str, Any]:
+        """Reset the session's state folder to the checkpoint of ``run_id``."""
+        body = {"runId": run_id}
+        session: dict[str, Any] = self.call("POST", f"/sessions/{session_id}/restore", json=body)
+        return session
+
     def download(self, path: str, output: Path | None) -> None:
         """Stream ``path`` into ``output`` (stdout when None)."""
         with self._client(None) as http, http.stream("GET", path) as reply:
@@ -139,6 +163,9 @@ def _sessions_table(page: dict[str, Any]) -> None:
 
 def _session_view(session: dict[str, Any]) -> None:
     console.print(f"[bold]{session['id']}[/] {session['title']!r} {session['status']}")
+    origin = session.get("forkedFrom")
+    if origin:
+        console.print(f"forked from {origin['sessionId']} at run {origin['runId']}")
     for turn in session["history"]:
         head = f"[bold]{turn['role']}[/] ({turn['runId']}):"
         console.print(head, turn["content"], highlight=False)
@@ -203,6 +230,48 @@ def _status_command(action: str) -> Any:
 
 app.command("close")(_status_command("close"))
 app.command("reopen")(_status_command("reopen"))
+SessionArg = Annotated[str, typer.Argument(help="Session id")]
+
+
+def _checkpoints_table(page: dict[str, Any]) -> None:
+    rows = [
+        [c["runId"], c["createdAt"], c["files"], c["bytes"], len(c.get("skipped", []))]
+        for c in page["items"]
+    ]
+    _table(["run", "created", "files", "bytes", "skipped"], rows)
+
+
+@app.command()
+def checkpoints(
+    session_id: SessionArg, as_json: JsonOpt = False, limit: int | None = None,
+    cursor: str | None = None, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """List a session's checkpoints (state snapshots after each run), newest first."""
+    page = _api(url, token, workspace_dir, config).checkpoints(session_id, limit, cursor)
+    _show(page, as_json, _checkpoints_table)
+
+
+@app.command()
+def fork(
+    session_id: SessionArg, run_id: RunArg,
+    title: Annotated[str | None, typer.Option(help="The new session's title")] = None,
+    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Fork a new session from the checkpoint of RUN (prints the new session's id)."""
+    forked = _api(url, token, workspace_dir, config).fork(session_id, run_id, title)
+    _show(forked, as_json, lambda s: print(s["id"]))
+
+
+@app.command()
+def restore(
+    session_id: SessionArg, run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None,
+    token: TokenOpt = None, workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Reset the session's state folder to the checkpoint of RUN, for its next run."""
+    found = _api(url, token, workspace_dir, config).restore(session_id, run_id)
+    _show(found, as_json, lambda s: print(f"{s['id']} state restored to {run_id}"))
 
 
 @app.command()

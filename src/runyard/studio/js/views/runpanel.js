@@ -22,7 +22,8 @@ export function runDuration(run) {
 
 /**
  * The selected run of a session, drawn into `container`. `host` tells it what the session
- * knows: {afterRun(runId) -> run, afterCancel(), hasAnswer(runId), onAnswer(runId, text)}.
+ * knows: {afterRun(runId) -> run, afterCancel(), hasAnswer(runId), onAnswer(runId, text),
+ * fork(runId), restore(runId), canRestore()}.
  */
 export class RunPanel {
   constructor(container, host) {
@@ -42,9 +43,11 @@ export class RunPanel {
     this.runFacts = h("div");
     this.runFiles = h("div", { id: "run-files" }, spinner("Loading output files…"));
     this.runActions = h("div", { class: "actions" });
+    this.checkpointEl = h("div", { id: "run-checkpoint", class: "checkpoint" });
     replace(this.container, h("div", { class: "run-panel" },
       h("div", { class: "page-head" }, h("h3", {}, "Run ", h("code", {}, runId)), this.runActions),
       this.runFacts,
+      this.checkpointEl,
       h("div", { class: "grid-2" },
         h("div", {}, h("h4", {}, "Events"), this.eventsList),
         h("div", {}, h("h4", {}, "Output"), this.runOutput)),
@@ -71,11 +74,37 @@ export class RunPanel {
       ["Isolation", run.isolation || "—"],
     ]));
     if (run.error) this.runFacts.append(h("div", { class: "alert alert-error", role: "alert" }, h("strong", {}, "Error "), h("pre", { class: "error-text" }, run.error)));
+    this.showCheckpoint(run);
     if (this.runActions.dataset.active === String(this.active)) return;
     this.runActions.dataset.active = String(this.active);
     replace(this.runActions, this.active
       ? h("button", { type: "button", class: "btn btn-danger", id: "run-cancel", onclick: () => this.cancel(run.id) }, "Cancel run")
       : null);
+  }
+
+  // The state snapshot taken when the run ended, with Fork and Restore (each confirmed).
+  showCheckpoint(run) {
+    const checkpoint = run.checkpoint;
+    if (!checkpoint) {
+      replace(this.checkpointEl, isActiveRun(run) ? null : h("p", { class: "muted small" }, "No checkpoint was taken for this run."));
+      return;
+    }
+    if (checkpoint.state !== "present") {
+      replace(this.checkpointEl, h("p", { class: "muted small", id: "checkpoint-missing" },
+        `No checkpoint: ${checkpoint.reason || checkpoint.state}`));
+      return;
+    }
+    const skipped = checkpoint.skipped?.length
+      ? ` · ${checkpoint.skipped.length} not taken (${checkpoint.skipped.map((s) => `${s.path}: ${s.kind}`).join(", ")})` : "";
+    const fork = h("button", { type: "button", class: "btn", id: "checkpoint-fork" }, "Fork from here");
+    const restore = h("button", { type: "button", class: "btn", id: "checkpoint-restore", disabled: !this.host.canRestore() },
+      "Restore state");
+    fork.addEventListener("click", () => this.host.fork(run.id));
+    restore.addEventListener("click", () => this.host.restore(run.id));
+    replace(this.checkpointEl, h("div", { class: "checkpoint-line" },
+      h("h4", {}, "Checkpoint"),
+      h("p", { class: "small" }, `State after this run: ${checkpoint.files} files, ${checkpoint.bytes} bytes`, skipped),
+      h("div", { class: "actions" }, fork, restore)));
   }
 
   async cancel(runId) {

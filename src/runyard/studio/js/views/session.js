@@ -59,6 +59,7 @@ class SessionView {
 
   build() {
     this.titleEl = h("h1", {});
+    this.originEl = h("p", { class: "muted small", id: "forked-from", hidden: true });
     this.statusEl = h("span", { id: "session-status" });
     this.toggle = h("button", { type: "button", class: "btn", id: "session-toggle" });
     this.toggle.addEventListener("click", () => this.toggleOpen());
@@ -80,13 +81,16 @@ class SessionView {
         this.pendingAnswer = { runId, content };
         this.renderChat();
       },
+      fork: (runId) => this.fork(runId),
+      restore: (runId) => this.restore(runId),
+      canRestore: () => this.writable && !this.runs.some(isActiveRun),
     });
     replace(this.main,
       h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
         h("a", { href: "#/sessions" }, "Sessions"), " / ", h("span", { "aria-current": "page" }, this.session.title || "Untitled session")),
       h("div", { class: "page-head" },
         h("div", { class: "title-block" }, h("div", { class: "title-line" }, this.titleEl, this.statusEl),
-          h("code", { class: "task-id" }, this.sessionId)),
+          h("code", { class: "task-id" }, this.sessionId), this.originEl),
         h("div", { class: "actions" }, this.toggle)),
       this.closedNote,
       h("div", { class: "session-grid" },
@@ -103,6 +107,13 @@ class SessionView {
     replace(this.statusEl, stateBadge(String(s.status).toLowerCase()));
     this.toggle.textContent = this.writable ? "Close session" : "Reopen session";
     this.closedNote.hidden = this.writable;
+    const origin = s.forkedFrom;
+    this.originEl.hidden = !origin;
+    if (origin) {
+      replace(this.originEl, "Forked from ",
+        h("a", { href: `#/sessions/${encodeURIComponent(origin.sessionId)}` }, origin.sessionId),
+        " at run ", h("code", {}, origin.runId));
+    }
     this.composer.setEnabled(this.writable);
     this.uploads.setEnabled(this.writable);
     this.renderChat();
@@ -341,6 +352,38 @@ class SessionView {
     }
   }
 
+  async fork(runId) {
+    const ok = await confirmAction({
+      title: "Fork a new session from this run?",
+      text: `The new session starts with the conversation up to run ${runId}, its files and the state folder as that run left it. This session is not changed.`,
+      confirmLabel: "Fork session",
+    });
+    if (!ok) return;
+    try {
+      const fork = await agent(`/sessions/${encodeURIComponent(this.sessionId)}/fork`, { method: "POST", json: { runId } });
+      toast("Session forked.");
+      window.location.hash = `#/sessions/${encodeURIComponent(fork.id)}`;
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  }
+
+  async restore(runId) {
+    const ok = await confirmAction({
+      title: "Restore the state folder?",
+      text: `The next run of this session starts from the state folder as run ${runId} left it. What later runs wrote there is replaced; the conversation is kept.`,
+      confirmLabel: "Restore state",
+    });
+    if (!ok) return;
+    try {
+      await agent(`/sessions/${encodeURIComponent(this.sessionId)}/restore`, { method: "POST", json: { runId } });
+      await this.reloadSession();
+      toast("State restored.");
+    } catch (error) {
+      toast(error.message, "error");
+    }
+  }
+
   selectRun(runId) {
     this.selectedRunId = runId;
     this.renderRuns();
@@ -350,7 +393,8 @@ class SessionView {
 
 function message(role, content, createdAt, runId, note) {
   const who = role === "user" ? "you" : role === "assistant" ? "agent" : role;
-  return h("li", { class: `msg msg-${role === "user" ? "user" : "assistant"}`, "data-run-id": runId || null },
+  const kind = role === "user" || role === "system" ? role : "assistant";
+  return h("li", { class: `msg msg-${kind}`, "data-run-id": runId || null },
     h("div", { class: "msg-meta" }, who, createdAt ? [" · ", h("time", { datetime: createdAt }, formatTime(createdAt))] : null,
       note ? ` · ${note}` : null),
     h("p", { class: "msg-body" }, content));
