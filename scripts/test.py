@@ -40,6 +40,8 @@ def python_packages() -> Path:
     if not python.exists():
         run(sys.executable, "-m", "venv", VENV)
     run(python, "-m", "pip", "install", "-q", "-e", ".[test]")
+    # the research pipeline example is a plugin package of its own, tested end to end
+    run(python, "-m", "pip", "install", "-q", "-e", "examples/research")
     return python
 
 

@@ -88,7 +88,7 @@ def _add_job_routes(
             return await run_once(
                 request, services, caller_route("jobs/submit", scope), raw, work,
                 conflict=_job_conflict,
-                recover=lambda mark: find_keyed_task(services, mark),
+                recover=lambda mark: _recovered(services, mark),
             )
         except InvalidInput as exc:
             raise HTTPException(422, str(exc)) from exc
@@ -184,6 +184,12 @@ async def _run_or_507(
         return await _run(job, services, arguments, hub, scope)
     except InsufficientStorage as exc:
         return job_storage_response(exc)
+
+
+def _recovered(services: Services, mark: str) -> dict[str, Any] | None:
+    """The submit answer of the task a crashed first attempt made, as a Job envelope."""
+    handle = find_keyed_task(services, mark)
+    return job_response(handle, True) if handle is not None else None
 
 
 def _job_conflict(exc: IdempotencyConflict) -> Response:

@@ -1,10 +1,12 @@
 // File tables (task artifacts, uploads, run outputs): size, sha256, download through a Blob
 // (the token travels as a header, so no plain link can fetch the bytes) and previews of text,
-// JSON, CSV (as a table) and images. Previews are read with a byte cap.
+// JSON, CSV and Parquet (as tables; Parquet rows are read by the server), images, and Markdown
+// (rendered safely, its images fetched from the same task). Previews are read with a byte cap.
 
-import { fetchFile } from "../api.js";
+import { apiFetch, encodePath, errorMessage, fetchFile } from "../api.js";
 import { copyText, errorBox, h, replace, spinner } from "../dom.js";
 import { formatBytes, shortHash } from "../format.js";
+import { renderMarkdown } from "../markdown.js";
 import { toast } from "../ui.js";
 
 const TEXT_CAP = 256 * 1024;
@@ -12,6 +14,10 @@ const JSON_CAP = 2 * 1024 * 1024;
 const CSV_CAP = 1024 * 1024;
 const IMAGE_CAP = 25 * 1024 * 1024;
 const CSV_ROWS = 200;
+const PARQUET_ROWS = 100;
+const MARKDOWN_IMAGES = 50;
+const MARKDOWN_EXTENSIONS = new Set(["md", "markdown"]);
+const TASK_FILE_URL = /^\/api\/v1\/tasks\/[^/]+\/files\//;
 
 const IMAGE_TYPES = {
   png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp",
@@ -29,10 +35,12 @@ export function extension(path) {
   return dot > 0 ? base.slice(dot + 1).toLowerCase() : "";
 }
 
-/** "image" | "json" | "csv" | "text" | null, from the file name (then its media type). */
+/** "image" | "json" | "csv" | "parquet" | "text" | null, from the file name (then its media
+ * type). Markdown is "text", shown rendered with its source beside it. */
 export function previewKind(path, mediaType = "") {
   const ext = extension(path);
   if (ext in IMAGE_TYPES) return "image";
+  if (ext === "parquet") return "parquet";
   if (ext === "json") return "json";
   if (ext === "csv" || ext === "tsv") return "csv";
   if (TEXT_EXTENSIONS.has(ext)) return "text";
@@ -159,7 +167,7 @@ function fileRow(file, preview, hashes) {
       download.disabled = false;
     }
   });
-  const open = kind
+  const open = kind && (kind !== "parquet" || TASK_FILE_URL.test(file.url))
     ? h("button", { type: "button", class: "btn btn-small", "aria-label": `Preview ${file.name}`,
       onclick: () => preview.show(file, kind) }, "Preview")
     : null;
@@ -180,12 +188,15 @@ class Preview {
   constructor() {
     this.el = h("div", { class: "preview", hidden: true, "aria-live": "polite" });
     this.objectUrl = null;
+    this.objectUrls = [];
     this.abort = null;
   }
 
   close() {
     this.abort?.abort();
     if (this.objectUrl) URL.revokeObjectURL(this.objectUrl);
+    this.objectUrls.forEach((url) => URL.revokeObjectURL(url));
+    this.objectUrls = [];
     this.objectUrl = null;
     replace(this.el);
     this.el.hidden = true;
@@ -214,6 +225,7 @@ class Preview {
 
   async render(file, kind, signal) {
     if (kind === "image") return this.image(file, signal);
+    if (kind === "parquet") return parquetPreview(file, signal);
     const cap = { json: JSON_CAP, csv: CSV_CAP }[kind] || TEXT_CAP;
     const response = await fetchFile(file.url, { signal, range: file.size > cap ? cap : 0 });
     const { bytes, truncated } = await readCapped(response, cap);
@@ -221,6 +233,7 @@ class Preview {
     const note = truncated ? h("p", { class: "muted small" }, `Showing the first ${formatBytes(bytes.length)} of ${formatBytes(file.size)}.`) : null;
     if (kind === "json" && !truncated) return jsonPreview(text);
     if (kind === "csv") return [note, csvPreview(text, extension(file.path || file.name) === "tsv" ? "\t" : ",")];
+    if (MARKDOWN_EXTENSIONS.has(extension(file.path || file.name))) return [note, this.markdown(file, text, signal)];
     return [note, h("pre", { class: "preview-text", tabindex: "0" }, text)];
   }
 
@@ -233,6 +246,70 @@ class Preview {
     this.objectUrl = URL.createObjectURL(blob);
     return h("img", { class: "preview-image", src: this.objectUrl, alt: `Preview of ${file.name}` });
   }
+
+  markdown(file, text, signal) {
+    let budget = MARKDOWN_IMAGES;
+    const resolveImage = async (src) => {
+      const url = siblingUrl(file, src);
+      if (!url || !(extension(src) in IMAGE_TYPES) || budget-- <= 0) return null;
+      const response = await fetchFile(url, { signal });
+      const blob = new Blob([await response.blob()], { type: IMAGE_TYPES[extension(src)] });
+      if (blob.size > IMAGE_CAP || signal.aborted) return null;
+      const objectUrl = URL.createObjectURL(blob);
+      this.objectUrls.push(objectUrl);
+      return objectUrl;
+    };
+    const rendered = h("div", { class: "preview-markdown markdown" }, renderMarkdown(text, { resolveImage }));
+    const source = h("pre", { class: "preview-text", tabindex: "0", hidden: true }, text);
+    const toggle = h("button", { type: "button", class: "btn btn-small", "aria-pressed": "false" }, "Show source");
+    toggle.addEventListener("click", () => {
+      const showSource = source.hidden;
+      source.hidden = !showSource;
+      rendered.hidden = showSource;
+      toggle.textContent = showSource ? "Show rendered" : "Show source";
+      toggle.setAttribute("aria-pressed", String(showSource));
+    });
+    return [h("div", { class: "actions" }, toggle), rendered, source];
+  }
+}
+
+/** The download URL of `src` relative to `file` in the same folder tree, or null when it is
+ * absolute, has a scheme, or climbs out of the tree. */
+export function siblingUrl(file, src) {
+  const path = String(file.path || "");
+  const ownPath = encodePath(path);
+  if (!path || !String(file.url).endsWith(ownPath) || /^[a-z][a-z0-9+.-]*:|^\/|^\\/i.test(src)) return null;
+  const parts = path.split("/").slice(0, -1);
+  for (const part of String(src).split(/[?#]/)[0].split("/")) {
+    if (part === "..") {
+      if (!parts.length) return null;
+      parts.pop();
+    } else if (part && part !== ".") parts.push(decodeURIComponentSafe(part));
+  }
+  return parts.length ? String(file.url).slice(0, -ownPath.length) + encodePath(parts.join("/")) : null;
+}
+
+function decodeURIComponentSafe(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return part;
+  }
+}
+
+async function parquetPreview(file, signal) {
+  const url = `${file.url.replace(TASK_FILE_URL, (m) => m.replace(/\/files\/$/, "/preview/"))}?limit=${PARQUET_ROWS}`;
+  const response = await apiFetch(url, { signal, headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) throw new Error(errorMessage(body, response.status));
+  const { columns = [], rows = [], total_rows: total = rows.length, truncated = {} } = body || {};
+  const shown = `Showing ${rows.length} of ${total} rows${truncated.columns ? ` and the first ${columns.length} columns` : ""}.`;
+  return h("div", { class: "parquet-preview" },
+    h("p", { class: "muted small" }, shown),
+    h("div", { class: "table-wrap preview-table-wrap", tabindex: "0" },
+      h("table", { class: "table preview-table" },
+        h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col", title: c.type }, c.name)))),
+        h("tbody", {}, rows.map((row) => h("tr", {}, row.map((cell) => h("td", {}, cell === null ? "" : String(cell)))))))));
 }
 
 function jsonPreview(text) {

@@ -1,0 +1,86 @@
+"""The Studio on the research pipeline example (installed into the venv): the final report
+rendered from Markdown (safely) with its PNG figures, a PNG preview, and the etl task's
+Parquet file as a table read server-side — in a real Chromium against a real server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+from studio_support import finish, screenshot, submit, task_hash
+
+from serverproc import ServerProcess
+
+pytestmark = pytest.mark.browser
+
+HOSTILE_TITLE = 'Report <img src=x onerror="window.pwned=1"> <b>bold</b>'
+
+
+def run(server: ServerProcess, task: str, **inputs: Any) -> str:
+    status = finish(server, submit(server, task, **inputs))
+    assert status["state"] == "succeeded", status
+    return str(status["task_id"])
+
+
+@pytest.fixture(scope="module")
+def pipeline(studio: ServerProcess) -> dict[str, str]:
+    etl = run(studio, "research_etl", dataset="diabetes")
+    train = run(studio, "research_train", source_tasks=etl, cv_folds=2)
+    backtest = run(studio, "research_backtest", source_tasks=train)
+    report = run(studio, "research_report", source_tasks=backtest, title=HOSTILE_TITLE)
+    return {"etl": etl, "report": report}
+
+
+def loaded(page: Any, selector: str) -> list[dict[str, Any]]:
+    """``{src, width}`` of every image matching ``selector`` once all have loaded."""
+    page.wait_for_function(
+        f"""() => {{
+          const images = [...document.querySelectorAll({selector!r})];
+          return images.length && images.every((img) => img.complete && img.naturalWidth > 0);
+        }}"""
+    )
+    found: list[dict[str, Any]] = page.eval_on_selector_all(
+        selector, "(images) => images.map((img) => ({src: img.src, width: img.naturalWidth}))"
+    )
+    return found
+
+
+def test_the_report_renders_with_its_figures_and_no_html(
+    page: Any, studio: ServerProcess, pipeline: dict[str, str]
+) -> None:
+    page.goto(studio.url + "/" + task_hash(pipeline["report"]))
+    files = page.locator("#artifact-files")
+    files.get_by_role("button", name="Preview report", exact=True).click()
+    rendered = files.locator(".preview-markdown")
+    expect(rendered.locator("h1")).to_have_text(HOSTILE_TITLE)
+    assert rendered.locator("h1 img, h1 b, script").count() == 0
+    table = rendered.locator("table.md-table")
+    expect(table.locator("thead th")).to_have_count(7)
+    expect(table.locator("tbody tr")).to_have_count(1)
+    expect(table.locator("tbody tr td").nth(1)).to_have_text("1. ridge")
+    images = loaded(page, "#artifact-files .preview-markdown img.md-image")
+    assert len(images) == 2 and all(i["src"].startswith("blob:") for i in images), images
+    assert all(i["width"] > 100 for i in images), images
+    assert page.evaluate("window.pwned") is None
+    screenshot(page, "research-report")
+    files.get_by_role("button", name="Show source").click()
+    expect(files.locator(".preview-text")).to_contain_text("![Test R2 by run](figures/comparison.png)")
+
+    files.get_by_role("button", name="Preview comparison", exact=True).click()
+    (image,) = loaded(page, "#artifact-files img.preview-image")
+    assert image["src"].startswith("blob:") and image["width"] > 100
+
+
+def test_the_etl_parquet_is_previewed_as_a_table(
+    page: Any, studio: ServerProcess, pipeline: dict[str, str]
+) -> None:
+    page.goto(studio.url + "/" + task_hash(pipeline["etl"]))
+    files = page.locator("#artifact-files")
+    files.get_by_role("button", name="Preview train", exact=True).click()
+    table = files.locator(".parquet-preview table")
+    expect(table.locator("thead th").first).to_have_text("age")
+    expect(table.locator("thead th").last).to_have_text("target")
+    expect(table.locator("tbody tr")).to_have_count(100)
+    expect(files.locator(".parquet-preview")).to_contain_text("Showing 100 of 331 rows")
+    screenshot(page, "research-etl-parquet")
