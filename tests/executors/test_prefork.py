@@ -115,3 +115,26 @@ def test_close_leaves_running_children_alive(tmp_path):
     finally:
         os.killpg(handle.pid, signal.SIGKILL)
         assert handle.data["containment"].end()
+
+
+def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(executor, tmp_path):
+    deadline = time.monotonic() + 10
+    zygote = executor._ensure_zygote()
+    while not zygote._standby_ready:  # the standby joins its spare cgroup after start-up
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    spare = zygote._spare.name
+    handles = [executor.launch(probe(tmp_path, {"action": "sleep"},
+                                     labels={"runyard.run_id": f"standby-{n}"}))
+               for n in range(2)]  # fmt: skip
+    assert handles[0].data["containment"].cgroup.name == "runyard-task-standby-0"
+    assert not Path(f"/sys/fs/cgroup/freezer/{spare}").exists()  # renamed, not joined
+    for n, handle in enumerate(handles):  # the second one may come before a new standby
+        memberships = ""
+        while f"freezer:/runyard-task-standby-{n}\n" not in memberships:
+            assert time.monotonic() < deadline, memberships
+            memberships = Path(f"/proc/{handle.pid}/cgroup").read_text()
+            time.sleep(0.01)
+        executor.cancel(handle, grace_seconds=2)
+        assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
+        assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-standby-{n}").exists()

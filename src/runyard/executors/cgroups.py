@@ -67,6 +67,27 @@ class Cgroup:
                 found.update(int(line) for line in path.read_text().split())
         return found
 
+    def rename(self, name: str) -> bool:
+        """Rename the cgroup (its processes stay in it); False where that is not possible
+        (cgroup2 has no rename, or ``name`` exists)."""
+        if self.version != "cgroup1":
+            return False
+        renamed: dict[str, Path] = {}
+        try:
+            for controller, folder in self.folders.items():
+                target = folder.with_name(name)
+                if target.exists():
+                    raise FileExistsError(target)
+                folder.rename(target)
+                renamed[controller] = target
+        except OSError:
+            for controller, target in renamed.items():  # put back what was renamed
+                with contextlib.suppress(OSError):
+                    target.rename(self.folders[controller])
+            return False
+        self.name, self.folders = name, renamed
+        return True
+
     def exists(self) -> bool:
         return any(folder.is_dir() for folder in self.folders.values())
 

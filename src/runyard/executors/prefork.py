@@ -13,7 +13,10 @@ A forked worker gets what :class:`LocalExecutor` gives a process: a new session 
 process group), stdout and stderr appended to ``spec.log_path``, ``spec.stdin`` on stdin,
 exactly ``spec.env``, ``spec.cwd``, its cgroup and limits (the child joins them before it
 runs anything else; the launcher kills what is left in the cgroup when the worker has
-ended); its ``/proc/<pid>/cmdline`` is the zygote's. Only specs of the form
+ended). A launch without limits takes the zygote's *standby* — a child forked ahead of time
+that already joined a spare cgroup, which is renamed after the run — so it starts
+contained without a cgroup migration on its way; its ``/proc/<pid>/cmdline`` is the
+zygote's. Only specs of the form
 ``[<this python>, "-m", <module>, *args]`` are forked (the module's ``main()`` is called,
 else it is run as ``__main__``); anything else, and any zygote failure, falls back to
 :class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
@@ -34,11 +37,13 @@ import os
 import socket
 import subprocess
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
 from runyard.errors import ExecutorError
-from runyard.executors.base import ExitInfo, Handle, LaunchSpec
+from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
+from runyard.executors.cgroups import Cgroup
 from runyard.executors.containment import Containment, Setup, cgroup_name
 from runyard.executors.local import (
     LocalExecutor,
@@ -50,6 +55,7 @@ from runyard.executors.local import (
 )
 
 READY_TIMEOUT = 60.0
+SPARE_PREFIX = "runyard-spare-"
 SPAWN_TIMEOUT = 10.0
 
 
@@ -90,14 +96,19 @@ class PreforkExecutor:
             zygote = self._ensure_zygote() if module_args is not None else None
         if zygote is None or module_args is None:
             return self.local.launch(spec)
-        setup = self.local.containment.prepare(cgroup_name(spec.labels), spec.limits)
+        name = cgroup_name(spec.labels)
+        setup = zygote.take_standby(name, self.containment, spec.limits)
+        standby = setup is not None
+        if setup is None:
+            setup = self.containment.prepare(name, spec.limits)
         try:
-            pid = zygote.spawn(module_args[0], module_args[1:], spec, setup)
+            pid = zygote.spawn(module_args[0], module_args[1:], spec, setup, standby)
         except ExecutorError:
             setup.end()
             if zygote.alive:
                 raise
             return self.local.launch(spec)
+        zygote.refill(self.containment)
         data = {"zygote": zygote, "start_time": process_start_time(pid), "containment": setup,
                 "limits": setup.report}  # fmt: skip
         return Handle(id=f"prefork-{pid}", pid=pid, labels=dict(spec.labels), data=data)
@@ -122,6 +133,8 @@ class PreforkExecutor:
             self._zygote = ZygoteClient(self.python, self.preload, self.env, self.log_path)
         except ExecutorError:
             self._closed = True  # a zygote that cannot start will not start next time either
+        else:
+            self._zygote.refill(self.containment)
         return self._zygote
 
     def poll(self, handle: Handle) -> ExitInfo | None:
@@ -201,6 +214,8 @@ class ZygoteClient:
         self._send_lock = threading.Lock()
         self._replies: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
+        self._spare: Cgroup | None = None
+        self._standby_ready = False
         self.alive = True
         self.preload_errors = self._handshake(preload)
         self._reader = threading.Thread(target=self._read, name="prefork-reader", daemon=True)
@@ -245,10 +260,12 @@ class ZygoteClient:
     def _send(self, message: dict[str, Any]) -> None:
         self._sock.sendall(json.dumps(message).encode() + b"\n")
 
-    def spawn(self, module: str, args: list[str], spec: LaunchSpec, setup: Setup) -> int:
+    def spawn(
+        self, module: str, args: list[str], spec: LaunchSpec, setup: Setup, standby: bool = False
+    ) -> int:
         request_id = next(self._ids)
         request = {
-            "op": "spawn", "id": request_id, "module": module, "args": args,
+            "op": "spawn", "id": request_id, "standby": standby, "module": module, "args": args,
             "env": dict(spec.env), "cwd": str(spec.cwd) if spec.cwd else None,
             "log_path": str(spec.log_path), "stdin": base64.b64encode(spec.stdin).decode(),
             "cgroup_procs": setup.procs_files,
@@ -272,12 +289,49 @@ class ZygoteClient:
             raise ExecutorError(f"Cannot launch {module}: {reply.get('error')}")
         return int(reply["pid"])
 
+    # -- the standby: a child waiting, already inside a spare cgroup (see the zygote) ------
+
+    def refill(self, containment: Containment) -> None:
+        """Have a standby ready for the next launch (where cgroups are usable)."""
+        with self._cond:
+            if self._spare is not None or containment.host is None or not self.alive:
+                return
+            try:
+                self._spare = containment.host.create(SPARE_PREFIX + uuid.uuid4().hex, Limits())
+            except ExecutorError:
+                return
+            self._standby_ready = False
+            procs = [str(path) for path in self._spare.procs_files]
+        with contextlib.suppress(OSError), self._send_lock:
+            self._send({"op": "standby", "cgroup_procs": procs})
+
+    def take_standby(self, name: str, containment: Containment, limits: Limits) -> Setup | None:
+        """The ready standby's cgroup renamed ``name``, for a launch without limits."""
+        if limits.memory_bytes is not None or limits.pids is not None or limits.cpu is not None:
+            return None
+        with self._cond:
+            spare = self._spare
+            if spare is None or not self._standby_ready or not spare.rename(name):
+                return None
+            self._spare = None
+            self._standby_ready = False
+        return Setup(containment.plan(limits, name), spare)
+
+    def _standby_message(self, message: dict[str, Any]) -> None:
+        """Under the condition: the standby joined its spare (or could not)."""
+        self._standby_ready = message["op"] == "standby-ready"
+        if not self._standby_ready and self._spare is not None:
+            spare, self._spare = self._spare, None
+            Setup({}, spare).end()
+
     def _read(self) -> None:
         for line in self._file:
             message = json.loads(line)
             with self._cond:
                 if message.get("op") == "exit":
                     self._exits[int(message["pid"])] = int(message["code"])
+                elif message.get("op") in ("standby-ready", "standby-failed"):
+                    self._standby_message(message)
                 else:
                     self._replies[int(message["id"])] = message
                 self._cond.notify_all()
@@ -323,3 +377,6 @@ class ZygoteClient:
             self._reader.join(5)
         self._file.close()
         self._sock.close()
+        spare, self._spare = getattr(self, "_spare", None), None
+        if spare is not None:  # its standby ended with the zygote
+            Setup({}, spare).end()

@@ -55,6 +55,7 @@ class Zygote:
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.sock, selectors.EVENT_READ, "socket")
         self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
+        self.standby: tuple[int, int, int] | None = None  # pid, request pipe, ready pipe
 
     def run(self) -> int:
         while True:
@@ -62,6 +63,8 @@ class Zygote:
                 if key.data == "signal":
                     self._drain_wake()
                     self._reap()
+                elif key.data == "standby":
+                    self._standby_ready(key.fd)
                 elif not self._receive():
                     return 0
 
@@ -84,7 +87,79 @@ class Zygote:
             gc.freeze()  # children then leave the preloaded heap shared (no copy-on-write by gc)
             self._reply({"op": "ready", "errors": errors})
         elif message.get("op") == "spawn":
-            self._spawn(message)
+            if not (message.get("standby") and self._spawn_standby(message)):
+                self._spawn(message)
+        elif message.get("op") == "standby":
+            self._fork_standby(message)
+
+    # A standby is a child forked ahead of time that joined a spare cgroup and waits for
+    # its spawn request: the launcher renames the spare to the run's cgroup, so the worker
+    # starts contained with no cgroup migration (which waits for an RCU grace period, many
+    # ms on a quiet machine) on the way.
+    def _fork_standby(self, request: dict[str, Any]) -> None:
+        request_r, request_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        _flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(request_w)
+            os.close(ready_r)
+            self._wait_as_standby(request["cgroup_procs"], request_r, ready_w)
+        os.close(request_r)
+        os.close(ready_w)
+        self._drop_standby()
+        self.standby = (pid, request_w, ready_r)
+        self.selector.register(ready_r, selectors.EVENT_READ, "standby")
+
+    def _standby_ready(self, ready_r: int) -> None:
+        self.selector.unregister(ready_r)
+        joined = os.read(ready_r, 1) == b"1"
+        self._reply({"op": "standby-ready" if joined else "standby-failed"})
+
+    def _spawn_standby(self, request: dict[str, Any]) -> bool:
+        if self.standby is None:
+            return False
+        pid, request_w, ready_r = self.standby
+        self.standby = None
+        os.close(ready_r)
+        try:
+            with os.fdopen(request_w, "wb") as pipe:  # it joined its cgroup already
+                pipe.write(json.dumps({**request, "cgroup_procs": []}).encode())
+        except OSError:
+            return False
+        self._reply({"op": "spawned", "id": request["id"], "pid": pid})
+        return True
+
+    def _drop_standby(self) -> None:
+        if self.standby is not None:
+            _, request_w, ready_r = self.standby
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.unregister(ready_r)
+            os.close(request_w)  # it reads EOF and exits
+            os.close(ready_r)
+            self.standby = None
+
+    def _wait_as_standby(self, procs: list[str], request_r: int, ready_w: int) -> NoReturn:
+        try:
+            self._leave_zygote()
+            try:
+                join_self(procs, [])
+            except OSError:
+                os.write(ready_w, b"0")
+                os._exit(1)
+            os.write(ready_w, b"1")
+            os.close(ready_w)
+            with os.fdopen(request_r, "rb") as pipe:
+                raw = pipe.read()
+            request = json.loads(raw) if raw else None
+            if request is not None:
+                log_fd = open_log(Path(request["log_path"]))
+                data = base64.b64decode(request["stdin"])
+                in_fd = stdin_fd(data) if data else os.open(os.devnull, os.O_RDONLY)
+                self._child(request, log_fd, in_fd, left=True)
+        except BaseException:
+            traceback.print_exc()
+        os._exit(1)
 
     @staticmethod
     def _preload(modules: list[str]) -> dict[str, str]:
@@ -121,11 +196,14 @@ class Zygote:
         if pid > 0:
             self._reply({"op": "spawned", "id": request["id"], "pid": pid})
 
-    def _child(self, request: dict[str, Any], log_fd: int, in_fd: int) -> NoReturn:
+    def _child(
+        self, request: dict[str, Any], log_fd: int, in_fd: int, left: bool = False
+    ) -> NoReturn:
         code = 1
         try:
             os.setsid()
-            self._leave_zygote()
+            if not left:
+                self._leave_zygote()
             for target, source in ((0, in_fd), (1, log_fd), (2, log_fd)):
                 os.dup2(source, target)
             os.close(in_fd)
@@ -146,6 +224,9 @@ class Zygote:
             os._exit(code)
 
     def _leave_zygote(self) -> None:
+        if self.standby is not None:  # another child's pipes: not ours to hold
+            os.close(self.standby[1])
+            os.close(self.standby[2])
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.selector.close()
