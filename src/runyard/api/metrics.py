@@ -49,6 +49,7 @@ SEEN_RUNS = 50_000  # run ids remembered so a run's duration is observed once
 AGENT_PAGE = 500
 UNMATCHED = "<unmatched>"
 
+
 class Metrics:
     """The registry of one server and the instruments the server's parts update."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from runyard.cli import agent, example, tasks
+from runyard.cli.mcp import mcp
 from runyard.cli.serve import serve
 from runyard.cli.watch import watch
 
@@ -22,6 +23,7 @@ for command in (
 ):  # fmt: skip
     app.command()(command)
 app.command()(watch)
+app.command()(mcp)
 app.add_typer(agent.app, name="agent")
 app.add_typer(example.app, name="example")
 

@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.concurrency import run_in_threadpool
 
 from runyard.agents.tokens import RunScope
+from runyard.api.envelope import error_answer
 from runyard.api.jobs import current_status
 from runyard.api.scopes import require_visible, scrub
 from runyard.api.services import Services
@@ -114,7 +115,7 @@ async def read_resource(
         else:
             content = await _task_resource(services, uri, ref, scope)
     except (RunyardError, ValueError, KeyError, LookupError, OSError) as exc:
-        raise _invalid(scrub(services, f"{type(exc).__name__}: {exc}", scope)) from exc
+        raise _invalid(scrub(services, error_answer(exc), scope)) from exc
     return types.ReadResourceResult(contents=[content])
 
 
