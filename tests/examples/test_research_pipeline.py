@@ -20,7 +20,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from serverproc import ServerProcess
+from serverproc import ServerProcess, start_server
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
 
@@ -279,3 +279,21 @@ def test_a_run_token_previews_no_other_sessions_task(research: dict[str, Any]) -
     assert seen.status_code == absent.status_code == 404, seen.text
     assert seen.text == absent.text.replace(missing, etl)
     assert preview(server, etl, "train.parquet").status_code == 200  # the admin still sees it
+
+
+def test_without_pyarrow_the_preview_says_so(tmp_path: Path) -> None:
+    """pyarrow is optional for runyard: a server that cannot import it answers 501."""
+    shadow = tmp_path / "shadow" / "pyarrow"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('pyarrow is shadowed here')\n")
+    server = start_server(tmp_path / "srv", env={"PYTHONPATH": str(shadow.parent)})
+    try:
+        folder = server.workspace / "etl" / "etl#seeded#parquet"
+        folder.mkdir(parents=True)
+        (folder / "t.parquet").write_bytes(b"PAR1" + b"\0" * 16 + b"PAR1")
+        reply = preview(server, "etl#seeded#parquet", "t.parquet")
+        assert reply.status_code == 501, reply.text
+        assert reply.json()["error"]["code"] == "preview_unavailable"
+        assert "pip install pyarrow" in reply.json()["error"]["message"]
+    finally:
+        server.stop()

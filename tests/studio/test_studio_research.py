@@ -65,7 +65,9 @@ def test_the_report_renders_with_its_figures_and_no_html(
     assert page.evaluate("window.pwned") is None
     screenshot(page, "research-report")
     files.get_by_role("button", name="Show source").click()
-    expect(files.locator(".preview-text")).to_contain_text("![Test R2 by run](figures/comparison.png)")
+    expect(files.locator(".preview-text")).to_contain_text(
+        "![Test R2 by run](figures/comparison.png)"
+    )
 
     files.get_by_role("button", name="Preview comparison", exact=True).click()
     (image,) = loaded(page, "#artifact-files img.preview-image")
@@ -84,3 +86,48 @@ def test_the_etl_parquet_is_previewed_as_a_table(
     expect(table.locator("tbody tr")).to_have_count(100)
     expect(files.locator(".parquet-preview")).to_contain_text("Showing 100 of 331 rows")
     screenshot(page, "research-etl-parquet")
+
+
+def test_markdown_renders_no_html_scripts_or_unsafe_links(static_studio: str, page: Any) -> None:
+    """Hostile Markdown: raw HTML, javascript: links, images from elsewhere or climbing out
+    of the task folder. Only DOM built from text comes out; only sibling images are asked."""
+    page.goto(static_studio + "/#/nowhere")
+    page.wait_for_selector("h1")
+    result = page.evaluate(
+        """async () => {
+          const { renderMarkdown } = await import('/js/markdown.js');
+          const { siblingUrl } = await import('/js/views/files.js');
+          const asked = [];
+          const text = [
+            '# Title <script>window.pwned = 1</script>',
+            '<img src=x onerror="window.pwned = 2">',
+            '[click](javascript:window.pwned=3) [ok](https://example.org/a)',
+            '![far](https://evil.example/x.png) ![up](../../secret.png) ![fig](figures/a.png)',
+            '| a | b |', '|---|--:|', '| <b>x</b> | 1 \\\\| 2 |',
+            '```', '<script>alert(1)</script>', '```',
+          ].join('\\n');
+          const file = { path: 'report.md', url: '/api/v1/tasks/t%23x%23y/files/report.md' };
+          const root = document.createElement('div');
+          root.append(...renderMarkdown(text, { resolveImage: async (src) => {
+            asked.push(siblingUrl(file, src));
+            return null;
+          } }));
+          document.body.append(root);
+          await new Promise((done) => setTimeout(done, 50));
+          return {
+            tags: [...root.querySelectorAll('*')].map((el) => el.tagName.toLowerCase()),
+            links: [...root.querySelectorAll('a')].map((a) => a.getAttribute('href')),
+            heading: root.querySelector('h1').textContent,
+            cells: [...root.querySelectorAll('td')].map((td) => td.textContent),
+            code: root.querySelector('pre code').textContent,
+            asked, pwned: window.pwned ?? null,
+          };
+        }"""
+    )
+    assert result["pwned"] is None
+    assert not {"script", "b", "iframe"} & set(result["tags"]), result["tags"]
+    assert result["links"] == ["https://example.org/a"]
+    assert result["heading"] == "Title <script>window.pwned = 1</script>"
+    assert result["cells"] == ["<b>x</b>", "1 | 2"]
+    assert result["code"] == "<script>alert(1)</script>"
+    assert result["asked"] == [None, None, "/api/v1/tasks/t%23x%23y/files/figures/a.png"]
