@@ -21,6 +21,7 @@ from runyard.api.idempotency import (
 from runyard.api.services import Services
 from runyard.errors import IdempotencyConflict
 from runyard.runtime.creation import IDEMPOTENCY_FILE
+from runyard.runtime.faults import fault_point
 from runyard.workspace.atomic import read_bytes_tolerant
 
 REPLAYED_HEADER = "idempotent-replayed"
@@ -100,6 +101,7 @@ async def _first(
     if isinstance(result, Response):
         await run_in_threadpool(store.release, route, key)
         return result
+    fault_point("idempotency.answer")  # made, not yet answered: the worst moment to die
     await run_in_threadpool(store.answer, route, key, success_status, result)
     return JSONResponse(result, status_code=success_status)
 

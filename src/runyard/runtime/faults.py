@@ -8,7 +8,8 @@ import: with neither set, :func:`fault_point` is a call that returns at once.
 
 Points: ``status`` and ``status.final`` (a status record; the second only for final
 states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.commit``,
-``upload.finalise``, ``submit.staged`` (a staged task folder before its rename).
+``upload.finalise``, ``submit.staged`` (a staged task folder before its rename),
+``idempotency.answer`` (a keyed request's work done, its answer not yet kept).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ POINTS = (
     "sqlite.commit",
     "upload.finalise",
     "submit.staged",
+    "idempotency.answer",
 )
 
 _KILL_AT = os.environ.get(KILL_VAR) or None
