@@ -54,3 +54,6 @@ def test_fork_and_restore_from_the_session_view(studio: ServerProcess, page: Any
     expect(origin).to_contain_text(session_id)
     expect(origin).to_contain_text(first["id"])
     expect(page.locator("#chat .msg-user")).to_have_count(1)
+    with studio.client() as client:
+        history = client.get(f"/api/v1/sessions/{session_id}").json()["history"]
+    assert [turn["role"] for turn in history].count("system") == 1  # the cancelled one did not

@@ -154,8 +154,10 @@ def final_answer(context: dict[str, Any], inputs: list, checkpoint: dict, demo: 
         f"{context['envFacts']['isolation']}).",
         f"- I saw {len(history)} earlier turns in the history.",
     ]
-    if history and history[-1]["role"] == "assistant":
-        lines.append(f"- The previous answer began: {history[-1]['content'].splitlines()[0]}")
+    # turns are user, assistant or system (a note such as a restored state folder)
+    answers = [turn for turn in history if turn.get("role") == "assistant" and turn["content"]]
+    if answers:
+        lines.append(f"- The previous answer began: {answers[-1]['content'].splitlines()[0]}")
     for item in inputs:
         verdict = "sha256 ok" if item["sha256Matches"] else "sha256 MISMATCH"
         size, count = item["size"], item["lines"]
