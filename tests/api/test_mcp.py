@@ -13,12 +13,14 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
+from runyard.agents.layout import AgentLayout
 from runyard.api.jobs import JOBS
 from serverproc import ServerProcess, kill_strays
 
@@ -40,6 +42,21 @@ async def over_http(url: str, token: str | None) -> AsyncIterator[ClientSession]
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(url + "/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@asynccontextmanager
+async def over_agent_socket(server: ServerProcess, token: str) -> AsyncIterator[ClientSession]:
+    """What a sandboxed agent reaches: the server's agent-run Unix socket."""
+    path = AgentLayout(server.workspace / "agent", server.log_dir).socket_path()
+    transport = httpx2.AsyncHTTPTransport(uds=str(path))
+    headers = {"authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(transport=transport, headers=headers, timeout=30) as http,
+        streamable_http_client("http://runyard/mcp", http_client=http) as (read, write),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -231,6 +248,10 @@ async def _as_a_run(srv: ServerProcess, run_token: str, admin_task: str) -> None
         assert str(refused.value).startswith("KeyError: No status for task"), refused.value
         for text in [json.dumps(a) for a in answers] + [str(refused.value), json.dumps(submitted)]:
             assert not any(path in text for path in host_paths), text
+    async with over_agent_socket(srv, run_token) as session:
+        hidden = await call(session, "status", task_id=admin_task)
+        assert hidden["success"] is False and hidden["answer"].startswith("KeyError"), hidden
+        assert (await call(session, "list_task_statuses"))["answer"] == []
 
 
 def test_stdio_relays_to_the_workspace_server(server: ServerProcess, tmp_path: Path) -> None:
