@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from runyard.agents.models import HistoryEntry, Run, RunState, Session, SessionStatus
 from runyard.agents.snapshots import FAULT_PAUSE_ENV
-from runyard.agents.store import SQLiteStore
+from runyard.agents.store import MemoryStore, SQLiteStore
 from runyard.agents.store.schema import MIGRATIONS
 from runyard.cli.main import app
 from serverproc import ServerProcess, start_server
@@ -351,5 +351,51 @@ def test_cli_checkpoints_fork_and_restore(tmp_path: Path) -> None:
             assert reference["state"] == "succeeded", reference
             refused = CliRunner().invoke(app, ["agent", "restore", session_id, "run-nope"], env=env)
             assert refused.exit_code != 0 and "404" in refused.stderr
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_both_stores_keep_checkpoints_and_fork_history(tmp_path: Path, kind: str) -> None:
+    store = SQLiteStore(tmp_path / "state.db") if kind == "sqlite" else MemoryStore()
+    try:
+        store.create_session(Session("ses-a", "a", SessionStatus.OPEN, "now", "now"))
+        for index in range(3):
+            run = Run(f"run-{index}", "ses-a", RunState.QUEUED, "p", "now")
+            store.add_run(run, exclusive=False)
+        store.set_checkpoint("run-0", {"state": "present", "files": 1, "bytes": 1})
+        store.set_checkpoint("run-1", {"state": "skipped", "reason": "too large"})
+        store.set_checkpoint("run-2", {"state": "present", "files": 2, "bytes": 2})
+        first = store.list_checkpoints("ses-a", 1)
+        assert [r.id for r in first.items] == ["run-2"] and first.next_cursor
+        rest = store.list_checkpoints("ses-a", 10, first.next_cursor)
+        assert [r.id for r in rest.items] == ["run-0"] and rest.next_cursor is None
+        got = store.get_run("run-1")
+        assert got is not None and got.checkpoint == {"state": "skipped", "reason": "too large"}
+        turn = HistoryEntry("assistant", "x", "run-0", "now")
+        assert store.append_history("ses-a", turn)
+        fork = Session("ses-b", "b", SessionStatus.OPEN, "now", "now", history=[turn],
+                       forked_from={"sessionId": "ses-a", "runId": "run-0"})  # fmt: skip
+        store.create_session(fork)
+        assert not store.append_history("ses-b", turn)  # still once per session
+        loaded = store.get_session("ses-b")
+        assert loaded is not None and loaded.history == [turn]
+        assert loaded.forked_from == {"sessionId": "ses-a", "runId": "run-0"}
+    finally:
+        store.close()
+
+
+def test_keep_last_prunes_older_snapshots(tmp_path: Path) -> None:
+    server = agent_server(tmp_path, "none", state_snapshots={"keep_last": 2})
+    try:
+        with api(server) as client:
+            session_id, runs = three_runs(client)
+            index = client.get(f"/sessions/{session_id}/checkpoints").json()["items"]
+            assert [item["runId"] for item in index] == [runs[2]["id"], runs[1]["id"]]
+            oldest = client.get(f"/runs/{runs[0]['id']}").json()["checkpoint"]
+            assert oldest["state"] == "pruned" and "keep_last" in oldest["reason"]
+            assert not (snapshots_of(server, session_id) / runs[0]["id"]).exists()
+            reply = client.post(f"/sessions/{session_id}/restore", json={"runId": runs[0]["id"]})
+            assert "keep_last" in error_of(reply, 404)["message"]
     finally:
         server.stop()
