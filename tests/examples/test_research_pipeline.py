@@ -186,12 +186,14 @@ def test_a_deleted_upstream_and_grandparent_fail_clearly(research: dict[str, Any
     again = run_task(server, "research_train", source_tasks=etl["task_id"])
     assert again["state"] == "failed"
     assert (
-        f"Upstream task {etl['task_id']} of {again['task_id']} is missing (deleted"
+        f"UpstreamError: Upstream task {etl['task_id']} of {again['task_id']} is missing (deleted"
         in again["error"]
     )
     backtest = run_task(server, "research_backtest", source_tasks=train["task_id"])
     assert backtest["state"] == "failed"
-    assert f"Upstream task {etl['task_id']} of {train['task_id']} is missing" in backtest["error"]
+    assert backtest["error"].startswith(
+        f"UpstreamError: Upstream task {etl['task_id']} of {train['task_id']} is missing"
+    )
 
 
 def test_no_upstream_of_the_right_kind_is_a_clear_error(research: dict[str, Any]) -> None:
