@@ -113,7 +113,9 @@ class Settings(BaseSettings):
     task_limits: ResourceLimits = Field(
         default_factory=lambda: ResourceLimits(memory_mb=None, pids=None, cpu=None)
     )
-    state_snapshots: StateSnapshots = Field(default_factory=StateSnapshots)
+    state_snapshots: StateSnapshots = Field(
+        default_factory=lambda: StateSnapshots(keep_last=20, max_mb=1024)
+    )
 
     @classmethod
     def settings_customise_sources(
