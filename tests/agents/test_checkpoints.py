@@ -399,3 +399,21 @@ def test_keep_last_prunes_older_snapshots(tmp_path: Path) -> None:
             assert "keep_last" in error_of(reply, 404)["message"]
     finally:
         server.stop()
+
+
+def test_a_slow_snapshot_holds_up_no_other_session(tmp_path: Path) -> None:
+    config = {"agent_packages_dir": str(PACKAGES), "agent_sandbox": "none"}
+    server = start_server(tmp_path, config=config, env={FAULT_PAUSE_ENV: "8"})
+    try:
+        with api(server) as client:
+            slow, other = new_session(client, "slow"), new_session(client, "other")
+            slow_run = create_run(client, slow, "count", package=PACKAGE)["id"]
+            staging = snapshots_of(server, slow) / f".staging-{slow_run}"
+            _await(lambda: staging.exists())
+            started = time.monotonic()
+            create_run(client, other, "count", package=PACKAGE)
+            assert time.monotonic() - started < 4, "creating a run waited for another snapshot"
+            assert client.get(f"/runs/{slow_run}").json()["state"] == "running"
+            assert wait_run(client, slow_run)["checkpoint"]["state"] == "present"
+    finally:
+        server.stop()

@@ -101,6 +101,8 @@ class RunManager:
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._locks_guard = threading.Lock()
+        self._snapshot_locks: dict[str, threading.Lock] = {}
         if checkpoints is not None:
             checkpoints.quiet = self.quiet
 
@@ -232,6 +234,9 @@ class RunManager:
                     self.finish(live, code)
 
     def finish(self, live: LiveRun, code: int) -> None:
+        # the snapshot first, outside the manager's lock: copying a large state folder holds
+        # up no other session (this one cannot start another run while this one is running)
+        self._snapshot(live.run_id)
         with self._lock:
             self._settle(live.run_id, code, live.stop_reason)
             self.processes.forget(live)
@@ -253,15 +258,24 @@ class RunManager:
             self.layout.clear_tmp(run_id)
 
     def _snapshot(self, run_id: str) -> None:
-        """The session's state as the run left it, kept before the run is seen as ended."""
+        """The session's state as the run left it, kept before the run is seen as ended;
+        once per run (whoever settles it first), one at a time per session."""
         run = self.store.get_run(run_id)
         if self.checkpoints is None or run is None or run.state.terminal:
             return
-        try:
-            self.checkpoints.after_run(run)
-        except Exception as exc:  # a failed snapshot must not keep the run from ending
-            log.exception("snapshot of the state after run %s failed", run_id)
-            self.store.set_checkpoint(run_id, skipped(f"The snapshot failed: {exc}"))
+        with self._snapshot_lock(run.session_id):
+            run = self.store.get_run(run_id)
+            if run is None or run.state.terminal or run.checkpoint is not None:
+                return
+            try:
+                self.checkpoints.after_run(run)
+            except Exception as exc:  # a failed snapshot must not keep the run from ending
+                log.exception("snapshot of the state after run %s failed", run_id)
+                self.store.set_checkpoint(run_id, skipped(f"The snapshot failed: {exc}"))
+
+    def _snapshot_lock(self, session_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._snapshot_locks.setdefault(session_id, threading.Lock())
 
     def watch(self) -> None:
         """The monitor loop: settle ended runs, stop runs past their deadline."""
