@@ -45,6 +45,26 @@ def test_token_required_when_configured(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_only_health_and_the_studio_files_are_open(tmp_path: Path) -> None:
+    """Deny by default: a route nobody listed as protected still needs the token."""
+    srv = start_server(tmp_path / "open")
+    try:
+        for path in ("/health", "/", "/index.html", "/favicon.svg", "/js/main.js", "/css/studio.css"):
+            assert httpx.get(srv.url + path).status_code == 200, path
+        closed = [
+            "/jobs", "/openapi.json", "/docs", "/redoc", "/metrics", "/mcp", "/api/v1/sessions",
+            "/api/v1/packages", "/no-such-route", "/js/../openapi.json", "/health/../jobs",
+        ]  # fmt: skip
+        for path in closed:
+            reply = httpx.get(srv.url + path)
+            assert reply.status_code == 401, (path, reply.status_code)
+        reply = httpx.post(srv.url + "/", json={}, headers={})
+        assert reply.status_code == 401
+        assert httpx.get(srv.url + "/metrics", headers=srv.headers).status_code == 200
+    finally:
+        srv.stop()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -22,7 +22,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-PROTECTED_PREFIXES = ("/jobs", "/api/", "/openapi.json", "/docs", "/redoc", "/mcp", "/metrics")
+# Open without a token: the health probe and the Studio's own files (read-only). Everything
+# else needs one, so a route added later is protected without being listed anywhere.
+OPEN_PATHS = frozenset({"/health", "/", "/index.html", "/favicon.svg"})
+OPEN_STUDIO_PREFIXES = ("/css/", "/js/")
 RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/", "/mcp")
 
 RunTokenVerifier = Callable[[str], Any]
@@ -47,7 +50,7 @@ class BearerAuth:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        open_route = self.token is None or not path.startswith(PROTECTED_PREFIXES)
+        open_route = self.token is None or is_open_route(scope)
         if not self.require_run_token and open_route:
             await self.app(scope, receive, send)
             return
@@ -71,6 +74,16 @@ class BearerAuth:
         if not presented or self.verify_run_token is None:
             return None
         return self.verify_run_token(presented)
+
+
+def is_open_route(scope: Scope) -> bool:
+    """``/health`` and GET/HEAD of the Studio's static files; nothing else."""
+    path: str = scope["path"]
+    if path == "/health":
+        return True
+    if scope.get("method", "GET") not in ("GET", "HEAD") or ".." in path:
+        return False
+    return path in OPEN_PATHS or path.startswith(OPEN_STUDIO_PREFIXES)
 
 
 def _bearer(scope: Scope) -> str | None:
