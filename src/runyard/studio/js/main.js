@@ -3,6 +3,7 @@
 
 import { adoptLinkToken, askToken, forgetToken, getToken, onTokenChange, signInDeclined } from "./auth.js";
 import { errorBox, h, replace } from "./dom.js";
+import { watchStorage } from "./storage.js";
 import { setTitle } from "./ui.js";
 import { renderTasks } from "./views/tasks.js";
 import { renderTask } from "./views/task.js";
@@ -93,6 +94,7 @@ function start() {
   syncTokenButtons();
   window.addEventListener("hashchange", route);
   route();
+  watchStorage();
 }
 
 start();
