@@ -151,3 +151,33 @@ def test_runs_take_an_idempotency_key(tmp_path: Path) -> None:
             assert other.json()["error"]["code"] == "conflict"
     finally:
         server.stop()
+
+
+def test_a_run_whose_answer_was_lost_to_a_kill_is_not_made_again(tmp_path: Path) -> None:
+    """The server dies after making the run, before keeping the key's answer: the retry
+    finds that run by the id reserved under the key, and makes no second one."""
+    config = {"agent_sandbox": "none"}
+    server = start_server(tmp_path / "srv", config=config)
+    with server.client() as http:
+        session = http.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
+    server.stop()
+    server = start_server(
+        tmp_path / "srv", config=config, env={"RUNYARD_FAULT_POINT": "idempotency.answer"}
+    )
+    body = {"sessionId": session, "userPrompt": "hello"}
+    key = {"Idempotency-Key": "lost-run"}
+    with pytest.raises(httpx.TransportError), server.client() as http:
+        http.post("/api/v1/runs", json=body, headers=key)
+    server.proc.wait(30)
+    server.stop(keep_runs=True)
+    server = start_server(tmp_path / "srv", config=config)
+    try:
+        with httpx.Client(base_url=server.url + "/api/v1", headers=server.headers) as http:
+            made = http.get("/runs", params={"sessionId": session}).json()["items"]
+            assert len(made) == 1  # the first attempt did create it
+            retry = http.post("/runs", json=body, headers=key)
+            assert retry.status_code == 201, retry.text
+            assert retry.json()["id"] == made[0]["id"]
+            assert len(http.get("/runs", params={"sessionId": session}).json()["items"]) == 1
+    finally:
+        server.stop()

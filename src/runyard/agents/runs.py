@@ -58,6 +58,7 @@ class RunRequest:
     mount_grant_ids: list[str] | None = None
     package: str | None = None
     enqueue: bool = False
+    run_id: str | None = None  # chosen by the caller (an idempotent request), else new
 
 
 def outcome(code: int | None, reason: str, answer: str | None, timeout: float) -> tuple:
@@ -138,7 +139,7 @@ class RunManager:
         session = self.catalog.writable_session(request.session_id, "start runs", scope)
         self.refresh_session(session.id)
         run = Run(
-            id=new_id("run"),
+            id=request.run_id or new_id("run"),
             session_id=session.id,
             state=RunState.QUEUED,
             user_prompt=_check_prompt(request.user_prompt),

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.agents.errors import AgentError, UploadTooLarge, error_code, http_status
 from runyard.agents.files import list_output_files, open_output, open_upload
-from runyard.agents.models import MountGrant, Page, SessionStatus, to_wire
+from runyard.agents.models import MountGrant, Page, SessionStatus, new_id, to_wire
 from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
 from runyard.agents.service import AgentService
@@ -31,7 +31,7 @@ from runyard.agents.tokens import RunScope
 from runyard.agents.uploads import receive_upload
 from runyard.api.downloads import download
 from runyard.api.envelope import read_json_body
-from runyard.api.idempotent import caller_route, run_once
+from runyard.api.idempotent import caller_route, find_reserved, reserved_id, run_once
 from runyard.api.services import Services
 from runyard.api.storage import api_storage_response
 from runyard.errors import IdempotencyConflict, InsufficientStorage, InvalidInput
@@ -318,13 +318,19 @@ def _run_routes(router: APIRouter, services: Services, service: AgentService) ->
 
         async def work() -> Any:
             _require_room(services)
-            run = await run_in_threadpool(runs.create, RunRequest(**body.model_dump()), scope)
-            return to_wire(run)
+            run_id = await run_in_threadpool(reserved_id, services, lambda: new_id("run"))
+            run_request = RunRequest(**body.model_dump(), run_id=run_id)
+            return to_wire(await run_in_threadpool(runs.create, run_request, scope))
+
+        def recover(marked: str) -> Any:
+            run = find_reserved(services, marked, service.store.get_run)
+            return None if run is None else to_wire(run)
 
         try:
             return await run_once(
                 request, services, caller_route("api/runs", scope),
                 body.model_dump(mode="json"), work, conflict=_run_conflict, success_status=201,
+                recover=recover,
             )
         except InvalidInput as exc:
             raise HTTPException(400, str(exc)) from exc

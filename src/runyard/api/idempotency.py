@@ -38,6 +38,22 @@ STORE_DIR = ".idempotency"
 current_key: ContextVar[str | None] = ContextVar("runyard_idempotency_key", default=None)
 
 
+PENDING = "pendingId"
+
+
+def _pending_id(row: Any) -> str | None:
+    if row is None or row[0] is not None or row[1] is None:
+        return None
+    body = json.loads(row[1])
+    return body.get(PENDING) if isinstance(body, dict) else None
+
+
+def split_marker(marker: str) -> tuple[str, str]:
+    """``(route, key)`` of a marker made by :func:`runyard.api.idempotent.marker`."""
+    route, _, key = marker.partition("\n")
+    return route, key
+
+
 @dataclass(frozen=True)
 class Stored:
     """What a key holds: the answer (None while the first request is still in flight)."""
@@ -114,6 +130,32 @@ class IdempotencyStore:
                 "UPDATE keys SET status = ?, body = ? WHERE route = ? AND key = ?",
                 (status, json.dumps(body), route, key),
             )
+
+    def reserve_id(self, route: str, key: str, make_id: Any) -> str:
+        """The id of what this key's request creates, chosen once and kept with the key
+        before anything is made, so a retry after a crash finds it (or makes it under that
+        same id)."""
+        with self._lock, self._db:
+            row = self._db.execute(
+                "SELECT status, body FROM keys WHERE route = ? AND key = ?", (route, key)
+            ).fetchone()
+            pending = _pending_id(row)
+            if pending is not None:
+                return pending
+            chosen = str(make_id())
+            self._db.execute(
+                "UPDATE keys SET body = ? WHERE route = ? AND key = ? AND status IS NULL",
+                (json.dumps({PENDING: chosen}), route, key),
+            )
+            return chosen
+
+    def pending_id(self, route: str, key: str) -> str | None:
+        """The id reserved by :meth:`reserve_id` for a request that was never answered."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT status, body FROM keys WHERE route = ? AND key = ?", (route, key)
+            ).fetchone()
+        return _pending_id(row)
 
     def release(self, route: str, key: str) -> None:
         """Forget a key whose request created nothing, so that its retry runs."""

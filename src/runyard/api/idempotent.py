@@ -17,6 +17,7 @@ from runyard.api.idempotency import (
     body_hash,
     check_key,
     current_key,
+    split_marker,
 )
 from runyard.api.services import Services
 from runyard.errors import IdempotencyConflict
@@ -113,6 +114,23 @@ def marker(route: str, key: str) -> str:
 
 def _replay(body: Any, status: int) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers={REPLAYED_HEADER: "true"})
+
+
+def reserved_id(services: Services, make_id: Callable[[], str]) -> str:
+    """The id for what the current request creates: chosen once per Idempotency-Key (and
+    kept with it before anything exists), a fresh one without a key."""
+    marked = current_key.get()
+    if marked is None:
+        return make_id()
+    route, key = split_marker(marked)
+    return idempotency_store(services).reserve_id(route, key, make_id)
+
+
+def find_reserved(services: Services, marked: str, lookup: Callable[[str], Any]) -> Any:
+    """What a request cut short by a crash made under its reserved id, or None."""
+    route, key = split_marker(marked)
+    pending = idempotency_store(services).pending_id(route, key)
+    return None if pending is None else lookup(pending)
 
 
 def find_keyed_task(services: Services, key: str) -> dict[str, Any] | None:
