@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from runyard.cli import agent, example, tasks
+from runyard.cli import agent, backup, example, tasks
 from runyard.cli.mcp import mcp
 from runyard.cli.serve import serve
 from runyard.cli.watch import watch
@@ -26,6 +26,7 @@ app.command()(watch)
 app.command()(mcp)
 app.add_typer(agent.app, name="agent")
 app.add_typer(example.app, name="example")
+app.add_typer(backup.app, name="backup")
 
 
 def main() -> None:

@@ -27,6 +27,9 @@ METADATA_FILE = "metadata.json"
 EVENTS_FILE = "events.jsonl"
 WORKER_LOCK_FILE = ".worker.lock"
 RECORD_FILES = frozenset({STATUS_FILE, METADATA_FILE, EVENTS_FILE})
+# The on-disk format of a workspace, written into backups; raised when a layout change
+# needs an upgrade step, so a restore can tell an archive from a newer runyard.
+WORKSPACE_FORMAT = 1
 
 
 @dataclass(frozen=True)
