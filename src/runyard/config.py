@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -70,6 +70,31 @@ class StateSnapshots(BaseModel):
     max_mb: int = Field(1024, ge=0)
 
 
+FinishedState = Literal["succeeded", "failed", "cancelled"]
+FINISHED_STATES: tuple[FinishedState, ...] = ("succeeded", "failed", "cancelled")
+
+
+class Retention(BaseModel):
+    """What ``runyard gc`` (and the server, every ``interval_seconds``) removes of finished work.
+
+    A terminal task whose state is in ``states`` goes when it finished more than
+    ``max_age_days`` ago and is not among the newest ``keep_last_per_task`` terminal tasks
+    of its registered task name (either rule alone when the other is unset; nothing when
+    both are). Run workspaces of agent runs that ended more than ``max_age_days`` ago go too.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_age_days: float | None = Field(None, gt=0)
+    keep_last_per_task: int | None = Field(None, ge=0)
+    states: list[FinishedState] = Field(default_factory=lambda: list(FINISHED_STATES), min_length=1)
+    interval_seconds: float = Field(3600.0, ge=0.1)
+
+    @property
+    def configured(self) -> bool:
+        return self.max_age_days is not None or self.keep_last_per_task is not None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RUNYARD_", env_file=".env", extra="ignore", env_nested_delimiter="__"
@@ -115,6 +140,11 @@ class Settings(BaseSettings):
     )
     state_snapshots: StateSnapshots = Field(
         default_factory=lambda: StateSnapshots(keep_last=20, max_mb=1024)
+    )
+    retention: Retention = Field(
+        default_factory=lambda: Retention(
+            max_age_days=None, keep_last_per_task=None, interval_seconds=3600.0
+        )
     )
 
     @classmethod

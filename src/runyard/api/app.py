@@ -25,8 +25,10 @@ from runyard.api.metrics import install_metrics
 from runyard.api.notify import ChangeHub
 from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
+from runyard.api.routes_gc import mount_gc
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.routes_preview import build_preview_router
+from runyard.api.routes_sync import build_sync_router
 from runyard.api.services import Services
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
@@ -70,10 +72,12 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(build_files_router(services), prefix="/api/v1")
     app.include_router(build_preview_router(services), prefix="/api/v1")
+    app.include_router(build_sync_router(services), prefix="/api/v1")
     if services.agents is not None:
         from runyard.api.agents import build_agents_router
 
         app.include_router(build_agents_router(services), prefix="/api/v1")
+    mount_gc(app, services)
     app.state.mcp = mount_mcp(app, services, hub, runyard_version())
     mount_studio(app)
     _install_openapi(app, schemas)

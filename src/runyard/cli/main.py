@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from runyard.cli import agent, backup, example, tasks
+from runyard.cli import agent, backup, example, sync, tasks
+from runyard.cli.gc import gc
 from runyard.cli.mcp import mcp
 from runyard.cli.serve import serve
 from runyard.cli.watch import watch
@@ -24,9 +25,11 @@ for command in (
     app.command()(command)
 app.command()(watch)
 app.command()(mcp)
+app.command()(gc)
 app.add_typer(agent.app, name="agent")
 app.add_typer(example.app, name="example")
 app.add_typer(backup.app, name="backup")
+app.add_typer(sync.app, name="sync")
 
 
 def main() -> None:

@@ -1,0 +1,99 @@
+"""``POST /api/v1/gc``: garbage collection by the server that owns the workspace (admin only).
+
+Body (JSON, all optional): ``{"dryRun": false, "includeUpstreams": false}``. Answers the
+report: ``{"dry_run", "tasks", "logs", "run_workspaces", "uploads", "kept_upstreams",
+"bytes"}``. A run token gets 403. Tasks are deleted through the server's supervisor, so a
+server-side record of each goes with it and active tasks are refused again at deletion.
+
+With ``retention`` configured (``max_age_days`` or ``keep_last_per_task``) the server also
+collects every ``retention.interval_seconds``, from start to shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from runyard.api.envelope import read_json_body
+from runyard.api.scopes import request_scope
+from runyard.api.services import Services
+from runyard.retention import GcContext, collect
+from runyard.retention.periodic import PeriodicCollector
+
+OPTIONS = ("dryRun", "includeUpstreams")
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def gc_context(services: Services) -> GcContext:
+    agents = services.agents
+    return GcContext(
+        workspace=services.workspace,
+        repository=services.repository,
+        delete=services.supervisor.delete,
+        policy=services.settings.retention,
+        agent_layout=agents.layout if agents is not None else None,
+        agent_store=agents.store if agents is not None else None,
+    )
+
+
+def _options(body: Any) -> dict[str, bool] | str:
+    """The two flags, or what is wrong with the body."""
+    if not isinstance(body, dict):
+        return "The body must be a JSON object"
+    unknown = sorted(set(body) - set(OPTIONS))
+    if unknown:
+        return f"Unknown field(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}"
+    if any(not isinstance(body.get(name, False), bool) for name in OPTIONS):
+        return "dryRun and includeUpstreams must be true or false"
+    return {name: bool(body.get(name, False)) for name in OPTIONS}
+
+
+def build_gc_router(services: Services, context: GcContext) -> APIRouter:
+    router = APIRouter(tags=["retention"])
+
+    @router.post("/gc")
+    async def gc(request: Request) -> Any:
+        if request_scope(request) is not None:
+            return _error(403, "forbidden", "Garbage collection needs the server (admin) token")
+        options = _options(await read_json_body(request, services.settings.max_body_bytes))
+        if isinstance(options, str):
+            return _error(422, "invalid_request", options)
+        report = await run_in_threadpool(
+            collect,
+            context,
+            dry_run=options["dryRun"],
+            include_upstreams=options["includeUpstreams"],
+        )
+        return report.to_json()
+
+    return router
+
+
+def mount_gc(app: FastAPI, services: Services) -> None:
+    """Add the route, and the periodic collection to the app's lifespan when configured."""
+    context = gc_context(services)
+    app.include_router(build_gc_router(services, context), prefix="/api/v1")
+    policy = services.settings.retention
+    if not policy.configured:
+        return
+    collector = PeriodicCollector(context, policy.interval_seconds)
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
+        async with inner(asgi_app) as state:
+            collector.start()
+            try:
+                yield state
+            finally:
+                await run_in_threadpool(collector.stop)
+
+    app.router.lifespan_context = lifespan

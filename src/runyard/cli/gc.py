@@ -1,0 +1,108 @@
+"""``runyard gc``: remove finished work as the ``retention`` settings say.
+
+Through the workspace's server when one answers (``POST /api/v1/gc``, so its supervisor
+deletes), else on the files directly.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import httpx
+import typer
+
+from runyard.cli.backend import LocalBackend, locate_server
+from runyard.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    LogDirOpt,
+    TokenOpt,
+    UrlOpt,
+    WorkspaceOpt,
+    console,
+    fail,
+    load_settings,
+    print_json,
+)
+from runyard.config import Settings
+
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="List what would be removed; remove nothing")
+]
+UpstreamsOpt = Annotated[
+    bool,
+    typer.Option("--include-upstreams", help="Also remove upstreams of tasks that are kept"),
+]
+
+
+def gc(
+    dry_run: DryRunOpt = False,
+    include_upstreams: UpstreamsOpt = False,
+    as_json: JsonOpt = False,
+    url: UrlOpt = None,
+    token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None,
+    log_dir: LogDirOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Remove finished tasks, replaced-run logs, old run workspaces and stray uploads."""
+    settings = load_settings(workspace_dir, log_dir, config)
+    report = _remote(settings, url, token, dry_run, include_upstreams)
+    if report is None:
+        report = _local(settings, dry_run, include_upstreams)
+    if as_json:
+        print_json(report)
+    else:
+        _print(report)
+
+
+def _remote(
+    settings: Settings, url: str | None, token: str | None, dry_run: bool, upstreams: bool
+) -> dict[str, Any] | None:
+    located = locate_server(settings, url, token)
+    if located is None:
+        return None
+    address, bearer = located
+    headers = {"authorization": f"Bearer {bearer}"} if bearer else {}
+    body = {"dryRun": dry_run, "includeUpstreams": upstreams}
+    try:
+        with httpx.Client(base_url=address, headers=headers, timeout=None) as client:
+            reply = client.post("/api/v1/gc", json=body)
+    except httpx.TransportError as exc:
+        if url is not None:
+            fail(f"server {address} does not answer: {exc}")
+        return None  # a recorded server that is gone: act on the files
+    if reply.status_code != 200:
+        fail(f"gc refused by {address}: HTTP {reply.status_code} {reply.text[:500]}")
+    answer: dict[str, Any] = reply.json()
+    return answer
+
+
+def _local(settings: Settings, dry_run: bool, upstreams: bool) -> dict[str, Any]:
+    from runyard.retention import collect
+    from runyard.retention.local import local_context
+
+    backend = LocalBackend(settings)
+    context = local_context(settings, backend)
+    try:
+        return collect(context, dry_run=dry_run, include_upstreams=upstreams).to_json()
+    finally:
+        if context.agent_store is not None:
+            context.agent_store.close()
+
+
+def _print(report: dict[str, Any]) -> None:
+    verb = "would remove" if report["dry_run"] else "removed"
+    for key, label in (
+        ("tasks", "task"), ("logs", "log"), ("run_workspaces", "run workspace"),
+        ("uploads", "upload"),
+    ):  # fmt: skip
+        for name in report[key]:
+            console.print(f"{verb} {label} {name}", highlight=False)
+    for task_id in report["kept_upstreams"]:
+        console.print(f"kept {task_id}: upstream of a task that stays", highlight=False)
+    console.print(f"{verb} {_count(report)} items, {report['bytes']} bytes", highlight=False)
+
+
+def _count(report: dict[str, Any]) -> int:
+    return sum(len(report[key]) for key in ("tasks", "logs", "run_workspaces", "uploads"))
