@@ -16,6 +16,10 @@ the answers as its own (DNS rebinding). Three checks stop both, on every TCP lis
 * A state-changing request (POST/PUT/PATCH/DELETE) must declare ``application/json`` (or
   ``+json``) — ``multipart/form-data`` on the upload route only — so a browser can never
   send one cross-origin without a CORS preflight. Else 415, bodyless requests included.
+  One narrow exception: ``application/x-tar`` on the sync receive route
+  (``/api/v1/sync/tasks/...``), whose body is a task folder streamed as a tar. It is not
+  a CORS-safelisted type either, so a browser still cannot send it cross-origin without
+  a preflight; every other type there (``text/plain`` included) is still 415.
 
 The agent-run Unix socket is reached only by runs; its listener marks its requests
 (:func:`agent_socket_channel`), which then skip the Host and Origin checks (a run says
@@ -38,6 +42,8 @@ from runyard.config import Settings
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 UPLOAD_PATH = "/api/v1/artifacts/upload"
+SYNC_RECEIVE_PREFIX = "/api/v1/sync/tasks/"
+TAR_MEDIA = "application/x-tar"
 AGENT_SOCKET_KEY = "runyard.agent_socket"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
@@ -167,6 +173,10 @@ def _content_type_refusal(path: str, content_type: str) -> tuple[int, str, str] 
         if media == "multipart/form-data":
             return None
         expected = "a multipart/form-data upload"
+    elif path.startswith(SYNC_RECEIVE_PREFIX):
+        if media == TAR_MEDIA:
+            return None
+        expected = f"a task as a tar stream ({TAR_MEDIA})"
     elif _is_json(media):
         return None
     else:

@@ -81,7 +81,7 @@ class TaskStatus(BaseModel):
         return data
 
 
-OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits")
+OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits", "synced_from")
 
 
 class TaskMetadata(BaseModel):

@@ -1,0 +1,112 @@
+"""The receiving end of task sync (DESIGN section 10): admin token only.
+
+``POST /api/v1/sync/diff`` ``{"candidates": [{task_id, run_id, metadata_sha256,
+finished_at}]}`` answers ``{send: [ids], skip: [ids], refuse: {id: reason}}``.
+``POST /api/v1/sync/tasks/{task_id}?source=<name>`` takes the task as an
+``application/x-tar`` stream (the one non-JSON body the request guard lets through here;
+see :mod:`runyard.api.guard`) and answers ``{task_id, action, replaced_run, bytes}``;
+409 when the rules refuse it (active here, newer here), 422 when its members or hashes
+are wrong. A run token gets 403 on both: a run may not write other sessions' tasks.
+
+The body is read from ``request.stream()`` by a worker thread through a small blocking
+reader, so the tar is parsed as it arrives and memory stays flat at any size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse
+
+from runyard.api.envelope import read_json_body
+from runyard.api.scopes import request_scope
+from runyard.api.services import Services
+from runyard.errors import InvalidInput
+from runyard.sync.diff import diff, parse_candidates
+from runyard.sync.errors import SyncRefused
+from runyard.sync.receiver import apply_task_stream
+from runyard.workspace.identity import parse_task_id
+
+MAX_SOURCE_CHARS = 200
+REFUSAL_STATUS = {"active": 409, "newer": 409}  # the rest (members, hashes) are 422
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def _forbidden() -> JSONResponse:
+    return _error(403, "forbidden", "Sync needs the server's admin token, not a run token")
+
+
+class BlockingBody:
+    """A file-like ``read(n)`` over the request's async body, for a worker thread."""
+
+    def __init__(self, stream: AsyncIterator[bytes]) -> None:
+        self._stream = stream
+        self._buffer = bytearray()
+        self._done = False
+
+    async def _next(self) -> bytes | None:
+        try:
+            return await self._stream.__anext__()
+        except StopAsyncIteration:
+            return None
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._done and (size < 0 or len(self._buffer) < size):
+            chunk = anyio.from_thread.run(self._next)
+            if chunk is None:
+                self._done = True
+            else:
+                self._buffer += chunk
+        if size < 0:
+            size = len(self._buffer)
+        out = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return out
+
+
+def build_sync_router(services: Services) -> APIRouter:
+    router = APIRouter(tags=["sync"])
+
+    @router.post("/sync/diff")
+    async def sync_diff(request: Request) -> Any:
+        if request_scope(request) is not None:
+            return _forbidden()
+        data = await read_json_body(request, services.settings.max_body_bytes)
+        try:
+            candidates = parse_candidates(data)
+        except InvalidInput as exc:
+            return _error(422, "invalid_candidates", str(exc))
+        return await run_in_threadpool(diff, services.workspace, candidates)
+
+    @router.post("/sync/tasks/{task_id}")
+    async def sync_task(request: Request, task_id: str, source: str = "") -> Any:
+        if request_scope(request) is not None:
+            return _forbidden()
+        try:
+            parse_task_id(task_id)
+        except InvalidInput as exc:
+            return _error(400, "invalid_task_id", str(exc))
+        origin = {"server": source[:MAX_SOURCE_CHARS] or "unknown"}
+        body = BlockingBody(request.stream().__aiter__())
+        try:
+            outcome = await run_in_threadpool(
+                apply_task_stream, services.workspace, task_id, body, origin  # type: ignore[arg-type]
+            )
+        except SyncRefused as exc:
+            return _error(REFUSAL_STATUS.get(exc.code, 422), exc.code, str(exc))
+        services.repository.refresh(task_id)
+        return {
+            "task_id": outcome.task_id,
+            "action": outcome.action,
+            "replaced_run": outcome.replaced_run,
+            "bytes": outcome.bytes,
+        }
+
+    return router
