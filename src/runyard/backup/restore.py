@@ -18,7 +18,7 @@ import os
 import shutil
 import stat
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from runyard.backup.errors import BackupError
@@ -71,15 +71,17 @@ def _check_empty(root: Path) -> bool:
         return True
     if not stat.S_ISDIR(st.st_mode):
         raise BackupError(f"restore target {root} exists and is not a folder")
-    if any(os.scandir(root)):
+    with os.scandir(root) as scan:
+        occupied = any(scan)
+    if occupied:
         raise BackupError(
             f"restore target {root} is not empty: restore only into an empty or new folder"
         )
     return False
 
 
-def _undo(roots: object, created: list[Path]) -> None:
-    for root in roots:  # type: ignore[attr-defined]
+def _undo(roots: Iterable[Path], created: list[Path]) -> None:
+    for root in roots:
         if root in created:
             shutil.rmtree(root, ignore_errors=True)
             continue
