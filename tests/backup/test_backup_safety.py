@@ -168,3 +168,20 @@ def test_memory_stays_flat_with_a_200_mb_artifact(tmp_path: Path) -> None:
     # an interpreter with typer and rich is ~60 MB; holding the file would add 200 MB
     assert create_kb < 120_000, create_kb
     assert restore_kb < 120_000, restore_kb
+
+
+def test_restored_submitter_records_name_no_host_process(tmp_path: Path) -> None:
+    ws, logs = small_workspace(tmp_path)
+    record = ws / ".submitters" / "base" / "base#demo#a.json"
+    record.parent.mkdir(parents=True)
+    by = {"session_id": "s1", "run_id": "r1"}
+    record.write_text(json.dumps({"task_id": "base#demo#a", "run_id": "f" * 32,
+                                  "submitted_by": by, "pid": os.getpid(), "start_time": 1}))  # fmt: skip
+    archive = tmp_path / "b.tar"
+    create_backup(ws, logs, archive)
+    restore_backup(archive, tmp_path / "r" / "ws", tmp_path / "r" / "logs")
+    restored = json.loads(
+        (tmp_path / "r" / "ws" / ".submitters" / "base" / "base#demo#a.json").read_text()
+    )
+    assert restored["submitted_by"] == by  # who submitted it still decides what it may see
+    assert "pid" not in restored and "start_time" not in restored
