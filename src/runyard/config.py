@@ -95,6 +95,16 @@ class Retention(BaseModel):
         return self.max_age_days is not None or self.keep_last_per_task is not None
 
 
+class SyncSettings(BaseModel):
+    """Continuous sync: push each finished task of ``task_types`` (all when empty) to the
+    configured ``targets`` entry ``target``, through an outbox that survives restarts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    target: str = Field(min_length=1)
+    task_types: list[str] = Field(default_factory=list)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="RUNYARD_", env_file=".env", extra="ignore", env_nested_delimiter="__"
@@ -146,6 +156,7 @@ class Settings(BaseSettings):
             max_age_days=None, keep_last_per_task=None, interval_seconds=3600.0
         )
     )
+    sync: SyncSettings | None = None
 
     @classmethod
     def settings_customise_sources(

@@ -7,6 +7,8 @@ finished_at}]}`` answers ``{send: [ids], skip: [ids], refuse: {id: reason}}``.
 see :mod:`runyard.api.guard`) and answers ``{task_id, action, replaced_run, bytes}``;
 409 when the rules refuse it (active here, newer here), 422 when its members or hashes
 are wrong. A run token gets 403 on both: a run may not write other sessions' tasks.
+With ``sync:`` configured, :func:`mount_sync` also runs the continuous-sync outbox
+(:mod:`runyard.sync.outbox`) from the server's start to its shutdown.
 
 The body is read from ``request.stream()`` by a worker thread through a small blocking
 reader, so the tar is parsed as it arrives and memory stays flat at any size.
@@ -15,20 +17,23 @@ reader, so the tar is parsed as it arrives and memory stays flat at any size.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from runyard.api.envelope import read_json_body
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
-from runyard.errors import InvalidInput
+from runyard.errors import ConfigError, InvalidInput
 from runyard.sync.diff import diff, parse_candidates
 from runyard.sync.errors import SyncRefused
+from runyard.sync.outbox import SyncOutbox
 from runyard.sync.receiver import apply_task_stream
+from runyard.sync.sender import Receiver
 from runyard.workspace.identity import parse_task_id
 
 MAX_SOURCE_CHARS = 200
@@ -110,3 +115,36 @@ def build_sync_router(services: Services) -> APIRouter:
         }
 
     return router
+
+
+def build_outbox(services: Services) -> SyncOutbox | None:
+    """The continuous-sync outbox of the ``sync`` setting, or None when it is not set."""
+    sync = services.settings.sync
+    if sync is None:
+        return None
+    target = services.settings.targets.get(sync.target)
+    if target is None:
+        raise ConfigError(f"sync.target {sync.target!r} is not one of the configured targets")
+    receiver = Receiver(target.url, target.token)
+    return SyncOutbox(services.workspace, receiver, sync.task_types)
+
+
+def mount_sync(app: FastAPI, services: Services) -> None:
+    """Add the receiving routes; with ``sync:`` set, push each task as it finishes."""
+    app.include_router(build_sync_router(services), prefix="/api/v1")
+    outbox = build_outbox(services)
+    if outbox is None:
+        return
+    services.supervisor.on_finished = outbox.enqueue
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
+        async with inner(asgi_app) as state:
+            outbox.start()
+            try:
+                yield state
+            finally:
+                await run_in_threadpool(outbox.stop)
+
+    app.router.lifespan_context = lifespan

@@ -122,6 +122,8 @@ class Supervisor:
         self._sandbox_probed = False
         # final statuses a full disk kept from being written, by task id (see _hold)
         self._unwritten: dict[str, RecordUnwritten] = {}
+        # called with a task id after its run ended and was recorded (continuous sync)
+        self.on_finished: Callable[[str], object] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -300,7 +302,16 @@ class Supervisor:
             else:  # adopted: what the worker left running dies with it
                 sweep(task_cgroup_name(run_id))
         self._changed(act.task_id)
+        self._finished(act.task_id)
         self._pump()
+
+    def _finished(self, task_id: str) -> None:
+        if self.on_finished is None:
+            return
+        try:
+            self.on_finished(task_id)
+        except Exception:
+            log.exception("on_finished(%s) failed", task_id)
 
     def _exit_info(self, act: _Active, pidfd: int | None) -> ExitInfo | None:
         if act.exit_info is None and act.handle is not None and act.executor is not None:
