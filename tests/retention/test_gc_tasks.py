@@ -70,6 +70,7 @@ def test_active_tasks_and_their_upstreams_are_never_touched(tmp_path: Path) -> N
         up = finished(server, "up")["task_id"]
         lone = finished(server, "lone")["task_id"]
         running = sleeping(server, "runs", source=up)["task_id"]
+        assert gc(server, "--dry-run")["tasks"] == [lone]
         done = gc(server)
         assert done["tasks"] == [lone]
         assert done["kept_upstreams"] == [up]
