@@ -148,9 +148,10 @@ def sandbox_env(settings: Settings, status: TaskStatus, inner_dir: str) -> dict[
 
 
 def with_private_tmp(argv: list[str]) -> list[str]:
-    """A tmpfs ``/tmp`` before the root is made read-only (the task folder holds artifacts,
-    so scratch files do not belong there)."""
-    at = argv.index("--remount-ro")
+    """A tmpfs ``/tmp`` (the task folder holds artifacts, so scratch files do not belong
+    there), made before any bind: a bind below ``/tmp`` — the interpreter of a checkout
+    under ``/tmp``, a workspace there — is then laid over it instead of hidden by it."""
+    at = argv.index("--dev") + 2  # the end of the system view, before the spec's mounts
     return [*argv[:at], "--tmpfs", "/tmp", *argv[at:]]
 
 
