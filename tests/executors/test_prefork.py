@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -124,17 +125,18 @@ def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(exe
         assert time.monotonic() < deadline
         time.sleep(0.01)
     spare = zygote._spare.name
+    run = f"standby-{uuid.uuid4().hex[:8]}"  # cgroups are machine-wide: names must not repeat
     handles = [executor.launch(probe(tmp_path, {"action": "sleep"},
-                                     labels={"runyard.run_id": f"standby-{n}"}))
+                                     labels={"runyard.run_id": f"{run}-{n}"}))
                for n in range(2)]  # fmt: skip
-    assert handles[0].data["containment"].cgroup.name == "runyard-task-standby-0"
+    assert handles[0].data["containment"].cgroup.name == f"runyard-task-{run}-0"
     assert not Path(f"/sys/fs/cgroup/freezer/{spare}").exists()  # renamed, not joined
     for n, handle in enumerate(handles):  # the second one may come before a new standby
         memberships = ""
-        while f"freezer:/runyard-task-standby-{n}\n" not in memberships:
+        while f"freezer:/runyard-task-{run}-{n}\n" not in memberships:
             assert time.monotonic() < deadline, memberships
             memberships = Path(f"/proc/{handle.pid}/cgroup").read_text()
             time.sleep(0.01)
         executor.cancel(handle, grace_seconds=2)
         assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
-        assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-standby-{n}").exists()
+        assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}-{n}").exists()

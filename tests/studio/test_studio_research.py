@@ -4,13 +4,14 @@ Parquet file as a table read server-side — in a real Chromium against a real s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
-from studio_support import finish, screenshot, submit, task_hash
+from studio_support import finish, screenshot, sign_in_by_link, submit, task_hash
 
-from serverproc import ServerProcess
+from serverproc import ServerProcess, start_server
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +25,18 @@ def run(server: ServerProcess, task: str, **inputs: Any) -> str:
 
 
 @pytest.fixture(scope="module")
-def pipeline(studio: ServerProcess) -> dict[str, str]:
+def research(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server of its own: the shared Studio server's task list is asserted elsewhere."""
+    server = start_server(tmp_path_factory.mktemp("research-server"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def pipeline(research: ServerProcess) -> dict[str, str]:
+    studio = research
     etl = run(studio, "research_etl", dataset="diabetes")
     train = run(studio, "research_train", source_tasks=etl, cv_folds=2)
     backtest = run(studio, "research_backtest", source_tasks=train)
@@ -47,9 +59,10 @@ def loaded(page: Any, selector: str) -> list[dict[str, Any]]:
 
 
 def test_the_report_renders_with_its_figures_and_no_html(
-    page: Any, studio: ServerProcess, pipeline: dict[str, str]
+    page: Any, research: ServerProcess, pipeline: dict[str, str]
 ) -> None:
-    page.goto(studio.url + "/" + task_hash(pipeline["report"]))
+    sign_in_by_link(page, research)
+    page.goto(research.url + "/" + task_hash(pipeline["report"]))
     files = page.locator("#artifact-files")
     files.get_by_role("button", name="Preview report", exact=True).click()
     rendered = files.locator(".preview-markdown")
@@ -75,9 +88,10 @@ def test_the_report_renders_with_its_figures_and_no_html(
 
 
 def test_the_etl_parquet_is_previewed_as_a_table(
-    page: Any, studio: ServerProcess, pipeline: dict[str, str]
+    page: Any, research: ServerProcess, pipeline: dict[str, str]
 ) -> None:
-    page.goto(studio.url + "/" + task_hash(pipeline["etl"]))
+    sign_in_by_link(page, research)
+    page.goto(research.url + "/" + task_hash(pipeline["etl"]))
     files = page.locator("#artifact-files")
     files.get_by_role("button", name="Preview train", exact=True).click()
     table = files.locator(".parquet-preview table")

@@ -77,7 +77,7 @@ class Cgroup:
             for controller, folder in self.folders.items():
                 target = folder.with_name(name)
                 if target.exists():
-                    raise FileExistsError(target)
+                    target.rmdir()  # a leftover of the same name goes only if it is empty
                 folder.rename(target)
                 renamed[controller] = target
         except OSError:
