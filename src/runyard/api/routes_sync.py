@@ -5,6 +5,9 @@ finished_at}]}`` answers ``{send: [ids], skip: [ids], refuse: {id: reason}}``.
 ``POST /api/v1/sync/tasks/{task_id}?source=<name>`` takes the task as an
 ``application/x-tar`` stream (the one non-JSON body the request guard lets through here;
 see :mod:`runyard.api.guard`) and answers ``{task_id, action, replaced_run, bytes}``;
+``POST /api/v1/sync/held`` ``{source}`` lists the tasks that source sent here, and
+``POST /api/v1/sync/delete`` ``{source, task_ids}`` deletes those of them that are
+finished here (``runyard sync push --delete``; see :mod:`runyard.sync.deletion`);
 409 when the rules refuse it (active here, newer here), 422 when its members or hashes
 are wrong. A run token gets 403 on both: a run may not write other sessions' tasks.
 With ``sync:`` configured, :func:`mount_sync` also runs the continuous-sync outbox
@@ -29,6 +32,7 @@ from runyard.api.envelope import read_json_body
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
 from runyard.errors import ConfigError, InvalidInput
+from runyard.sync.deletion import MAX_DELETES, delete_synced, held_from
 from runyard.sync.diff import diff, parse_candidates
 from runyard.sync.errors import SyncRefused
 from runyard.sync.outbox import SyncOutbox
@@ -114,7 +118,53 @@ def build_sync_router(services: Services) -> APIRouter:
             "bytes": outcome.bytes,
         }
 
+    _deletion_routes(router, services)
     return router
+
+
+def _deletion_routes(router: APIRouter, services: Services) -> None:
+    @router.post("/sync/held")
+    async def sync_held(request: Request) -> Any:
+        if request_scope(request) is not None:
+            return _forbidden()
+        source = _source_of(await read_json_body(request, services.settings.max_body_bytes))
+        if source is None:
+            return _error(422, "invalid_source", "'source' must be a non-empty string")
+        return {"task_ids": await run_in_threadpool(held_from, services.workspace, source)}
+
+    @router.post("/sync/delete")
+    async def sync_delete(request: Request) -> Any:
+        if request_scope(request) is not None:
+            return _forbidden()
+        data = await read_json_body(request, services.settings.max_body_bytes)
+        source = _source_of(data)
+        task_ids = data.get("task_ids") if isinstance(data, dict) else None
+        if source is None or not isinstance(task_ids, list) or not _id_list(task_ids):
+            return _error(
+                422, "invalid_delete",
+                f"expected {{source, task_ids}} with at most {MAX_DELETES} task ids",
+            )  # fmt: skip
+        answer = await run_in_threadpool(
+            delete_synced, services.workspace, source, task_ids, services.supervisor.delete
+        )
+        for task_id in answer["deleted"]:
+            services.repository.refresh(task_id)
+        return answer
+
+
+def _source_of(data: Any) -> str | None:
+    source = data.get("source") if isinstance(data, dict) else None
+    if isinstance(source, str) and 0 < len(source) <= MAX_SOURCE_CHARS:
+        return source
+    return None
+
+
+def _id_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= MAX_DELETES
+        and all(isinstance(item, str) and len(item) < 300 for item in value)
+    )
 
 
 def build_outbox(services: Services) -> SyncOutbox | None:

@@ -58,7 +58,11 @@ def push(
         str | None, typer.Option("--since", help="Only tasks finished at/after (ISO UTC)")
     ] = None,
     delete: Annotated[
-        bool, typer.Option("--delete", help="Also delete on the receiver (not supported yet)")
+        bool,
+        typer.Option(
+            "--delete",
+            help="Also delete on the receiver what this workspace sent and no longer has",
+        ),
     ] = False,
     as_json: JsonOpt = False,
     workspace_dir: WorkspaceOpt = None,
@@ -71,14 +75,12 @@ def push(
     from runyard.sync.sender import push as push_tasks
     from runyard.workspace.layout import Workspace
 
-    if delete:
-        fail("--delete is not supported yet: deletions are never propagated")
     settings = load_settings(workspace_dir, log_dir, config)
     receiver = _receiver(settings, target, url, token)
     workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
     task_filter = TaskFilter(tuple(task_ids or ()), task_type, task, since)
     try:
-        report = push_tasks(workspace, receiver, task_filter)
+        report = push_tasks(workspace, receiver, task_filter, delete=delete)
     except (SyncError, ValueError) as exc:
         fail(str(exc))
     if as_json:
@@ -88,6 +90,8 @@ def push(
         f"sent {len(report.sent)}, skipped {len(report.skipped)} (same), "
         f"refused {len(report.refused)}, {report.bytes} bytes"
     )
+    for task_id in report.deleted:
+        console.print(f"  deleted {task_id}: gone here", highlight=False)
     for task_id, old_run in report.replaced.items():
         console.print(f"  replaced {task_id}: older run {old_run}", highlight=False)
     for task_id, reason in report.reasons.items():

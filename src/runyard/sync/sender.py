@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 
 from runyard.sync.candidates import Candidate, TaskFilter, collect_candidates
+from runyard.sync.deletion import MAX_DELETES, gone_here
 from runyard.sync.diff import MAX_CANDIDATES, REFUSE, SEND, SKIP
 from runyard.sync.errors import SyncError
 from runyard.sync.tarstream import task_tar_stream
@@ -31,6 +32,8 @@ from runyard.workspace.layout import Workspace
 
 DIFF_PATH = "/api/v1/sync/diff"
 TASK_PATH = "/api/v1/sync/tasks/"
+HELD_PATH = "/api/v1/sync/held"
+DELETE_PATH = "/api/v1/sync/delete"
 TAR_TYPE = "application/x-tar"
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
@@ -54,6 +57,7 @@ class SyncReport:
     refused: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
     replaced: dict[str, str] = field(default_factory=dict)  # task id -> replaced run id
+    deleted: list[str] = field(default_factory=list)  # with --delete: gone here, so there
     bytes: int = 0
 
     def refuse(self, task_id: str, reason: str) -> None:
@@ -67,6 +71,7 @@ class SyncReport:
             "refused": self.refused,
             "reasons": self.reasons,
             "replaced": self.replaced,
+            "deleted": self.deleted,
             "bytes": self.bytes,
         }
 
@@ -82,9 +87,13 @@ def source_id(workspace: Workspace) -> str:
     return f"{socket.gethostname()}/{data['id']}"
 
 
-def push(workspace: Workspace, receiver: Receiver, task_filter: TaskFilter) -> SyncReport:
-    """Push the terminal tasks matching ``task_filter``; raises :class:`SyncError` when the
-    receiver cannot be reached or answers something unexpected."""
+def push(
+    workspace: Workspace, receiver: Receiver, task_filter: TaskFilter, *, delete: bool = False
+) -> SyncReport:
+    """Push the terminal tasks matching ``task_filter``; with ``delete``, also delete on the
+    receiver the tasks this workspace sent earlier that the filter covers and that are gone
+    here. Raises :class:`SyncError` when the receiver cannot be reached or answers
+    something unexpected."""
     report = SyncReport()
     candidates, unfinished = collect_candidates(workspace, task_filter)
     for task_id in unfinished:
@@ -97,6 +106,8 @@ def push(workspace: Workspace, receiver: Receiver, task_filter: TaskFilter) -> S
                 send = _ask(client, chunk, report)
                 for task_id in send:
                     _send_one(client, workspace, task_id, source, report)
+            if delete:
+                _propagate_deletions(client, workspace, task_filter, source, report)
     except httpx.HTTPError as exc:
         raise SyncError(f"sync with {receiver.url} failed: {exc!r}") from exc
     return report
@@ -144,6 +155,20 @@ def _send_one(
     report.bytes += int(answer.get("bytes", 0))
     if answer.get("replaced_run"):
         report.replaced[task_id] = answer["replaced_run"]
+
+
+def _propagate_deletions(
+    client: httpx.Client, workspace: Workspace, task_filter: TaskFilter, source: str,
+    report: SyncReport,
+) -> None:  # fmt: skip
+    held = _json_or_fail(client.post(HELD_PATH, json={"source": source})).get("task_ids", [])
+    gone = gone_here(workspace, [str(task_id) for task_id in held], task_filter)
+    for start in range(0, len(gone), MAX_DELETES):
+        body = {"source": source, "task_ids": gone[start : start + MAX_DELETES]}
+        answer = _json_or_fail(client.post(DELETE_PATH, json=body))
+        report.deleted.extend(answer.get("deleted", []))
+        for task_id, reason in answer.get("refused", {}).items():
+            report.refuse(task_id, f"not deleted: {reason}")
 
 
 def _json_or_fail(reply: httpx.Response) -> dict[str, Any]:
