@@ -80,3 +80,24 @@ def test_a_delete_naming_another_source_deletes_nothing(
     assert ids(receiver) == {sent, own}
     no_token = httpx.post(receiver.url + "/api/v1/sync/delete", json={"source": source})
     assert no_token.status_code == 401
+
+
+def test_a_newer_run_replaces_an_older_one_and_never_the_reverse(
+    pair: tuple[ServerProcess, ServerProcess],
+) -> None:
+    sender, receiver = pair
+    first = run_task(sender, "demo", x=1, y=1, task_name="rerun")
+    push_json(sender, receiver)
+    second = run_task(sender, "demo", x=2, y=2, task_name="rerun")  # a fixed-name rerun
+    report = push_json(sender, receiver)
+    assert report["sent"] == [second["task_id"]]
+    assert report["replaced"] == {second["task_id"]: first["run_id"]}
+    status = receiver.call("status", task_id=second["task_id"])["answer"]
+    assert status["run_id"] == second["run_id"] and status["result"]["result"] == 4
+
+    newer_here = run_task(receiver, "demo", x=3, y=3, task_name="rerun")  # newer on the receiver
+    refused = push_json(sender, receiver)
+    assert refused["sent"] == [] and refused["refused"] == [second["task_id"]]
+    assert receiver.call("status", task_id=second["task_id"])["answer"]["run_id"] == (
+        newer_here["run_id"]
+    )
