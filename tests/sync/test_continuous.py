@@ -9,9 +9,10 @@ import threading
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from prometheus_client.parser import text_string_to_metric_families
 from sync_helpers import eventually, run_task, sha256, task_dir
 
-from serverproc import start_server
+from serverproc import ServerProcess, start_server
 
 
 class Relay:
@@ -58,6 +59,15 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
             sock.close()
 
 
+def outbox_depth_metric(server: ServerProcess) -> float:
+    with server.client() as http:
+        text = http.get("/metrics").text
+    for family in text_string_to_metric_families(text):
+        if family.name == "runyard_sync_outbox_depth":
+            return float(family.samples[0].value)
+    raise AssertionError("no runyard_sync_outbox_depth in /metrics")
+
+
 def test_continuous_sync_waits_out_a_down_target_and_a_restart(tmp_path: Path) -> None:
     receiver = start_server(tmp_path / "b")
     relay = Relay(urlsplit(receiver.url).port or 0)
@@ -75,6 +85,7 @@ def test_continuous_sync_waits_out_a_down_target_and_a_restart(tmp_path: Path) -
         sender = start_server(tmp_path / "a", config=config)
         assert (outbox / first).exists()
         assert first not in receiver.call("list_task_ids")["answer"]
+        assert outbox_depth_metric(sender) == 1
 
         relay.start()  # the target comes back: the retry loop finds it
         assert eventually(lambda: first in receiver.call("list_task_ids")["answer"], 60)
@@ -89,6 +100,7 @@ def test_continuous_sync_waits_out_a_down_target_and_a_restart(tmp_path: Path) -
         status = receiver.call("status", task_id=second)["answer"]
         assert status["synced_from"]["run_id"] == status["run_id"]
         assert eventually(lambda: list(outbox.iterdir()) == [])
+        assert outbox_depth_metric(sender) == 0
     finally:
         relay.stop()
         sender.stop()

@@ -9,6 +9,7 @@ What is exported, each computed where it is cheapest:
   runs the supervisor tracks;
 * ``runyard_task_run_duration_seconds{task}`` — a histogram per task definition, observed
   once per run when the repository sees its status turn terminal;
+* ``runyard_sync_outbox_depth`` — finished tasks continuous sync has yet to push;
 * ``runyard_agent_runs{state}`` — agent runs by state (read from the run store at scrape);
 * ``runyard_sse_clients{stream}`` — open Server-Sent-Event streams (``task``: the Job API's
   ``/events``, ``run``: an agent run's events);
@@ -41,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runyard.api.services import Services
 from runyard.api.sse_gauge import current_gauge
+from runyard.sync.outbox import outbox_depth
 from runyard.workspace.identity import parse_task_id
 
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600)
@@ -133,6 +135,11 @@ class StateCollector(Collector):
             "runyard_supervisor_active_runs",
             "Queued plus running task runs the supervisor tracks",
             self.services.supervisor.active_count(),
+        )
+        yield GaugeMetricFamily(
+            "runyard_sync_outbox_depth",
+            "Finished tasks waiting to be pushed by continuous sync",
+            outbox_depth(self.services.workspace),
         )
         runs = GaugeMetricFamily("runyard_agent_runs", "Agent runs by state", None, ["state"])
         for state, count in sorted(agent_run_counts(self.services).items()):

@@ -37,6 +37,15 @@ def outbox_dir(workspace: Workspace) -> Path:
     return workspace.root / ".sync" / "outbox"
 
 
+def outbox_depth(workspace: Workspace) -> int:
+    """Tasks waiting in the outbox to be pushed (0 without continuous sync)."""
+    try:
+        with os.scandir(outbox_dir(workspace)) as entries:
+            return sum(1 for entry in entries if not entry.name.startswith("."))
+    except FileNotFoundError:
+        return 0
+
+
 class SyncOutbox:
     """Pushes finished tasks to one receiver; see the module docstring."""
 
