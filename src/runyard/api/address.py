@@ -9,12 +9,11 @@ exists with another mode, so only the server's own user reads the token; the CLI
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
 from runyard.config import Settings
-from runyard.workspace.atomic import dump_json, read_json_tolerant
+from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
 
 SERVER_FILE = "server.json"
 
@@ -46,21 +45,4 @@ def read_server_record(workspace: Path) -> dict[str, Any] | None:
 
 def write_server_file(path: Path, record: dict[str, Any]) -> None:
     """Replace ``path`` atomically with a file that is 0600 from its creation on."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask
-        view = memoryview(dump_json(record))
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, record, mode=0o600)

@@ -23,15 +23,17 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_bytes_atomic(
-    path: Path, data: bytes, *, sync_dir: bool = False, fsync: bool = True
+    path: Path, data: bytes, *, sync_dir: bool = False, fsync: bool = True, mode: int = 0o644
 ) -> None:
     """Replace ``path`` with ``data`` atomically.
 
     ``fsync`` makes the content durable before the rename (skip it only for records a
     crash may lose, like intermediate progress); ``sync_dir`` also makes the rename durable.
+    ``mode`` is the file's from its creation on, less the umask (0600 for a secret: it
+    is never readable by others, not even between creation and rename).
     """
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         view = memoryview(data)
         while view:
@@ -56,8 +58,10 @@ def dump_json(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def write_json_atomic(path: Path, obj: Any, *, sync_dir: bool = False, fsync: bool = True) -> None:
-    write_bytes_atomic(path, dump_json(obj), sync_dir=sync_dir, fsync=fsync)
+def write_json_atomic(
+    path: Path, obj: Any, *, sync_dir: bool = False, fsync: bool = True, mode: int = 0o644
+) -> None:
+    write_bytes_atomic(path, dump_json(obj), sync_dir=sync_dir, fsync=fsync, mode=mode)
 
 
 def read_bytes_tolerant(path: Path) -> bytes | None:
