@@ -134,14 +134,17 @@ def test_restore_and_verify_refuse_unsafe_members(
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").rglob("*.txt"))
 
 
+# VmHWM is this process's own peak: getrusage's ru_maxrss carries the parent's peak over
+# exec (a large pytest process would be measured instead of the CLI)
 RSS_PROBE = """
-import resource, sys
+import re, sys
 from runyard.cli.main import app
 try:
     app(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code
-print("maxrss_kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "code", code)
+peak = re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1)
+print("maxrss_kb", peak, "code", code)
 """
 
 
