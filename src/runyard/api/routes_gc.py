@@ -11,8 +11,6 @@ collects every ``retention.interval_seconds``, from start to shutdown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -20,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from runyard.api.envelope import read_json_body
+from runyard.api.lifespan import run_beside
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
 from runyard.retention import GcContext, collect
@@ -85,15 +84,4 @@ def mount_gc(app: FastAPI, services: Services) -> None:
     if not policy.configured:
         return
     collector = PeriodicCollector(context, policy.interval_seconds)
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
-        async with inner(asgi_app) as state:
-            collector.start()
-            try:
-                yield state
-            finally:
-                await run_in_threadpool(collector.stop)
-
-    app.router.lifespan_context = lifespan
+    run_beside(app, collector.start, collector.stop)

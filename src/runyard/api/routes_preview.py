@@ -24,11 +24,9 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
-from runyard.api.routes_files import _error, _task_dir
-from runyard.api.scopes import request_scope
+from runyard.api.routes_files import error_response, open_task_file
 from runyard.api.services import Services
-from runyard.errors import NoSuchFile, UnsafePath
-from runyard.workspace.safefs import OpenedFile, open_under
+from runyard.workspace.safefs import OpenedFile
 
 DEFAULT_ROWS = 50
 MAX_ROWS = 500
@@ -108,21 +106,15 @@ def build_preview_router(services: Services) -> APIRouter:
     @router.get("/tasks/{task_id}/preview/{path:path}")
     async def task_preview(request: Request, task_id: str, path: str, limit: int = DEFAULT_ROWS):
         if not 1 <= limit <= MAX_ROWS:
-            return _error(422, "invalid_limit", f"limit must be 1-{MAX_ROWS}, got {limit}")
-        folder = _task_dir(services, task_id, request_scope(request))
-        if isinstance(folder, JSONResponse):
-            return folder
-        try:
-            opened = await run_in_threadpool(open_under, folder, path, single_link=True)
-        except UnsafePath as exc:
-            return _error(400, "unsafe_path", str(exc))
-        except NoSuchFile as exc:
-            return _error(404, "file_not_found", f"{exc} in {task_id}")
+            return error_response(422, "invalid_limit", f"limit must be 1-{MAX_ROWS}, got {limit}")
+        opened = await open_task_file(services, request, task_id, path)
+        if isinstance(opened, JSONResponse):
+            return opened
         try:
             return await run_in_threadpool(read_preview, opened, limit)
         except PreviewUnavailable as exc:
-            return _error(501, "preview_unavailable", str(exc))
+            return error_response(501, "preview_unavailable", str(exc))
         except NotParquet as exc:
-            return _error(422, "not_parquet", str(exc))
+            return error_response(422, "not_parquet", str(exc))
 
     return router

@@ -20,7 +20,6 @@ reader, so the tar is parsed as it arrives and memory stays flat at any size.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -29,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from runyard.api.envelope import read_json_body
+from runyard.api.lifespan import run_beside
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
 from runyard.errors import ConfigError, InvalidInput
@@ -186,15 +186,4 @@ def mount_sync(app: FastAPI, services: Services) -> None:
     if outbox is None:
         return
     services.supervisor.on_finished = outbox.enqueue
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(asgi_app: Any) -> AsyncIterator[Any]:
-        async with inner(asgi_app) as state:
-            outbox.start()
-            try:
-                yield state
-            finally:
-                await run_in_threadpool(outbox.stop)
-
-    app.router.lifespan_context = lifespan
+    run_beside(app, outbox.start, outbox.stop)
