@@ -14,10 +14,17 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    EnvSettingsSource,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
+from runyard.configfile import config_file_source
 from runyard.errors import ConfigError
 from runyard.executors.kubernetes.settings import KubernetesSettings
 
@@ -121,6 +128,9 @@ class Settings(BaseSettings):
     targets: dict[str, Target] = Field(default_factory=dict)
     max_concurrent_tasks: int = Field(8, ge=1, le=1024)
     cancel_grace_seconds: float = Field(5.0, gt=0)
+    # plain tasks get the server's environment minus runyard's secrets ("inherit"), or only
+    # env_allowlist ("strict"); agent runs and their tasks always get the allow-list only
+    task_env: Literal["inherit", "strict"] = "inherit"
     env_allowlist: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))
     worker_env: dict[str, str] = Field(default_factory=dict)
     prefork: bool = True
@@ -167,19 +177,38 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, _FileSource(settings_cls), env_settings, dotenv_settings)
+        # built directly (``Settings(...)``) there is no config file; ``load`` adds it
+        return (init_settings, env_settings, dotenv_settings)
 
     @classmethod
     def load(cls, cli: dict[str, Any] | None = None, config_file: Path | None = None) -> Settings:
-        """Build settings; ``cli`` holds only the options the user actually gave."""
+        """Build settings; ``cli`` holds only the options the user actually gave.
+
+        An unknown key in the config file is a ``ConfigError`` naming the closest valid one.
+        """
+        return cls.load_with_origins(cli, config_file)[0]
+
+    @classmethod
+    def load_with_origins(
+        cls, cli: dict[str, Any] | None = None, config_file: Path | None = None
+    ) -> tuple[Settings, dict[str, str]]:
+        """``load``, plus where each setting came from: ``command line``, the config file's
+        path, ``env RUNYARD_X``, ``.env`` or ``default``."""
         overrides = {k: v for k, v in (cli or {}).items() if v is not None}
-        _FileSource.path = _config_path(config_file)
+        path = _config_path(config_file)
+        labelled: list[tuple[str, PydanticBaseSettingsSource]] = [
+            ("command line", InitSettingsSource(cls, overrides))
+        ]
+        if path is not None:
+            labelled.append((str(path), config_file_source(cls, path)))
+        labelled += [("env", EnvSettingsSource(cls)), (".env", DotEnvSettingsSource(cls))]
+        sources = tuple(source for _, source in labelled)
         try:
-            return cls(**overrides)
+            # the pydantic mypy plugin knows the fields, not BaseSettings' own init options
+            settings = cls(_build_sources=(sources, overrides))  # type: ignore[call-arg]
         except ValidationError as exc:
             raise ConfigError(f"Invalid settings: {exc}") from exc
-        finally:
-            _FileSource.path = None
+        return settings, _origins(cls, labelled)
 
     @property
     def agent_root(self) -> Path:
@@ -198,19 +227,21 @@ def _config_path(explicit: Path | None) -> Path | None:
     return default if default.is_file() else None
 
 
-class _FileSource(PydanticBaseSettingsSource):
-    path: Path | None = None
+def _origins(
+    cls: type[Settings], labelled: list[tuple[str, PydanticBaseSettingsSource]]
+) -> dict[str, str]:
+    """The first (strongest) source that set each field, ``default`` when none did."""
+    found = {name: "default" for name in cls.model_fields}
+    for label, source in reversed(labelled):
+        for name in source():
+            if name in found:
+                found[name] = _env_label(name) if label == "env" else label
+    return found
 
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
 
-    def __call__(self) -> dict[str, Any]:
-        if self.path is None:
-            return {}
-        try:
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"Cannot read config file {self.path}: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"Config file {self.path} must hold a mapping")
-        return data
+def _env_label(field: str) -> str:
+    name = f"RUNYARD_{field.upper()}"
+    if name in os.environ:
+        return f"env {name}"
+    nested = sorted(key for key in os.environ if key.upper().startswith(name + "__"))
+    return f"env {nested[0]}" if nested else f"env {name}"

@@ -131,12 +131,14 @@ def test_progress_never_goes_backwards_and_is_clamped(settings, workspace, regis
     assert seen == [50, 70, 100]
 
 
-def test_worker_env_is_the_allow_list_plus_worker_env(tmp_path, registry, monkeypatch):
+def test_strict_worker_env_is_the_allow_list_plus_worker_env(tmp_path, registry, monkeypatch):
     from runtime_helpers import make_settings
 
     monkeypatch.setenv("RUNYARD_TEST_HIDDEN", "secret")
     monkeypatch.setenv("RUNYARD_TEST_SHOWN", "visible")
-    settings = make_settings(tmp_path, env_allowlist=["PATH", "RUNYARD_TEST_SHOWN"])
+    settings = make_settings(
+        tmp_path, task_env="strict", env_allowlist=["PATH", "RUNYARD_TEST_SHOWN"]
+    )
     settings.worker_env["EXTRA_VAR"] = "extra"
     ws = Workspace.open(settings.workspace_dir, settings.log_dir)
 

@@ -31,6 +31,7 @@ from runyard.errors import ConfigError
 from runyard.executors.base import Executor, LaunchSpec, Limits, Mount
 from runyard.executors.containment import planned_limits
 from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
+from runyard.runtime.environment import allowlisted, without_secrets
 
 SANDBOX_WORKSPACE = "/workspace"
 SANDBOX_PACKAGE = "/opt/agent/package"
@@ -117,13 +118,17 @@ def view_for(choice: SandboxChoice, plan_dir: Path, package_dir: Path, socket: P
 
 
 def run_env(settings: Settings, view: RunView, extra: dict[str, str]) -> dict[str, str]:
-    """The run's environment: allow-listed host variables (plain runs), then runyard's."""
+    """The run's environment: allow-listed host variables (plain runs), then runyard's.
+
+    Always the allow-list, whatever ``task_env`` says: the server's environment never
+    reaches agent code, and runyard's tokens never do, not even through ``worker_env``.
+    """
     env: dict[str, str] = {}
     if view.isolation == "none":
-        env.update({k: os.environ[k] for k in settings.env_allowlist if k in os.environ})
+        env.update(allowlisted(settings))
     elif view.isolation == "bwrap":
         env["PATH"] = SANDBOX_PATH  # a pod keeps its image's PATH
-    env.update(settings.worker_env)
+    env.update(without_secrets(settings.worker_env, settings))
     tmp = view.path("tmp")
     env.update({"HOME": tmp, "TMPDIR": tmp, "LANG": env.get("LANG", "C.UTF-8")})
     env.update(

@@ -29,6 +29,7 @@ from runyard.api.routes_gc import mount_gc
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.routes_preview import build_preview_router
 from runyard.api.routes_sync import mount_sync
+from runyard.api.routes_tasks import build_tasks_router
 from runyard.api.services import Services
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
@@ -72,6 +73,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(build_files_router(services), prefix="/api/v1")
     app.include_router(build_preview_router(services), prefix="/api/v1")
+    app.include_router(build_tasks_router(services), prefix="/api/v1")
     mount_sync(app, services)
     if services.agents is not None:
         from runyard.api.agents import build_agents_router

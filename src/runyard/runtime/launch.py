@@ -3,9 +3,10 @@
     handle = run_task(settings, workspace, registry, "demo", {"x": 1, "y": 2})
     final = wait_for_run(workspace, handle.task_id, handle.run_id)
 
-A worker gets the variables named in ``settings.env_allowlist`` (from this process's
-environment), then ``settings.worker_env``, then ``RUNYARD_TASK_ID``, ``RUNYARD_RUN_ID``
-and ``RUNYARD_TASK_DIR`` — nothing else of the parent's environment — and runs under
+A worker gets this process's environment (``task_env: inherit``, the default) or only the
+variables named in ``settings.env_allowlist`` (``task_env: strict``), then
+``settings.worker_env``, minus runyard's own secrets (``runtime/environment.py``), then
+``RUNYARD_TASK_ID``, ``RUNYARD_RUN_ID`` and ``RUNYARD_TASK_DIR``; it runs under
 ``settings.task_limits`` (recorded in its status as ``limits``).
 """
 
@@ -26,6 +27,7 @@ from runyard.executors.base import Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, to_limits
 from runyard.executors.local import LocalExecutor
 from runyard.runtime.creation import create_task
+from runyard.runtime.environment import task_environment
 from runyard.runtime.liveness import end_dead_run, record_limits, supervision_path
 from runyard.runtime.worker import WorkerPayload
 from runyard.runtime.workerlock import hold_supervision
@@ -46,10 +48,8 @@ class TaskHandle(pydantic.BaseModel):
 
 
 def base_env(settings: Settings) -> dict[str, str]:
-    """The allow-listed variables of this process, then ``settings.worker_env``."""
-    env = {name: os.environ[name] for name in settings.env_allowlist if name in os.environ}
-    env.update(settings.worker_env)
-    return env
+    """What a plain task gets of this process's environment (see ``task_environment``)."""
+    return task_environment(settings)
 
 
 def worker_spec(

@@ -14,7 +14,8 @@ the agent limits (``agent_limits``) and network only when runs have it
 
 plus the Python installation and the import path the worker needs, read-only, and the
 host's system folders as every sandbox sees them. Its environment is the sandbox's PATH,
-``worker_env`` and the ``RUNYARD_*`` variables the worker reads — never the server's.
+``worker_env`` (minus runyard's tokens) and the ``RUNYARD_*`` variables the worker reads —
+never the server's, whatever ``task_env`` says.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.executors.base import LaunchSpec, Limits, Mount
 from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
+from runyard.runtime.environment import without_secrets
 from runyard.runtime.submitters import session_of
 from runyard.runtime.worker import WorkerPayload
 from runyard.workspace.identity import is_task_id, parse_task_id
@@ -137,13 +139,12 @@ def sandboxed_worker_spec(
 
 def sandbox_env(settings: Settings, status: TaskStatus, inner_dir: str) -> dict[str, str]:
     env = {"PATH": SANDBOX_PATH}
-    env.update(settings.worker_env)
+    env.update(without_secrets(settings.worker_env, settings))
     env.update(HOME="/tmp", TMPDIR="/tmp", LANG=env.get("LANG", "C.UTF-8"))
     env.update(
         RUNYARD_TASK_ID=status.task_id, RUNYARD_RUN_ID=status.run_id,
         RUNYARD_TASK_DIR=inner_dir, PYTHONDONTWRITEBYTECODE="1",
     )  # fmt: skip
-    env.pop("RUNYARD_TOKEN", None)  # the server's token never enters a sandbox
     return env
 
 
