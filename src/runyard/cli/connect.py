@@ -23,6 +23,7 @@ from runyard.cli.common import (
     fail,
     load_settings,
 )
+from runyard.cli.errors import plain
 from runyard.client import Client
 from runyard.config import Settings
 from runyard.errors import RunyardError
@@ -56,7 +57,7 @@ def _with_common(fn: Callable[..., Any], make: Callable[..., Any]) -> Callable[.
         try:
             return fn(made, **kwargs)
         except (RunyardError, KeyError) as exc:
-            fail(str(exc))
+            fail(*plain(exc))
 
     command.__signature__ = signature.replace(parameters=own + COMMON)  # type: ignore[attr-defined]
     return command

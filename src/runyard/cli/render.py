@@ -58,7 +58,8 @@ def status_summary(status: TaskStatus) -> Table:
     table.add_row("task_id", status.task_id)
     table.add_row("run_id", status.run_id)
     table.add_row("state", state_text(status.state))
-    table.add_row("exit_code", str(status.exit_code))
+    # a run that has not ended has no exit code yet (the record holds a placeholder 0)
+    table.add_row("exit_code", str(status.exit_code) if status.terminal else "-")
     if status.error:
         table.add_row("error", f"[red]{status.error}[/]")
     if status.result:

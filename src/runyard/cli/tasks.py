@@ -16,12 +16,17 @@ from runyard.cli.common import (
     LogDirOpt,
     WorkspaceOpt,
     console,
+    err_console,
     fail,
     load_settings,
     parse_fields,
     print_json,
 )
 from runyard.cli.connect import with_backend, with_client
+from runyard.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, plain
+from runyard.cli.interrupt import bounded_wait, cancel_foreground
+from runyard.cli.logtail import last_lines
+from runyard.cli.paging import DEFAULT_LIMIT, cut
 from runyard.cli.render import graph_tree, status_summary, status_table
 from runyard.client import Client
 from runyard.config import Settings
@@ -35,6 +40,12 @@ SourceOpt = Annotated[
     str | None, typer.Option("--source", help="Upstream task ids, comma-separated")
 ]
 TaskIdArg = Annotated[str, typer.Argument(help="Full task id, e.g. 'base#demo#api-demo'")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout", min=0, help="Give up after SECONDS: exit 124, the task keeps running"
+    ),
+]
 
 
 def _inputs(fields: list[str] | None, name: str | None, source: str | None) -> dict[str, Any]:
@@ -70,7 +81,10 @@ def run(
     log_dir: LogDirOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Run a task here, in its own worker process, with no server needed."""
+    """Run a task here, in its own worker process, with no server needed.
+
+    Ctrl-C cancels the task (this command is its only watcher) and exits 130.
+    """
     from runyard.runtime.launch import run_task
     from runyard.runtime.liveness import wait_for_run
     from runyard.workspace.layout import Workspace
@@ -85,10 +99,24 @@ def run(
         if detach:
             print_json(handle.model_dump()) if as_json else console.print(handle.task_id)
             return
-        status = wait_for_run(workspace, handle.task_id, handle.run_id, poll_interval=0.05)
+        try:
+            status = wait_for_run(workspace, handle.task_id, handle.run_id, poll_interval=0.05)
+        except KeyboardInterrupt:
+            _interrupted(cancel_foreground(settings, workspace, handle.task_id, handle.run_id))
     except RunyardError as exc:
-        fail(str(exc))
+        fail(*plain(exc))
     _finish(status, as_json)
+
+
+def _interrupted(status: TaskStatus) -> None:
+    """After Ctrl-C on ``run``: say how the cancel ended, exit 130."""
+    if status.state == "cancelled":
+        message = f"cancelled {status.task_id}"
+    elif status.terminal:
+        message = f"{status.task_id} had already ended: {status.state}"
+    else:
+        message = f"{status.task_id} is still {status.state}; the cancel did not take effect yet"
+    fail(message, EXIT_INTERRUPTED)
 
 
 @with_client
@@ -99,14 +127,34 @@ def submit(
     name: NameOpt = None,
     source: SourceOpt = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
+    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Submit a task to the server."""
-    handle = client.submit(task, **_inputs(fields, name, source))
+    """Submit a task to the server.
+
+    With --wait, Ctrl-C (exit 130) or --timeout (exit 124) stops waiting, not the task.
+    """
+    try:
+        handle = client.submit(task, **_inputs(fields, name, source))
+    except KeyboardInterrupt:
+        fail(
+            "interrupted while submitting; the task may be queued (see `runyard ls`)",
+            EXIT_INTERRUPTED,
+        )
     if not wait:
         print_json(handle.model_dump()) if as_json else console.print(handle.task_id)
         return
-    _finish(client.wait_task(handle.task_id, handle.run_id, poll_interval=0.5), as_json)
+    _wait_and_finish(client, handle.task_id, handle.run_id, timeout, as_json)
+
+
+def _wait_and_finish(
+    client: Client, task_id: str, run_id: str | None, timeout: float | None, as_json: bool
+) -> None:
+    def wait_task() -> TaskStatus:
+        run = run_id or client.status(task_id).run_id
+        return client.wait_task(task_id, run, poll_interval=0.5)
+
+    _finish(bounded_wait(task_id, wait_task, timeout), as_json)
 
 
 @with_client
@@ -114,11 +162,14 @@ def wait(
     client: Client,
     task_id: TaskIdArg,
     run_id: Annotated[str | None, typer.Argument(help="Run id (default: the current run)")] = None,
+    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Wait until a run ends and print its final status."""
-    run = run_id or client.status(task_id).run_id
-    _finish(client.wait_task(task_id, run, poll_interval=0.5), as_json)
+    """Wait until a run ends and print its final status.
+
+    Ctrl-C (exit 130) or --timeout (exit 124) stops waiting, not the task.
+    """
+    _wait_and_finish(client, task_id, run_id, timeout, as_json)
 
 
 @with_backend
@@ -133,18 +184,29 @@ def ls(
     backend: Backend,
     state: Annotated[str | None, typer.Option(help="Only this state")] = None,
     task_type: Annotated[str | None, typer.Option("--type", help="Only this task type")] = None,
-    limit: Annotated[int | None, typer.Option(help="At most this many, newest first")] = None,
+    limit: Annotated[
+        int, typer.Option(min=1, help="At most this many, newest first")
+    ] = DEFAULT_LIMIT,
+    cursor: Annotated[
+        str | None, typer.Option(help="Start after this task id (the footer gives it)")
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Every task, no limit")] = False,
     text: Annotated[
         str | None, typer.Option(help="Only tasks whose id, name, error or config has this")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List tasks, newest first."""
-    items = backend.statuses(limit, state, task_type, text)
+    """List tasks, newest first, 50 at a time unless --limit or --all says otherwise."""
+    page = cut(backend.statuses(None, state, task_type, text), None if show_all else limit, cursor)
+    footer = page.footer()
     if as_json:
-        print_json([item.to_json() for item in items])
-    else:
-        console.print(status_table(items))
+        print_json([item.to_json() for item in page.items])
+        if footer:  # stdout stays JSON
+            err_console.print(footer, highlight=False, soft_wrap=True)
+        return
+    console.print(status_table(page.items))
+    if footer:
+        console.print(footer, style="dim", highlight=False, soft_wrap=True)
 
 
 @with_backend
@@ -153,24 +215,40 @@ def logs(
     task_id: TaskIdArg,
     offset: Annotated[int, typer.Option(help="Start byte offset; -1 reads the tail")] = -1,
     limit: Annotated[int, typer.Option(help="Max bytes (1024-262144)")] = 65536,
+    lines: Annotated[
+        int | None, typer.Option("--lines", "-n", min=0, help="Only the last LINES lines")
+    ] = None,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep printing new output")
+        bool, typer.Option("--follow", "-f", help="Keep printing new output until the task ends")
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Print a bounded window of a task's log (byte offsets)."""
+    """Print a bounded window of a task's log (byte offsets), or its last -n lines."""
     if not 1024 <= limit <= 262144 or offset < -1:
         fail("--limit must be 1024-262144 and --offset -1 or more")
-    chunk = backend.log(task_id, offset, limit)
-    if as_json and not follow:
-        print_json(chunk.model_dump())
-        return
-    sys.stdout.write(chunk.content)
-    while follow:
-        chunk = _follow_step(backend, task_id, chunk.next_offset, limit)
-        if chunk is None:
-            break
+    if lines is not None and as_json:
+        fail("--lines prints text; use --offset/--limit with --json")
+    if lines is not None:
+        text, next_offset = last_lines(lambda at, size: backend.log(task_id, at, size), lines)
+        sys.stdout.write(text)
+    else:
+        chunk = backend.log(task_id, offset, limit)
+        if as_json and not follow:
+            print_json(chunk.model_dump())
+            return
+        sys.stdout.write(chunk.content)
+        next_offset = chunk.next_offset
+    try:
+        _follow(backend, task_id, next_offset, limit) if follow else None
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     sys.stdout.flush()
+
+
+def _follow(backend: Backend, task_id: str, offset: int, limit: int) -> None:
+    chunk = _follow_step(backend, task_id, offset, limit)
+    while chunk is not None:
+        chunk = _follow_step(backend, task_id, chunk.next_offset, limit)
 
 
 def _follow_step(backend: Backend, task_id: str, offset: int, limit: int) -> Any:
@@ -205,12 +283,22 @@ def context(backend: Backend, task_id: TaskIdArg) -> None:
 
 @with_backend
 def cancel(backend: Backend, task_id: TaskIdArg, as_json: JsonOpt = False) -> None:
-    """Cancel a queued or running task."""
+    """Cancel a queued or running task.
+
+    Exit 0 when it is cancelled, and also when it had already finished (it says so: there
+    was nothing left to stop); exit 1 when there is no such task or it could not be stopped.
+    """
     done = backend.cancel(task_id)
     if as_json:
         print_json(done)
-    else:
-        console.print("cancelled" if done else "nothing to cancel (not active)")
+    if done:
+        None if as_json else console.print(f"cancelled {task_id}")
+        return
+    current = backend.status(task_id)  # no such task: exit 1 with its message
+    if not current.terminal:
+        fail(f"{task_id} is {current.state} and could not be cancelled; try again", EXIT_FAILED)
+    message = f"{task_id} already finished ({current.state}); nothing to cancel"
+    err_console.print(message, highlight=False) if as_json else console.print(message)
 
 
 @with_backend
@@ -219,15 +307,35 @@ def rm(
     task_ids: Annotated[list[str], typer.Argument(help="Full task ids")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete finished (or metadata-only) tasks and their files."""
+    """Delete finished (or metadata-only) tasks and their files.
+
+    Exit 1 when any of them is not deleted: it does not exist, or it is queued or running
+    (cancel it first); each such task is named with the reason.
+    """
     if len(set(task_ids)) != len(task_ids):
         fail("task ids must be unique")
     deleted = backend.delete(task_ids)
     if as_json:
         print_json(deleted)
-        return
-    for task_id in task_ids:
-        console.print(f"{'deleted' if task_id in deleted else 'skipped'} {task_id}")
+    else:
+        for task_id in deleted:
+            console.print(f"deleted {task_id}")
+    refused = [_kept_reason(backend, task_id) for task_id in task_ids if task_id not in deleted]
+    for reason in refused:
+        err_console.print(f"[red]error:[/red] {reason}", highlight=False, soft_wrap=True)
+    if refused:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _kept_reason(backend: Backend, task_id: str) -> str:
+    """Why ``rm`` left ``task_id`` alone, in one sentence."""
+    try:
+        current = backend.status(task_id)
+    except (RunyardError, KeyError) as exc:
+        return plain(exc)[0]
+    if not current.terminal:
+        return f"{task_id} is {current.state}; cancel it first (runyard cancel {task_id})"
+    return f"{task_id} could not be deleted (it changed meanwhile); try again"
 
 
 @with_backend

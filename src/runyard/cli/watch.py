@@ -12,6 +12,8 @@ from rich.text import Text
 
 from runyard.cli.common import JsonOpt, console, fail, print_json
 from runyard.cli.connect import with_client
+from runyard.cli.errors import EXIT_FAILED, job_failure
+from runyard.cli.interrupt import looking_at
 from runyard.cli.render import status_summary
 from runyard.client import Client, LogEvent, ProgressEvent, ResultEvent
 
@@ -46,7 +48,29 @@ def watch(
     task_id: Annotated[str, typer.Argument(help="Full task id")],
     as_json: JsonOpt = False,
 ) -> None:
-    """Follow a task live (progress per step and log) until it ends."""
+    """Follow a task live (progress per step and log) until it ends.
+
+    Ctrl-C stops watching, not the task: it says how to cancel it and exits 130.
+    """
+    with looking_at(task_id):
+        result = _follow(client, task_id, as_json)
+    if result is None:
+        fail(
+            f"The server closed the stream before {task_id} ended; it may still be running "
+            f"(see `runyard status {task_id}`)",
+            EXIT_FAILED,
+        )
+    if result.status is None:
+        fail(*job_failure("stream_task", result.answer))
+    if as_json:
+        print_json(result.status.to_json())
+    else:
+        console.print(status_summary(result.status))
+    if not result.success:
+        raise typer.Exit(result.status.exit_code or 1)
+
+
+def _follow(client: Client, task_id: str, as_json: bool) -> ResultEvent | None:
     view = _View()
     result: ResultEvent | None = None
     with Live(view.render(), console=console, refresh_per_second=10, transient=as_json) as live:
@@ -58,11 +82,8 @@ def watch(
             else:
                 result = event
             live.update(view.render())
-    if result is None or result.status is None:
-        fail(f"stream ended without a status: {result.answer if result else 'no result'}")
-    if as_json:
-        print_json(result.status.to_json())
-    else:
-        console.print(status_summary(result.status))
-    if not result.success:
-        raise typer.Exit(result.status.exit_code or 1)
+    if not console.is_terminal:
+        # off a terminal the last frame ends without a line break (rich adds one only on a
+        # terminal): without this the summary would start on the log's last line
+        console.line()
+    return result
