@@ -7,6 +7,7 @@ Some also derive from the builtin the Job API protocol names in its answers
 
     RunyardError
     ├── ConfigError                      bad settings or config file
+    │   └── WorkspaceNotFound            no workspace here, above, or where one was named
     ├── InvalidInput (ValueError)        bad ids, names, inputs, paths
     │   ├── InvalidTaskId
     │   ├── UnknownTask                  a registered name that does not exist
@@ -23,6 +24,8 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── AgentError                       agent-run backend (see runyard.agents.errors)
     └── ClientError                      raised by runyard.client
         ├── ServerUnreachable            no answer from the server
+        │   └── ServerNotFound           no server given, recorded or configured
+        ├── WaitTimeout                  a wait that reached its timeout (the work goes on)
         ├── HTTPError                    a non-200 answer (status_code, detail)
         │   ├── Unauthorized (401)
         │   ├── NotFound (404)
@@ -40,6 +43,10 @@ class RunyardError(Exception):
 
 class ConfigError(RunyardError):
     """Settings or a config file that cannot be used."""
+
+
+class WorkspaceNotFound(ConfigError):
+    """A command that reads a workspace found none (the message says how to make one)."""
 
 
 class InvalidInput(RunyardError, ValueError):
@@ -149,6 +156,24 @@ class ServerUnreachable(ClientError):
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
         super().__init__(f"Cannot reach runyard at {url}: {reason}")
+
+
+class ServerNotFound(ServerUnreachable):
+    """No server to talk to: none given, none recorded by a workspace, none configured."""
+
+    def __init__(self, reason: str) -> None:
+        self.url = ""
+        self.reason = reason
+        ClientError.__init__(self, reason)
+
+
+class WaitTimeout(ClientError, TimeoutError):
+    """A wait ended by its ``timeout``; the task or run it waited on goes on running."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        self.what = what
+        self.timeout = timeout
+        super().__init__(f"{what} is still running after {timeout:g} s")
 
 
 class HTTPError(ClientError):

@@ -19,8 +19,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pydantic
-
 from runyard.config import Settings
 from runyard.errors import ExecutorError
 from runyard.executors.base import Handle, LaunchSpec
@@ -32,19 +30,12 @@ from runyard.runtime.liveness import end_dead_run, record_limits, supervision_pa
 from runyard.runtime.worker import WorkerPayload
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
+from runyard.wire import TaskHandle  # a wire model, shared with the light client
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskStatus
 
 WORKER_MODULE = "runyard.runtime.worker"
 log = logging.getLogger(__name__)
-
-
-class TaskHandle(pydantic.BaseModel):
-    """What a submit answers: the task id, the run id of this submission and the task."""
-
-    task_id: str
-    run_id: str
-    task: str
 
 
 def base_env(settings: Settings) -> dict[str, str]:

@@ -25,10 +25,11 @@ import inspect
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runyard.wire import TaskDefinition  # a wire model, shared with the light client
 from runyard.workspace.identity import (
     TaskType,
     normalise_source_tasks,
@@ -112,16 +113,6 @@ class Task(ABC):
     @abstractmethod
     def run(self, inputs: Any, run: TaskRun) -> TaskOutput:
         """Do the work; raise to fail; return the output model."""
-
-
-class TaskDefinition(BaseModel):
-    name: str
-    source: Literal["native", "plugin"]
-    plugin: str | None = None
-    task_type: str
-    description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any]
 
 
 def describe(task_cls: type[Task], name: str, plugin: str | None) -> TaskDefinition:

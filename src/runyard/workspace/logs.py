@@ -10,21 +10,13 @@ import os
 import stat
 from pathlib import Path
 
-from pydantic import BaseModel
+from runyard.wire import TaskLogChunk  # a wire model, shared with the light client
+
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "MIN_LIMIT", "TaskLogChunk", "read_log_window"]
 
 DEFAULT_LIMIT = 65536
 MIN_LIMIT = 1024
 MAX_LIMIT = 262144
-
-
-class TaskLogChunk(BaseModel):
-    content: str
-    start_offset: int
-    next_offset: int
-    file_size: int
-    has_more_before: bool
-    has_more_after: bool
-    reset: bool
 
 
 def read_log_window(

@@ -1,0 +1,215 @@
+"""The asynchronous client of the Job API: :class:`Client`'s methods as coroutines."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from typing import Any, TypeVar
+
+import httpx
+
+from runyard.client import calls
+from runyard.client.calls import JobCall, checked_json
+from runyard.client.events import ResultEvent, SSEParser, StreamEvent
+from runyard.client.pages import Page
+from runyard.client.sync import (
+    CONNECT_TIMEOUT,
+    MAX_RESUMES,
+    Client,
+    RunRef,
+    auth_headers,
+    recorded_server,
+    request_timeout,
+    resolve,
+)
+from runyard.errors import ServerUnreachable, WaitTimeout
+from runyard.wire import (
+    TaskContext,
+    TaskDefinition,
+    TaskGraph,
+    TaskHandle,
+    TaskLogChunk,
+    TaskStatus,
+)
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The same methods as :class:`Client`, each a coroutine; ``stream`` and
+    ``iter_tasks`` are async iterators. Use ``async with``, or await :meth:`aclose`."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        target: str | None = None,
+        timeout: float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        url, token = resolve(url, token)
+        self.url = url.rstrip("/")
+        self.target = target
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=auth_headers(token),
+            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            transport=transport,
+        )
+
+    @classmethod
+    def from_workspace(cls, path: str | os.PathLike[str] = ".", **options: Any) -> AsyncClient:
+        """As :meth:`Client.from_workspace`."""
+        return cls(*recorded_server(path), **options)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections; the client is not usable afterwards."""
+        await self._http.aclose()
+
+    async def health(self) -> bool:
+        try:
+            return (await self._http.get("/health")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def _execute(self, call: JobCall[T]) -> T:
+        body, headers = call.body(self.target), call.headers()
+        for attempt in range(call.attempts()):
+            try:
+                reply = await self._http.post(
+                    f"/jobs/{call.name}", json=body, headers=headers,
+                    timeout=request_timeout(call),
+                )  # fmt: skip
+                return call.parse(reply)
+            except httpx.TimeoutException as exc:
+                if call.timeout is not None:
+                    raise WaitTimeout(str(call.arguments.get("task_id")), call.timeout) from exc
+                raise ServerUnreachable(self.url, "no answer in time") from exc
+            except httpx.TransportError as exc:
+                if attempt + 1 >= call.attempts():
+                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                await asyncio.sleep(calls.RETRY_PAUSE * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def list_installed_task_definitions(self) -> list[TaskDefinition]:
+        return await self._execute(calls.definitions_call())
+
+    async def get_task_definition(self, task: str) -> TaskDefinition:
+        return await self._execute(calls.definition_call(task))
+
+    async def submit(
+        self, task: str, *, name: str | None = None, sources: str | Iterable[str] = (),
+        **fields: Any,
+    ) -> TaskHandle:  # fmt: skip
+        arguments = calls.submit_arguments(task, name, sources, fields)
+        return await self._execute(calls.submit_call(arguments, uuid.uuid4().hex))
+
+    async def wait(
+        self, handle: RunRef, timeout: float | None = None, *, poll_interval: float = 1.0
+    ) -> TaskStatus:
+        return await self.wait_task(handle.task_id, handle.run_id, poll_interval, timeout=timeout)
+
+    async def wait_task(
+        self, task_id: str, run_id: str, poll_interval: float = 1.0, *,
+        timeout: float | None = None,
+    ) -> TaskStatus:  # fmt: skip
+        return await self._execute(calls.wait_call(task_id, run_id, poll_interval, timeout))
+
+    async def list_task_ids(self) -> list[str]:
+        return await self._execute(calls.ids_call())
+
+    async def list_task_statuses(
+        self, *, limit: int | None = None, cursor: str | None = None, state: str | None = None,
+        task_type: str | None = None, text: str | None = None,
+    ) -> Page[TaskStatus]:  # fmt: skip
+        call = calls.list_statuses_call(limit, cursor, state, task_type, text)
+        return await self._execute(call)
+
+    async def list_tasks(
+        self, *, limit: int | None = None, cursor: str | None = None, state: str | None = None,
+        task_type: str | None = None, text: str | None = None,
+    ) -> Page[TaskStatus]:  # fmt: skip
+        return await self.list_task_statuses(
+            limit=limit, cursor=cursor, state=state, task_type=task_type, text=text
+        )
+
+    async def iter_tasks(
+        self, *, state: str | None = None, task_type: str | None = None,
+        text: str | None = None, page_size: int = calls.LIST_PAGE_SIZE,
+    ) -> AsyncIterator[TaskStatus]:  # fmt: skip
+        cursor: str | None = None
+        while True:
+            page = await self.list_task_statuses(
+                limit=page_size, cursor=cursor, state=state, task_type=task_type, text=text
+            )
+            for status in page:
+                yield status
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def status(self, task_id: str) -> TaskStatus:
+        return await self._execute(calls.status_call(task_id))
+
+    async def read_task_log(
+        self, task_id: str, offset: int = -1, limit: int = 65536
+    ) -> TaskLogChunk:
+        return await self._execute(calls.log_call(task_id, offset, limit))
+
+    async def stream_task(self, task_id: str, poll_interval: float = 0.5) -> TaskStatus:
+        return await self._execute(calls.stream_call(task_id, poll_interval))
+
+    async def get_task_graph(self, task_id: str) -> TaskGraph:
+        return await self._execute(calls.graph_call(task_id))
+
+    async def get_task_context(self, task_id: str) -> TaskContext:
+        return await self._execute(calls.context_call(task_id))
+
+    async def cancel(self, task_id: str) -> bool:
+        return await self._execute(calls.cancel_call(task_id))
+
+    async def delete_tasks(self, task_ids: list[str]) -> list[str]:
+        return await self._execute(calls.delete_call(task_ids))
+
+    async def stream(self, task_id: str, poll_interval: float = 0.5) -> AsyncIterator[StreamEvent]:
+        parser = SSEParser()
+        body = calls.stream_call(task_id, poll_interval).body(self.target)
+        for _ in range(MAX_RESUMES):
+            headers = {"last-event-id": parser.last_id} if parser.last_id else {}
+            try:
+                async with self._http.stream(
+                    "POST", "/jobs/stream_task/events", json=body, headers=headers
+                ) as reply:
+                    if reply.status_code != 200:
+                        await reply.aread()
+                        checked_json(reply)
+                    async for line in reply.aiter_lines():
+                        event = parser.feed(line)
+                        if event is not None:
+                            yield event
+                            if isinstance(event, ResultEvent):
+                                return
+            except httpx.TransportError as exc:
+                if parser.last_id is None:
+                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+        raise ServerUnreachable(self.url, "stream kept breaking off")
+
+
+def _share_docs() -> None:
+    """Each coroutine documents itself as its :class:`Client` counterpart does."""
+    for name, method in vars(AsyncClient).items():
+        counterpart = getattr(Client, name, None)
+        if callable(method) and not method.__doc__ and counterpart is not None:
+            method.__doc__ = counterpart.__doc__
+
+
+_share_docs()

@@ -1,0 +1,186 @@
+"""The Job API calls the clients send: one builder per job, and the parsing of answers.
+
+A :class:`JobCall` names its job, its arguments and the type of its answer. The sync and
+the async client send the same calls; only the transport differs, so every rule of the
+protocol (errors, retries, pages) is written here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import httpx
+from pydantic import TypeAdapter
+
+from runyard.client.pages import Page
+from runyard.errors import (
+    HTTPError,
+    JobFailed,
+    NotFound,
+    PayloadTooLarge,
+    RequestInvalid,
+    Unauthorized,
+)
+from runyard.wire import (
+    TaskContext,
+    TaskDefinition,
+    TaskGraph,
+    TaskHandle,
+    TaskLogChunk,
+    TaskStatus,
+)
+
+T = TypeVar("T")
+STATUS_ERRORS = {401: Unauthorized, 404: NotFound, 413: PayloadTooLarge, 422: RequestInvalid}
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+KEYED_ATTEMPTS = 4  # a keyed submit is sent again after a lost connection, then gives up
+RETRY_PAUSE = 0.25
+LIST_PAGE_SIZE = 100
+
+
+@dataclass
+class JobCall(Generic[T]):
+    """One job: ``POST /jobs/{name}`` with ``{"arguments": ...}``, answering ``answer``."""
+
+    name: str
+    arguments: dict[str, Any]
+    answer: Any  # a type TypeAdapter understands
+    status_on_failure: bool = False  # wait_task/stream_task answer a TaskStatus on failure
+    # an Idempotency-Key: the call may be sent again when its answer was lost
+    key: str | None = None
+    paged: bool = False  # the answer is a list and metadata.next_cursor its continuation
+    timeout: float | None = None  # seconds to wait for the answer; None: the client's own
+
+    def headers(self) -> dict[str, str]:
+        return {IDEMPOTENCY_HEADER: self.key} if self.key else {}
+
+    def attempts(self) -> int:
+        """Only a call with an Idempotency-Key is safe to send again after a lost answer."""
+        return KEYED_ATTEMPTS if self.key else 1
+
+    def body(self, target: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"arguments": self.arguments}
+        if target:
+            body["target"] = target
+        return body
+
+    def parse(self, reply: httpx.Response) -> T:
+        body = checked_json(reply)
+        answer = body.get("answer")
+        if not body.get("success") and not (self.status_on_failure and isinstance(answer, dict)):
+            raise JobFailed(self.name, str(answer))
+        value = TypeAdapter(self.answer).validate_python(answer)
+        if self.paged:
+            metadata = body.get("metadata") or {}
+            return Page(value, next_cursor=metadata.get("next_cursor"))  # type: ignore[return-value]
+        return value
+
+
+def checked_json(reply: httpx.Response) -> dict[str, Any]:
+    """The JSON body of a 200 answer; any other status raises its :class:`HTTPError`."""
+    if reply.status_code != 200:
+        error = STATUS_ERRORS.get(reply.status_code, HTTPError)
+        raise error(reply.status_code, error_detail(reply))
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def error_detail(reply: httpx.Response) -> Any:
+    try:
+        body = reply.json()
+    except ValueError:
+        return reply.text
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and "message" in error:  # the /api/v1 error shape
+            return error["message"]
+        return body.get("detail", reply.text)
+    return reply.text
+
+
+def without_none(**arguments: Any) -> dict[str, Any]:
+    return {key: value for key, value in arguments.items() if value is not None}
+
+
+def submit_arguments(
+    task: str, name: str | None, sources: str | Iterable[str], fields: dict[str, Any]
+) -> dict[str, Any]:
+    """The submit arguments: ``name`` is the fixed ``task_name``, ``sources`` the upstream
+    task ids (``source_tasks``, comma-joined); ``task_name=`` in ``fields`` is still taken."""
+    alias = fields.pop("task_name", None)
+    if name is not None and alias is not None and name != alias:
+        raise TypeError("submit() got both name= and task_name=; use name=")
+    name = name if name is not None else alias
+    upstream = sources if isinstance(sources, str) else ",".join(sources)
+    arguments: dict[str, Any] = {"task": task, **fields}
+    if name is not None:
+        arguments["task_name"] = name
+    if upstream:
+        arguments["source_tasks"] = upstream
+    return arguments
+
+
+def list_statuses_call(
+    limit: int | None,
+    cursor: str | None,
+    state: str | None,
+    task_type: str | None,
+    text: str | None,
+) -> JobCall[Page[TaskStatus]]:
+    args = without_none(limit=limit, cursor=cursor, state=state, task_type=task_type, text=text)
+    return JobCall("list_task_statuses", args, list[TaskStatus], paged=True)
+
+
+def wait_call(
+    task_id: str, run_id: str, poll_interval: float, timeout: float | None
+) -> JobCall[TaskStatus]:
+    args = {"task_id": task_id, "run_id": run_id, "poll_interval": poll_interval}
+    return JobCall("wait_task", args, TaskStatus, status_on_failure=True, timeout=timeout)
+
+
+def definitions_call() -> JobCall[list[TaskDefinition]]:
+    return JobCall("list_installed_task_definitions", {}, list[TaskDefinition])
+
+
+def definition_call(task: str) -> JobCall[TaskDefinition]:
+    return JobCall("get_task_definition", {"task": task}, TaskDefinition)
+
+
+def submit_call(arguments: dict[str, Any], key: str) -> JobCall[TaskHandle]:
+    return JobCall("submit", arguments, TaskHandle, key=key)
+
+
+def ids_call() -> JobCall[list[str]]:
+    return JobCall("list_task_ids", {}, list[str])
+
+
+def status_call(task_id: str) -> JobCall[TaskStatus]:
+    return JobCall("status", {"task_id": task_id}, TaskStatus)
+
+
+def log_call(task_id: str, offset: int, limit: int) -> JobCall[TaskLogChunk]:
+    args = {"task_id": task_id, "offset": offset, "limit": limit}
+    return JobCall("read_task_log", args, TaskLogChunk)
+
+
+def stream_call(task_id: str, poll_interval: float) -> JobCall[TaskStatus]:
+    args = {"task_id": task_id, "poll_interval": poll_interval}
+    return JobCall("stream_task", args, TaskStatus, status_on_failure=True)
+
+
+def graph_call(task_id: str) -> JobCall[TaskGraph]:
+    return JobCall("get_task_graph", {"task_id": task_id}, TaskGraph)
+
+
+def context_call(task_id: str) -> JobCall[TaskContext]:
+    return JobCall("get_task_context", {"task_id": task_id}, TaskContext)
+
+
+def cancel_call(task_id: str) -> JobCall[bool]:
+    return JobCall("cancel", {"task_id": task_id}, bool)
+
+
+def delete_call(task_ids: list[str]) -> JobCall[list[str]]:
+    return JobCall("delete_tasks", {"task_ids": task_ids}, list[str])

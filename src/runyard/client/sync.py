@@ -1,0 +1,291 @@
+"""The synchronous client of the Job API (and, through ``client.agents``, of agent runs)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any, Protocol, TypeVar
+
+import httpx
+
+from runyard.client import calls
+from runyard.client.agents import AgentsClient
+from runyard.client.calls import JobCall, checked_json
+from runyard.client.discovery import find_server, read_record
+from runyard.client.events import ResultEvent, SSEParser, StreamEvent
+from runyard.client.pages import Page
+from runyard.errors import ServerNotFound, ServerUnreachable, WaitTimeout
+from runyard.wire import (
+    TaskContext,
+    TaskDefinition,
+    TaskGraph,
+    TaskHandle,
+    TaskLogChunk,
+    TaskStatus,
+)
+
+T = TypeVar("T")
+MAX_RESUMES = 20
+CONNECT_TIMEOUT = 10.0
+
+
+class RunRef(Protocol):
+    """Anything naming one run of a task: a :class:`TaskHandle` or a :class:`TaskStatus`."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    @property
+    def run_id(self) -> str: ...
+
+
+def resolve(url: str | None, token: str | None) -> tuple[str, str | None]:
+    """(url, token): as given, or found as the CLI finds them when ``url`` is None."""
+    if url is not None:
+        return url, token
+    found = find_server()
+    return found.url, token if token is not None else found.token
+
+
+def recorded_server(path: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """(url, token) from ``<path>/server.json``, or ``<path>/.runyard/server.json``."""
+    folder = os.fspath(path)
+    if not os.path.exists(os.path.join(folder, "server.json")) and os.path.exists(
+        os.path.join(folder, ".runyard", "server.json")
+    ):
+        folder = os.path.join(folder, ".runyard")
+    info = read_record(folder)
+    if info is None:
+        raise ServerNotFound(f"No running runyard server is recorded in {folder}/server.json.")
+    return info["url"], info["token"]
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+def request_timeout(call: JobCall[Any]) -> Any:
+    """The call's own timeout, or httpx's marker for "the client's default"."""
+    if call.timeout is None:
+        return httpx.USE_CLIENT_DEFAULT
+    return httpx.Timeout(call.timeout, connect=CONNECT_TIMEOUT)
+
+
+class Client:
+    """A client of one runyard server.
+
+    ``Client()`` finds the server and its token as the ``runyard`` command does
+    (``RUNYARD_URL``/``RUNYARD_TOKEN``, else the workspace's ``server.json`` found by
+    walking up from the current directory, else the config); ``Client(url, token)`` talks
+    to ``url``. ``timeout`` bounds each request (``None``: no bound, as waits need);
+    ``target`` names the server-side target of the Job API, if any.
+
+    Use it as a context manager, or call :meth:`close`. Failures raise
+    :class:`runyard.errors.ClientError` subclasses; a job answering ``success: false``
+    raises :class:`runyard.errors.JobFailed`.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        target: str | None = None,
+        timeout: float | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        url, token = resolve(url, token)
+        self.url = url.rstrip("/")
+        self.target = target
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers=auth_headers(token),
+            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            transport=transport,
+        )
+        self._agents: AgentsClient | None = None
+
+    @classmethod
+    def from_workspace(cls, path: str | os.PathLike[str] = ".", **options: Any) -> Client:
+        """A client of the server running on the workspace at ``path`` (or ``path/.runyard``),
+        with the token it recorded; ``options`` as for the constructor."""
+        return cls(*recorded_server(path), **options)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections; the client is not usable afterwards."""
+        self._http.close()
+
+    @property
+    def agents(self) -> AgentsClient:
+        """Sessions, uploads, runs and their files (``/api/v1``), over this connection."""
+        if self._agents is None:
+            self._agents = AgentsClient(self._http, self.url)
+        return self._agents
+
+    def health(self) -> bool:
+        """True when the server answers its health check."""
+        try:
+            return self._http.get("/health").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _execute(self, call: JobCall[T]) -> T:
+        body, headers = call.body(self.target), call.headers()
+        for attempt in range(call.attempts()):
+            try:
+                reply = self._http.post(
+                    f"/jobs/{call.name}", json=body, headers=headers,
+                    timeout=request_timeout(call),
+                )  # fmt: skip
+                return call.parse(reply)
+            except httpx.TimeoutException as exc:
+                if call.timeout is not None:
+                    raise WaitTimeout(str(call.arguments.get("task_id")), call.timeout) from exc
+                raise ServerUnreachable(self.url, "no answer in time") from exc
+            except httpx.TransportError as exc:
+                if attempt + 1 >= call.attempts():
+                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                time.sleep(calls.RETRY_PAUSE * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # tasks
+
+    def list_installed_task_definitions(self) -> list[TaskDefinition]:
+        """Every task the server can run, with its input and output schemas."""
+        return self._execute(calls.definitions_call())
+
+    def get_task_definition(self, task: str) -> TaskDefinition:
+        """The definition of the task registered as ``task`` (e.g. ``"demo"``)."""
+        return self._execute(calls.definition_call(task))
+
+    def submit(
+        self, task: str, *, name: str | None = None, sources: str | Iterable[str] = (),
+        **fields: Any,
+    ) -> TaskHandle:  # fmt: skip
+        """Queue a run of ``task`` with input ``fields``; answers its :class:`TaskHandle`.
+
+        ``name`` fixes the task's name (the CLI's ``--name``; a rerun under the same name
+        replaces a finished task), else one is generated; ``sources`` are the full ids of
+        upstream tasks. ``task_name=`` is a deprecated spelling of ``name=``.
+
+        Sent with a fresh Idempotency-Key and retried on a lost connection, so a retry
+        answers the first submit's handle and never runs the task twice.
+        """
+        arguments = calls.submit_arguments(task, name, sources, fields)
+        return self._execute(calls.submit_call(arguments, uuid.uuid4().hex))
+
+    def wait(
+        self, handle: RunRef, timeout: float | None = None, *, poll_interval: float = 1.0
+    ) -> TaskStatus:
+        """Wait for the run ``handle`` names (as :meth:`submit` answers it) to end; answers
+        its final status, failed or not. Raises :class:`~runyard.errors.WaitTimeout` after
+        ``timeout`` seconds (the run goes on)."""
+        return self.wait_task(handle.task_id, handle.run_id, poll_interval, timeout=timeout)
+
+    def wait_task(
+        self, task_id: str, run_id: str, poll_interval: float = 1.0, *,
+        timeout: float | None = None,
+    ) -> TaskStatus:  # fmt: skip
+        """Wait for run ``run_id`` of ``task_id`` to end; as :meth:`wait`."""
+        call = calls.wait_call(task_id, run_id, poll_interval, timeout)
+        return self._execute(call)
+
+    def list_task_ids(self) -> list[str]:
+        """The ids of every task, newest first."""
+        return self._execute(calls.ids_call())
+
+    def list_task_statuses(
+        self, *, limit: int | None = None, cursor: str | None = None, state: str | None = None,
+        task_type: str | None = None, text: str | None = None,
+    ) -> Page[TaskStatus]:  # fmt: skip
+        """One page of task statuses, newest first, filtered by ``state``, ``task_type`` and
+        ``text`` (a case-insensitive substring). The page is a list; pass its
+        ``next_cursor`` back as ``cursor`` for the next page (``None``: last page)."""
+        call = calls.list_statuses_call(limit, cursor, state, task_type, text)
+        return self._execute(call)
+
+    def list_tasks(
+        self, *, limit: int | None = None, cursor: str | None = None, state: str | None = None,
+        task_type: str | None = None, text: str | None = None,
+    ) -> Page[TaskStatus]:  # fmt: skip
+        """The same as :meth:`list_task_statuses`."""
+        return self.list_task_statuses(
+            limit=limit, cursor=cursor, state=state, task_type=task_type, text=text
+        )
+
+    def iter_tasks(
+        self, *, state: str | None = None, task_type: str | None = None,
+        text: str | None = None, page_size: int = calls.LIST_PAGE_SIZE,
+    ) -> Iterator[TaskStatus]:  # fmt: skip
+        """Every task status matching the filters, newest first, fetched page by page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_task_statuses(
+                limit=page_size, cursor=cursor, state=state, task_type=task_type, text=text
+            )
+            yield from page
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def status(self, task_id: str) -> TaskStatus:
+        """The current status of ``task_id``."""
+        return self._execute(calls.status_call(task_id))
+
+    def read_task_log(self, task_id: str, offset: int = -1, limit: int = 65536) -> TaskLogChunk:
+        """A window of the task's log from byte ``offset`` (``-1``: its tail); continue
+        from the chunk's ``next_offset``."""
+        return self._execute(calls.log_call(task_id, offset, limit))
+
+    def stream_task(self, task_id: str, poll_interval: float = 0.5) -> TaskStatus:
+        """Wait for the task's current run to end; answers its final status."""
+        return self._execute(calls.stream_call(task_id, poll_interval))
+
+    def get_task_graph(self, task_id: str) -> TaskGraph:
+        """The lineage graph (upstream and downstream, transitively) around ``task_id``."""
+        return self._execute(calls.graph_call(task_id))
+
+    def get_task_context(self, task_id: str) -> TaskContext:
+        """The task's records, paths and lineage relations in one answer."""
+        return self._execute(calls.context_call(task_id))
+
+    def cancel(self, task_id: str) -> bool:
+        """Cancel the task's active run; False when it had none."""
+        return self._execute(calls.cancel_call(task_id))
+
+    def delete_tasks(self, task_ids: list[str]) -> list[str]:
+        """Delete finished tasks; answers the ids that were deleted."""
+        return self._execute(calls.delete_call(task_ids))
+
+    def stream(self, task_id: str, poll_interval: float = 0.5) -> Iterator[StreamEvent]:
+        """Progress, log and result events of the task until its run ends; reconnects with
+        Last-Event-ID if cut off. The last event is a :class:`ResultEvent`."""
+        parser = SSEParser()
+        body = calls.stream_call(task_id, poll_interval).body(self.target)
+        for _ in range(MAX_RESUMES):
+            headers = {"last-event-id": parser.last_id} if parser.last_id else {}
+            try:
+                with self._http.stream(
+                    "POST", "/jobs/stream_task/events", json=body, headers=headers
+                ) as reply:
+                    if reply.status_code != 200:
+                        reply.read()
+                        checked_json(reply)
+                    for line in reply.iter_lines():
+                        event = parser.feed(line)
+                        if event is not None:
+                            yield event
+                            if isinstance(event, ResultEvent):
+                                return
+            except httpx.TransportError as exc:
+                if parser.last_id is None:
+                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+        raise ServerUnreachable(self.url, "stream kept breaking off")

@@ -1,0 +1,186 @@
+"""The wire shapes of the Job API, shared by the server and :mod:`runyard.client`.
+
+A status, a submit handle, a log window, a task definition and the lineage answers are
+plain pydantic models with no behaviour beyond validation. They live here, importing
+nothing else of runyard, so that the client reads them without loading the server,
+the runtime or the repository; the server modules that own their meaning
+(``workspace.records``, ``workspace.logs``, ``runtime.launch``, ``tasks.base``,
+``repository.models``) re-export them, so each class exists exactly once.
+
+>>> edge = GraphEdge.model_validate({"from": "base#demo#a", "to": "base#demo#b"})
+>>> edge.model_dump()
+{'from': 'base#demo#a', 'to': 'base#demo#b'}
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "OPTIONAL_STATUS_FIELDS",
+    "TERMINAL_STATES",
+    "GraphEdge",
+    "GraphNode",
+    "Step",
+    "TaskContext",
+    "TaskDefinition",
+    "TaskGraph",
+    "TaskHandle",
+    "TaskLogChunk",
+    "TaskRelations",
+    "TaskState",
+    "TaskStatus",
+]
+
+
+class TaskState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    percentage: float = 0.0
+
+
+class TaskStatus(BaseModel):
+    """The ``status.json`` snapshot and the answer of ``status`` / ``wait_task``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    run_id: str
+    task_type: str
+    task_name: str
+    state: TaskState
+    config: dict[str, Any] = Field(default_factory=dict)
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    pid: int | None = None
+    exit_code: int = 0
+    error: str = ""
+    result: dict[str, Any] = Field(default_factory=dict)
+    steps: list[Step] = Field(default_factory=list)
+    log_path: str = ""
+    # ours, beyond the seed: written only when known, so a seed-written status reads as-is
+    submitted_by: str | dict[str, str] | None = None
+    limits: dict[str, Any] | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        for name in OPTIONAL_STATUS_FIELDS:
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+
+OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits", "synced_from")
+
+
+class TaskHandle(BaseModel):
+    """What a submit answers: the task id, the run id of this submission and the task."""
+
+    task_id: str
+    run_id: str
+    task: str
+
+
+class TaskLogChunk(BaseModel):
+    """A window of a task's log: ``content`` is the bytes ``[start_offset, next_offset)``."""
+
+    content: str
+    start_offset: int
+    next_offset: int
+    file_size: int
+    has_more_before: bool
+    has_more_after: bool
+    reset: bool
+
+
+class TaskDefinition(BaseModel):
+    """An installed task: its name, where it comes from, and its input/output schemas."""
+
+    name: str
+    source: Literal["native", "plugin"]
+    plugin: str | None = None
+    task_type: str
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+
+
+class GraphNode(BaseModel):
+    """One task of a lineage graph.
+
+    ``missing``: referenced as an upstream but has no records. ``provisional``: its
+    parents come from the status ``config`` because no metadata has been published yet.
+    """
+
+    task_id: str
+    kind: str
+    task_name: str
+    created_at: str | None
+    parent_ids: list[str]
+    state: TaskState | None
+    missing: bool = False
+    provisional: bool = False
+
+
+class GraphEdge(BaseModel):
+    """``{"from": parent, "to": child}`` on the wire; ``from_`` in Python."""
+
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    from_: str = Field(validation_alias="from", serialization_alias="from")
+    to: str
+
+
+class TaskGraph(BaseModel):
+    """The connected component (upstream and downstream, transitively) of ``selected_id``."""
+
+    root_id: str
+    selected_id: str
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+
+
+class TaskRelations(BaseModel):
+    direct_upstream: list[str]
+    ancestors: list[str]
+    direct_downstream: list[str]
+    missing: list[str]
+    provisional: list[str]
+
+
+class TaskContext(BaseModel):
+    """What an agent needs to know about one task: records, paths and lineage."""
+
+    task_id: str
+    status: TaskStatus | None
+    metadata_exists: bool
+    metadata_path: str
+    log_path: str | None
+    graph: TaskGraph
+    relations: TaskRelations
