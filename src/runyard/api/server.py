@@ -30,6 +30,7 @@ from runyard.api.guard import agent_socket_channel
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.services import Services
 from runyard.config import Settings
+from runyard.runtime.proctitle import set_title
 from runyard.errors import ConfigError
 from runyard.workspace.atomic import read_json_tolerant
 from runyard.workspace.records import utcnow
@@ -72,6 +73,7 @@ def serve(settings: Settings) -> None:
             file=sys.stderr,
             flush=True,
         )
+    set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
     lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
     services = Services.build(settings)
     app = create_app(settings, services)

@@ -26,9 +26,11 @@ from typing import Any, NoReturn
 
 from runyard.executors.containment import join_self
 from runyard.executors.local import open_log, stdin_fd
+from runyard.runtime.proctitle import prepare_titles
 
 
 def serve(fd: int) -> int:
+    prepare_titles()  # before any child replaces its environment (see proctitle)
     return Zygote(socket.socket(fileno=fd)).run()
 
 

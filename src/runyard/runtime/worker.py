@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runyard.runtime.proctitle import task_title
 from runyard.runtime.taskrun import (
     CancelSignal,
     TaskCancelled,
@@ -80,6 +81,7 @@ def run_payload(payload: WorkerPayload, cancel: CancelSignal) -> int:
         return _refuse(payload, "the task folder holds another run")
     if status.state is not TaskState.QUEUED:
         return _refuse(payload, f"the run is already {status.state.value}")
+    task_title(status.task_type, status.task_id)  # ps names the worker by its task
     run = WorkerRun(workspace, status, cancel)
     try:
         task_cls = import_target(payload.target)
