@@ -22,7 +22,7 @@ SCRIPT = "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.1; done"
 def test_typed_methods(server: ServerProcess) -> None:
     with Client(server.url, server.token) as client:
         assert client.health() is True
-        handle = client.submit("demo", task_name="typed", x=2, y=5)
+        handle = client.submit("demo", name="typed", x=2, y=5)
         status = client.wait_task(handle.task_id, handle.run_id, poll_interval=0.05)
         assert isinstance(status, TaskStatus) and status.result["result"] == 7
         assert client.status("base#demo#typed") == status
@@ -53,7 +53,7 @@ def _ids(handle: object) -> tuple[str, str]:
 def test_async_client(server: ServerProcess) -> None:
     async def scenario() -> list[str]:
         async with AsyncClient(server.url, server.token) as client:
-            handle = await client.submit("command", task_name="async", command=SCRIPT, shell=True)
+            handle = await client.submit("command", name="async", command=SCRIPT, shell=True)
             kinds = [event.kind async for event in client.stream(handle.task_id, poll_interval=0.05)]
             status = await client.status(handle.task_id)
             assert status.state == "succeeded"
@@ -138,7 +138,7 @@ def proxy(server: ServerProcess) -> Iterator[CuttingProxy]:
 
 def test_stream_resumes_after_a_cut(server: ServerProcess, proxy: CuttingProxy) -> None:
     with Client(server.url, server.token) as direct:
-        handle = direct.submit("command", task_name="cut", command=SCRIPT, shell=True)
+        handle = direct.submit("command", name="cut", command=SCRIPT, shell=True)
     with Client(f"http://127.0.0.1:{proxy.port}", server.token) as client:
         events = list(client.stream(handle.task_id, poll_interval=0.05))
     assert proxy.connections >= 2
