@@ -7,5 +7,5 @@ def test_public_api_is_small_and_importable() -> None:
         assert getattr(runyard, name).__name__ == name
     assert set(runyard.__all__) == {
         "AsyncClient", "Client", "RunyardError", "Settings", "Task", "TaskInput",
-        "TaskOutput", "TaskRun", "TaskState", "TaskStatus", "Workspace",
+        "TaskOutput", "TaskRun", "TaskState", "TaskStatus", "TaskType", "Workspace",
     }  # fmt: skip

@@ -20,6 +20,7 @@ __all__ = [
     "TaskRun",
     "TaskState",
     "TaskStatus",
+    "TaskType",
     "Workspace",
 ]
 
@@ -34,6 +35,7 @@ _WHERE = {
     "TaskRun": "runyard.tasks.base",
     "TaskState": "runyard.workspace.records",
     "TaskStatus": "runyard.workspace.records",
+    "TaskType": "runyard.workspace.identity",
     "Workspace": "runyard.workspace.layout",
 }
 

@@ -1,7 +1,10 @@
 """The task catalogue: built-ins plus plugins from the entry-point group ``runyard.tasks``.
 
 A plugin that fails to import or is malformed is reported by name in ``errors``; it does
-not break the catalogue.
+not break the catalogue. A plugin installed while the server runs is found without a
+restart: asking for a name the catalogue does not know rescans the entry points first, at
+most once per :data:`RESCAN_INTERVAL` seconds (so a flood of unknown names cannot make
+every request walk ``sys.path``), and only then answers :class:`UnknownTask`.
 
 >>> registry = TaskRegistry.load()
 >>> registry.get("demo").task_type
@@ -11,6 +14,8 @@ not break the catalogue.
 from __future__ import annotations
 
 import importlib
+import threading
+import time
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -25,6 +30,7 @@ BUILTINS = {
     "demo": "runyard.tasks.builtin.demo:Demo",
     "command": "runyard.tasks.builtin.command:Command",
 }
+RESCAN_INTERVAL = 1.0  # seconds between two rescans for unknown names
 
 
 @dataclass
@@ -39,20 +45,45 @@ class RegisteredTask:
 class TaskRegistry:
     tasks: dict[str, RegisteredTask] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    plugins: bool = True
+    last_scan: float = field(default=0.0, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def load(cls, *, plugins: bool = True) -> TaskRegistry:
-        registry = cls()
+        registry = cls(plugins=plugins)
         for name, target in BUILTINS.items():
             registry.add(name, target, plugin=None)
         if plugins:
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
-                if ep.name in registry.tasks:
-                    registry.errors[ep.name] = f"plugin name {ep.name!r} is already registered"
-                    continue
-                dist = ep.dist.name if ep.dist is not None else ep.module
-                registry.add(ep.name, ep.value, plugin=dist)
+            registry._scan_plugins()
         return registry
+
+    def _scan_plugins(self) -> None:
+        """Add every entry point not registered yet (a known name is never re-imported)."""
+        self.last_scan = time.monotonic()
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in self.tasks:
+                if self.tasks[ep.name].target != ep.value:
+                    self.errors[ep.name] = f"plugin name {ep.name!r} is already registered"
+                continue
+            dist = ep.dist.name if ep.dist is not None else ep.module
+            self.errors.pop(ep.name, None)  # a fixed, reinstalled plugin loads now
+            self.add(ep.name, ep.value, plugin=dist)
+
+    def rescan(self) -> bool:
+        """Look for newly installed plugins; False when the last scan was too recent.
+
+        Import and metadata caches are dropped first: both remember a folder's listing,
+        so a package installed after the first scan would stay invisible.
+        """
+        if not self.plugins:
+            return False
+        with self._lock:
+            if time.monotonic() - self.last_scan < RESCAN_INTERVAL:
+                return False
+            importlib.invalidate_caches()
+            self._scan_plugins()
+            return True
 
     def add(self, name: str, target: str, plugin: str | None) -> None:
         try:
@@ -67,10 +98,13 @@ class TaskRegistry:
         return sorted(self.tasks)
 
     def get(self, name: str) -> RegisteredTask:
-        try:
-            return self.tasks[name]
-        except KeyError:
-            raise UnknownTask(name, self.names()) from None
+        """The task ``name``; an unknown name rescans the plugins once before failing."""
+        found = self.tasks.get(name)
+        if found is None and self.rescan():
+            found = self.tasks.get(name)
+        if found is None:
+            raise UnknownTask(name, self.names())
+        return found
 
     def definitions(self) -> list[TaskDefinition]:
         return [self.tasks[name].definition for name in self.names()]
@@ -102,7 +136,13 @@ def import_target(target: str) -> type[Task]:
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise TypeError(f"entry point {target!r} must look like 'module:Class'")
-    obj: Any = importlib.import_module(module_name)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        # a package installed after this process last listed its folder: drop the
+        # cached listings and try once more
+        importlib.invalidate_caches()
+        obj = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
     if not (isinstance(obj, type) and issubclass(obj, Task)):

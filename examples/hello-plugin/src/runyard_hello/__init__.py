@@ -1,0 +1,1 @@
+"""An example runyard task plugin (see docs/plugins.md)."""
