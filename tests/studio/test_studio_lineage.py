@@ -85,7 +85,11 @@ def test_running_task_is_marked_provisional(studio, page):
         page.goto(studio.url + "/#/lineage/" + running["task_id"].replace("#", "%23"))
         node = page.locator(f"g.dag-node[data-task-id='{running['task_id']}']")
         expect(node).to_have_class(re.compile("is-provisional"))
-        expect(node).to_have_attribute("aria-label", re.compile("provisional"))
+        expect(node).to_have_attribute("aria-label", re.compile("links planned"))
+        # the whole label shows, not cut short: it fits in its box
+        status = node.locator("text.dag-status")
+        expect(status).to_have_text("running · links planned")
+        assert status.evaluate("t => t.getComputedTextLength()") < 210 - 16 - 4
         expect(page.locator("g.dag-node[data-task-id='base#demo#prov-up']")).not_to_have_class(
             re.compile("is-provisional")
         )

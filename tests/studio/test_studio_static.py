@@ -12,7 +12,9 @@ import pytest
 from runyard.api.studio import studio_dir
 
 STUDIO = studio_dir()
-SCRIPTS = sorted(STUDIO.rglob("*.js"))
+VENDOR = STUDIO / "js" / "vendor"
+# the Studio's own code; vendored libraries (marked, DOMPurify, Swagger UI) are checked below
+SCRIPTS = sorted(p for p in STUDIO.rglob("*.js") if not p.is_relative_to(VENDOR))
 UNSAFE_SINKS = re.compile(
     r"\.innerHTML|\.outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function\("
     r"|setTimeout\(\s*['\"`]|createContextualFragment"
@@ -74,3 +76,19 @@ def test_token_is_kept_per_tab_and_sent_as_a_header() -> None:
     assert "sessionStorage" in auth and "localStorage" not in auth + api
     assert "Authorization" in api
     assert not re.search(r"[?&](token|access_token)=", "".join(p.read_text() for p in SCRIPTS))
+
+
+def test_vendored_files_are_listed_with_their_licences_and_fetch_nothing_themselves() -> None:
+    listed = (VENDOR / "VENDORED.txt").read_text()
+    shipped = [p for p in VENDOR.rglob("*") if p.is_file() and p.name != "VENDORED.txt"]
+    code = [p for p in shipped if p.suffix in (".js", ".css", ".png")]
+    assert {p.name for p in code} >= {"marked.esm.js", "purify.es.js", "swagger-ui-bundle.js"}
+    for path in code:
+        assert path.relative_to(VENDOR).as_posix() in listed, path
+        text = path.read_bytes()
+        assert b"sourceMappingURL" not in text, f"{path.name} points at a map we do not ship"
+    for licence in ("marked.LICENSE.txt", "dompurify.LICENSE.txt", "swagger/LICENSE.txt"):
+        assert licence in listed and (VENDOR / licence).stat().st_size > 500, licence
+    # the Studio's sanitiser is only ever reached through markdown.js
+    users = [p.name for p in SCRIPTS if "vendor/purify" in p.read_text()]
+    assert users == ["markdown.js"], users

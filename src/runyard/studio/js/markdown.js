@@ -1,146 +1,118 @@
-// A small, safe Markdown renderer for previews: headings, paragraphs, lists, pipe tables,
-// fenced code, block quotes, rules, and inline code, emphasis, links and images.
-// It builds DOM nodes with h(): text is always text, no HTML in the source is ever parsed,
-// so a report cannot run script or load anything but what `resolveImage` hands back.
+// Markdown for reports and agent answers: parsed by marked (CommonMark + GFM tables), then
+// cleaned by DOMPurify; both vendored under js/vendor (see VENDORED.txt), nothing from a CDN.
+//
+// Three layers keep a document from running anything: raw HTML in the source is shown as
+// text (never parsed as HTML); DOMPurify drops scripts, event handlers, styles (the CSP
+// allows no inline style) and unsafe URLs; and links are kept only for http(s)/mailto, while
+// images load only what `resolveImage` hands back (never the document's own URL).
 
-import { h } from "./dom.js";
+import { Marked } from "./vendor/marked.esm.js";
+import DOMPurify from "./vendor/purify.es.js";
 
 const SAFE_LINK = /^(https?:|mailto:)/i;
-const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|!\[([^\]]*)\]\(([^)\s]+)\)|\[([^\]]+)\]\(([^)\s]+)\)|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|_([^_\s][^_]*)_/;
+
+const escapeHtml = (text) =>
+  String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+
+const marked = new Marked({
+  gfm: true,
+  breaks: false,
+  async: false,
+  // Raw HTML is not recognised at all (no token: the line stays Markdown text, escaped like
+  // any text); should a token still come, it is rendered as the text it is.
+  tokenizer: {
+    html() {
+      return undefined;
+    },
+    tag() {
+      return undefined;
+    },
+  },
+  renderer: {
+    html({ text }) {
+      return escapeHtml(text);
+    },
+  },
+});
+
+const purifier = DOMPurify(window);
+purifier.addHook("afterSanitizeAttributes", (node) => {
+  // runs in DOMPurify's inert document, before anything reaches the page: an image keeps
+  // its source only as data, so the page never fetches it by itself
+  if (node.nodeName === "IMG") {
+    node.setAttribute("data-src", node.getAttribute("src") || "");
+    node.removeAttribute("src");
+    node.removeAttribute("srcset");
+  }
+});
+
+const PURIFY = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed"],
+  FORBID_ATTR: ["style", "srcset", "action", "formaction"],
+  ALLOW_DATA_ATTR: false,
+};
+
+/** Markdown `text` as sanitised HTML markup (a string), before links and images are fixed. */
+export function markdownToSafeHtml(text) {
+  return purifier.sanitize(marked.parse(String(text ?? "")), { ...PURIFY, RETURN_DOM_FRAGMENT: false });
+}
 
 /**
- * Render `text` as an array of block elements. `resolveImage(src)` answers a Promise of a URL
- * the page may load (e.g. an object URL of a fetched file) or null; images start empty.
+ * Render `text` as an array of nodes. `resolveImage(src)` answers a Promise of a URL the
+ * page may load (e.g. an object URL of a fetched file) or null; images start empty.
  */
 export function renderMarkdown(text, { resolveImage = async () => null } = {}) {
-  const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
-  const context = { resolveImage };
-  const blocks = [];
-  let at = 0;
-  while (at < lines.length) {
-    const [block, next] = readBlock(lines, at, context);
-    if (block) blocks.push(block);
-    at = Math.max(next, at + 1);
+  const fragment = purifier.sanitize(marked.parse(String(text ?? "")), PURIFY);
+  for (const link of fragment.querySelectorAll("a")) fixLink(link);
+  for (const img of fragment.querySelectorAll("img")) fixImage(img, resolveImage);
+  for (const table of fragment.querySelectorAll("table")) {
+    table.classList.add("table", "md-table");
+    const wrap = document.createElement("div");
+    wrap.className = "table-wrap";
+    table.replaceWith(wrap);
+    wrap.append(table);
   }
-  return blocks;
-}
-
-function readBlock(lines, at, context) {
-  const line = lines[at];
-  if (!line.trim()) return [null, at + 1];
-  const heading = /^(#{1,6})\s+(.*?)\s*#*\s*$/.exec(line);
-  if (heading) return [h(`h${heading[1].length}`, {}, inline(heading[2], context)), at + 1];
-  if (/^\s*(```|~~~)/.test(line)) return fence(lines, at);
-  if (/^\s*([-*_])(\s*\1){2,}\s*$/.test(line)) return [h("hr", {}), at + 1];
-  if (/^\s*>/.test(line)) return quote(lines, at, context);
-  if (isTableStart(lines, at)) return table(lines, at, context);
-  if (/^\s*([-*+]|\d+[.)])\s+/.test(line)) return list(lines, at, context);
-  return paragraph(lines, at, context);
-}
-
-function fence(lines, at) {
-  const marker = lines[at].trim().slice(0, 3);
-  const body = [];
-  let next = at + 1;
-  while (next < lines.length && !lines[next].trim().startsWith(marker)) body.push(lines[next++]);
-  return [h("pre", { class: "md-code" }, h("code", {}, body.join("\n"))), next + 1];
-}
-
-function quote(lines, at, context) {
-  const body = [];
-  let next = at;
-  while (next < lines.length && /^\s*>/.test(lines[next])) body.push(lines[next++].replace(/^\s*>\s?/, ""));
-  return [h("blockquote", {}, renderMarkdown(body.join("\n"), context)), next];
-}
-
-function splitRow(line) {
-  const trimmed = line.trim().replace(/^\|/, "").replace(/(?<!\\)\|$/, "");
-  return trimmed.split(/(?<!\\)\|/).map((cell) => cell.trim().replace(/\\\|/g, "|"));
-}
-
-function isTableStart(lines, at) {
-  if (!lines[at].includes("|") || at + 1 >= lines.length) return false;
-  return /^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$/.test(lines[at + 1]);
-}
-
-function table(lines, at, context) {
-  const head = splitRow(lines[at]);
-  const aligns = splitRow(lines[at + 1]).map((cell) =>
-    cell.endsWith(":") ? (cell.startsWith(":") ? "center" : "right") : cell.startsWith(":") ? "left" : null);
-  const rows = [];
-  let next = at + 2;
-  while (next < lines.length && lines[next].includes("|") && lines[next].trim()) rows.push(splitRow(lines[next++]));
-  // a class, not a style attribute: the Studio's CSP allows no inline styles
-  const cell = (tag, text, index) =>
-    h(tag, aligns[index] === "right" ? { class: "num" } : {}, inline(text, context));
-  return [h("div", { class: "table-wrap" },
-    h("table", { class: "table md-table" },
-      h("thead", {}, h("tr", {}, head.map((text, i) => cell("th", text, i)))),
-      h("tbody", {}, rows.map((row) => h("tr", {}, head.map((_, i) => cell("td", row[i] ?? "", i))))))), next];
-}
-
-function list(lines, at, context) {
-  const ordered = /^\s*\d+[.)]\s+/.test(lines[at]);
-  const items = [];
-  let next = at;
-  while (next < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[next])) {
-    items.push(lines[next].replace(/^\s*([-*+]|\d+[.)])\s+/, ""));
-    next++;
-    while (next < lines.length && /^\s{2,}\S/.test(lines[next]) && !/^\s*([-*+]|\d+[.)])\s+/.test(lines[next])) {
-      items[items.length - 1] += ` ${lines[next++].trim()}`;
-    }
+  for (const cell of fragment.querySelectorAll("th[align], td[align]")) {
+    if (cell.getAttribute("align") === "right") cell.classList.add("num");
+    cell.removeAttribute("align");
   }
-  return [h(ordered ? "ol" : "ul", {}, items.map((item) => h("li", {}, inline(item, context)))), next];
-}
-
-function paragraph(lines, at, context) {
-  const body = [];
-  let next = at;
-  while (next < lines.length && lines[next].trim() && !startsBlock(lines, next)) body.push(lines[next++].trim());
-  if (!body.length) body.push(lines[next++].trim());
-  return [h("p", {}, inline(body.join(" "), context)), next];
-}
-
-function startsBlock(lines, at) {
-  const line = lines[at];
-  return /^(#{1,6})\s/.test(line) || /^\s*(```|~~~|>)/.test(line) || /^\s*([-*+]|\d+[.)])\s+/.test(line) ||
-    isTableStart(lines, at);
-}
-
-/** Inline spans of `text` as nodes; anything unmatched stays plain text. */
-export function inline(text, context = { resolveImage: async () => null }) {
-  const out = [];
-  let rest = String(text);
-  for (let match = INLINE.exec(rest); match; match = INLINE.exec(rest)) {
-    if (match.index) out.push(rest.slice(0, match.index));
-    out.push(span(match, context));
-    rest = rest.slice(match.index + match[0].length);
+  for (const pre of fragment.querySelectorAll("pre")) {
+    pre.classList.add("md-code");
+    const last = pre.querySelector("code")?.lastChild;
+    if (last?.nodeType === Node.TEXT_NODE) last.textContent = last.textContent.replace(/\n$/, "");
   }
-  if (rest) out.push(rest);
-  return out;
+  return [...fragment.childNodes];
 }
 
-function span(match, context) {
-  const [, ticks, code, alt, src, label, href, strong1, strong2, em1, em2] = match;
-  if (ticks) return h("code", {}, code.trim());
-  if (src !== undefined) return image(alt, src, context);
-  if (label !== undefined) {
-    return SAFE_LINK.test(href)
-      ? h("a", { href, rel: "noopener noreferrer nofollow", target: "_blank" }, inline(label, context))
-      : h("span", { class: "md-link", title: href }, inline(label, context));
+function fixLink(link) {
+  const href = link.getAttribute("href") || "";
+  if (SAFE_LINK.test(href)) {
+    link.setAttribute("rel", "noopener noreferrer nofollow");
+    link.setAttribute("target", "_blank");
+    return;
   }
-  if (strong1 || strong2) return h("strong", {}, inline(strong1 || strong2, context));
-  return h("em", {}, inline(em1 || em2, context));
+  // anything else (javascript:, data:, relative paths) is kept as text, its target shown
+  const span = document.createElement("span");
+  span.className = "md-link";
+  if (href) span.title = href;
+  span.append(...link.childNodes);
+  link.replaceWith(span);
 }
 
-function image(alt, src, context) {
-  const img = h("img", { class: "preview-image md-image", alt, "data-src": src, loading: "lazy" });
+function fixImage(img, resolveImage) {
+  const src = img.dataset.src || "";
+  const alt = img.getAttribute("alt") || "";
+  img.className = "preview-image md-image";
+  img.loading = "lazy";
+  const placeholder = (why) => {
+    const span = document.createElement("span");
+    span.className = "muted small";
+    span.textContent = `[image ${why}: ${alt || src}]`;
+    img.replaceWith(span);
+  };
   Promise.resolve()
-    .then(() => context.resolveImage(src))
-    .then((url) => {
-      if (url) img.src = url;
-      else img.replaceWith(h("span", { class: "muted small" }, `[image not shown: ${alt || src}]`));
-    })
-    .catch(() => img.replaceWith(h("span", { class: "muted small" }, `[image not loaded: ${alt || src}]`)));
-  return img;
+    .then(() => (src ? resolveImage(src) : null))
+    .then((url) => (url ? (img.src = url) : placeholder("not shown")))
+    .catch(() => placeholder("not loaded"));
 }

@@ -1,5 +1,6 @@
 // Lineage: get_task_graph drawn as a left-to-right DAG in SVG. Missing and provisional nodes
-// are marked; a node opens its task on click, Enter or Space; arrow keys move between nodes.
+// are marked (a provisional node has no metadata yet: it has not succeeded, so its links are
+// the ones it was submitted with, "planned", not yet published); a node opens its task on click, Enter or Space; arrow keys move between nodes.
 
 import { jobAnswer } from "../api.js";
 import { errorBox, h, onActivate, replace, spinner } from "../dom.js";
@@ -8,8 +9,9 @@ import { instanceName } from "../format.js";
 import { navigate, setTitle, taskHref } from "../ui.js";
 
 const NODE_W = 210;
-const NODE_H = 58;
+const NODE_H = 74;
 const PAD = 16;
+const PLANNED = "links planned";
 
 function truncate(text, max) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
@@ -17,7 +19,7 @@ function truncate(text, max) {
 
 function nodeStatus(node) {
   if (node.missing) return "missing";
-  if (node.provisional) return `${node.state || "unknown"} · provisional`;
+  if (node.provisional) return `${node.state || "unknown"} · ${PLANNED}`;
   return node.state || "unknown";
 }
 
@@ -56,7 +58,7 @@ export function lineageGraph(graph, { onOpen = (id) => navigate(taskHref(id)), l
     h("div", { class: "dag-scroll", tabindex: "-1" }, svg),
     h("figcaption", { class: "legend" },
       legendItem("selected", "selected task"),
-      legendItem("provisional", "provisional (no metadata yet)"),
+      legendItem("provisional", `${PLANNED}: not published yet (the task has not succeeded)`),
       legendItem("missing", "missing (referenced, absent)"),
       h("span", { class: "muted small" }, `${nodes.length} ${nodes.length === 1 ? "task" : "tasks"}, ${edges.length} ${edges.length === 1 ? "link" : "links"}`)));
 }
@@ -118,7 +120,9 @@ function nodeElement(node, pos, selectedId, onOpen) {
   h("svg:rect", { class: "dag-box", width: NODE_W, height: NODE_H, rx: 8 }),
   h("svg:rect", { class: "dag-stripe", width: 6, height: NODE_H, rx: 3 }),
   h("svg:text", { class: "dag-name", x: 16, y: 23 }, truncate(name, 24)),
-  h("svg:text", { class: "dag-meta", x: 16, y: 43 }, truncate(`${registered} · ${status}`, 30)));
+  h("svg:text", { class: "dag-meta", x: 16, y: 43 }, truncate(registered, 30)),
+  // the status line is never cut: its longest form ("cancelled · links planned") fits
+  h("svg:text", { class: "dag-meta dag-status", x: 16, y: 62 }, status));
   if (!node.missing) onActivate(g, () => onOpen(node.task_id));
   return g;
 }

@@ -3,7 +3,8 @@
 
 import { agent, itemsOf, runFileUrl } from "../api.js";
 import { errorBox, facts, h, replace, spinner, stateBadge } from "../dom.js";
-import { elapsed, formatDuration, formatTime } from "../format.js";
+import { elapsed, formatDuration } from "../format.js";
+import { timeElement } from "../times.js";
 import { eventData, follow } from "../sse.js";
 import { confirmAction, toast } from "../ui.js";
 import { fileTable } from "./files.js";
@@ -68,7 +69,7 @@ export class RunPanel {
     replace(this.runFacts, facts([
       ["State", stateBadge(run.state)],
       ["Prompt", h("span", { class: "wrap-anywhere" }, run.userPrompt)],
-      ["Started", formatTime(run.startedAt)],
+      ["Started", timeElement(run.startedAt)],
       ["Duration", runDuration(run)],
       ["Exit code", run.exitCode ?? "—"],
       ["Isolation", run.isolation || "—"],
@@ -155,7 +156,7 @@ export class RunPanel {
     const text = event.event === "end" ? `run ${payload?.run?.state || "ended"}` : eventText(payload);
     this.eventsList.append(h("li", { class: `event event-${String(kind).replace(/[^a-z0-9-]/gi, "")}` },
       h("span", { class: "event-kind" }, kind),
-      at ? h("time", { class: "muted small", datetime: at }, formatTime(at)) : null,
+      at ? timeElement(at, { className: "muted small" }) : null,
       h("span", { class: "event-text" }, text)));
     while (this.eventsList.children.length > MAX_EVENTS) this.eventsList.firstChild.remove();
     this.eventsList.scrollTop = this.eventsList.scrollHeight;

@@ -3,7 +3,9 @@
 
 import { agent, artifactUrl, itemsOf, uploadArtifact } from "../api.js";
 import { errorBox, h, onActivate, replace, section, setText, spinner, stateBadge } from "../dom.js";
-import { formatBytes, formatTime } from "../format.js";
+import { formatBytes } from "../format.js";
+import { renderMarkdown } from "../markdown.js";
+import { timeElement } from "../times.js";
 import { confirmAction, setTitle, toast } from "../ui.js";
 import { fileTable } from "./files.js";
 import { isActiveRun, RunPanel, runDuration } from "./runpanel.js";
@@ -306,7 +308,7 @@ class SessionView {
         },
         h("td", {}, stateBadge(run.state)),
         h("td", { class: "cell-prompt" }, run.userPrompt),
-        h("td", { class: "col-opt-2 nowrap" }, formatTime(run.startedAt || run.createdAt)),
+        h("td", { class: "col-opt-2 nowrap" }, timeElement(run.startedAt || run.createdAt)),
         h("td", { class: "col-opt nowrap num" }, runDuration(run)));
         onActivate(tr, () => this.selectRun(run.id));
         return tr;
@@ -395,7 +397,10 @@ function message(role, content, createdAt, runId, note) {
   const who = role === "user" ? "you" : role === "assistant" ? "agent" : role;
   const kind = role === "user" || role === "system" ? role : "assistant";
   return h("li", { class: `msg msg-${kind}`, "data-run-id": runId || null },
-    h("div", { class: "msg-meta" }, who, createdAt ? [" · ", h("time", { datetime: createdAt }, formatTime(createdAt))] : null,
+    h("div", { class: "msg-meta" }, who, createdAt ? [" · ", timeElement(createdAt)] : null,
       note ? ` · ${note}` : null),
-    h("p", { class: "msg-body" }, content));
+    // an answer is Markdown (sanitised); what a person typed stays the text it is
+    kind === "assistant"
+      ? h("div", { class: "msg-body markdown" }, renderMarkdown(content))
+      : h("p", { class: "msg-body" }, content));
 }

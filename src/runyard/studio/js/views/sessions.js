@@ -2,7 +2,7 @@
 
 import { agent, ApiError, itemsOf } from "../api.js";
 import { errorBox, h, onActivate, replace, spinner, stateBadge } from "../dom.js";
-import { formatTime } from "../format.js";
+import { timeElement } from "../times.js";
 import { navigate, sessionHref, setTitle } from "../ui.js";
 
 export function agentUnavailable(error) {
@@ -86,7 +86,7 @@ function sessionRow(session) {
   h("td", {}, h("a", { href: sessionHref(session.id), tabindex: "-1" }, session.title || "Untitled session")),
   h("td", {}, stateBadge(String(session.status || "").toLowerCase())),
   h("td", { class: "col-opt num" }, String((session.history || []).length)),
-  h("td", { class: "col-opt-2 nowrap" }, h("time", { datetime: session.updatedAt, title: session.updatedAt }, formatTime(session.updatedAt))));
+  h("td", { class: "col-opt-2 nowrap" }, timeElement(session.updatedAt)));
   onActivate(tr, () => navigate(sessionHref(session.id)));
   return tr;
 }

@@ -1,9 +1,10 @@
 // Task detail: status and config, steps with progress bars, the live log, the error of a
 // failed run, artifacts (download + preview), lineage, and cancel / delete / rerun.
 
-import { job, jobAnswer, taskFileUrl } from "../api.js";
+import { agent, itemsOf, job, jobAnswer, taskFileUrl } from "../api.js";
 import { append, errorBox, facts, h, replace, section, setText, spinner, stateBadge } from "../dom.js";
-import { elapsed, formatDuration, formatTime, instanceName, jsonText } from "../format.js";
+import { elapsed, formatDuration, instanceName, jsonText } from "../format.js";
+import { timeElement } from "../times.js";
 import { follow, eventData } from "../sse.js";
 import { confirmAction, lineageHref, navigate, routeHref, setTitle, taskHref, toast } from "../ui.js";
 import { fileTable } from "./files.js";
@@ -12,6 +13,7 @@ import { LogView } from "./logview.js";
 import { isActive } from "./tasks.js";
 
 const POLL_MS = 2000;
+const RECORD_FILES = new Set(["status.json", "metadata.json", "events.jsonl"]);
 // stream_task event ids are (events.jsonl offset << 40) | log offset; starting with events
 // offset 0 and the log offset we already show replays progress but not the log we have.
 const LOG_SHIFT = 40n;
@@ -132,7 +134,7 @@ class TaskDetail {
 
   renderFacts() {
     const s = this.status;
-    const time = (iso) => (iso ? h("time", { datetime: iso, title: iso }, formatTime(iso)) : "—");
+    const time = (iso) => timeElement(iso);
     this.durationEl = h("span", { id: "task-duration" }, this.duration());
     replace(this.factsSlot, facts([
       ["Registered task", s.task_name],
@@ -254,11 +256,46 @@ class TaskDetail {
     const files = Object.entries(artifacts || {}).map(([name, ref]) => ({
       name, path: ref.path, size: ref.size, sha256: ref.sha256, url: taskFileUrl(this.taskId, ref.path),
     }));
-    const empty = s.state === "succeeded" ? "This task recorded no artifacts." : "Artifacts are published when the task succeeds.";
-    replace(this.artifactsSlot, fileTable(files, { caption: "Artifacts", emptyText: empty, id: "artifact-files" }));
+    if (s.state === "failed" || s.state === "cancelled") {
+      this.renderLeftFiles();
+    } else {
+      const empty = s.state === "succeeded" ? "This task recorded no artifacts." : "Artifacts are published when the task succeeds.";
+      replace(this.artifactsSlot, fileTable(files, { caption: "Artifacts", emptyText: empty, id: "artifact-files" }));
+    }
     replace(this.resultSlot, Object.keys(rest).length
       ? h("pre", { class: "json", tabindex: "0" }, jsonText(rest))
-      : h("p", { class: "muted" }, s.state === "succeeded" ? "No result values besides artifacts." : "No result yet."));
+      : this.noResult());
+  }
+
+  noResult() {
+    const s = this.status;
+    if (s.state === "succeeded") return h("p", { class: "muted" }, "No result values besides artifacts.");
+    if (s.state === "failed" || s.state === "cancelled") {
+      const what = s.state === "failed" ? `The task failed (exit code ${s.exit_code}) before it returned a result.` : "The task was cancelled before it returned a result.";
+      return h("div", { id: "task-result-error" },
+        h("p", {}, what),
+        s.error ? h("pre", { class: "error-text" }, s.error) : h("p", { class: "muted" }, "It recorded no error message."));
+    }
+    return h("p", { class: "muted" }, "No result yet.");
+  }
+
+  // A failed or cancelled task published no artifacts, but the files it wrote before it
+  // stopped are often what explains why: list its folder (records left out).
+  async renderLeftFiles() {
+    replace(this.artifactsSlot, spinner("Listing the task's files…"));
+    try {
+      const listed = itemsOf(await agent(`/tasks/${encodeURIComponent(this.taskId)}/files`));
+      if (!this.alive) return;
+      const files = listed.filter((f) => !RECORD_FILES.has(f.path)).map((f) => ({
+        name: f.path, path: f.path, size: f.size, url: taskFileUrl(this.taskId, f.path),
+      }));
+      const note = `The task ${this.status.state === "failed" ? "failed" : "was cancelled"}, so nothing was published as a result; these are the files it left in its folder.`;
+      replace(this.artifactsSlot,
+        h("p", { class: "muted", id: "left-files-note" }, note),
+        fileTable(files, { caption: "Files the task left", emptyText: "It left no files.", id: "artifact-files" }));
+    } catch (error) {
+      if (this.alive) replace(this.artifactsSlot, errorBox(error.message, "Could not list the task's files."));
+    }
   }
 
   async loadLineage() {

@@ -1,32 +1,30 @@
-// The task list: state/type/text filters, server-side paging (limit + cursor) and live
-// states (the visible page is re-read every couple of seconds; rows update in place).
+// The task list: filters (state, type, task definition, text), columns sorted by the server
+// (GET /api/v1/tasks?sort=&order=), a total for the filter, paging by cursor, live states
+// (the visible page is re-read every second; rows update in place) and bulk cancel/delete.
 
-import { catalogue, job } from "../api.js";
+import { agent, jobAnswer } from "../api.js";
 import { errorBox, h, onActivate, replace, setText, stateBadge } from "../dom.js";
-import { elapsed, formatDuration, formatTime, instanceName } from "../format.js";
+import { elapsed, formatDuration, instanceName } from "../format.js";
+import { timeElement } from "../times.js";
 import { navigate, replaceQuery, setTitle, taskHref } from "../ui.js";
+import { BulkActions } from "./bulk.js";
 
 export const TASK_STATES = ["queued", "running", "succeeded", "failed", "cancelled"];
 export const TASK_TYPES = ["base", "etl", "train", "predict", "backtest", "analysis", "inference"];
 const PAGE_SIZES = [25, 50, 100, 200];
 const LIVE_MS = 1000;
-const SCAN_LIVE_MS = 5000;
-const MAX_SCAN_CHUNKS = 20;
+const NAME_RE = /^[A-Za-z0-9_.-]{1,100}$/;
 
-let textArgument; // name of a server-side text filter argument, when the server has one
-
-async function serverTextArgument() {
-  if (textArgument === undefined) {
-    try {
-      const jobs = await catalogue();
-      const props = jobs.find((j) => j.name === "list_task_statuses")?.input_schema?.properties || {};
-      textArgument = ["text", "q", "search"].find((name) => name in props) || null;
-    } catch {
-      textArgument = null;
-    }
-  }
-  return textArgument;
-}
+// The sortable columns: header label, server sort key, the order a first click asks for.
+const COLUMNS = [
+  { label: "State", sort: "state", first: "asc" },
+  { label: "Type", sort: "task_type", first: "asc", className: "col-opt" },
+  { label: "Task", sort: "task_name", first: "asc", className: "col-narrow-hide" },
+  { label: "Name", sort: "task_id", first: "asc" },
+  { label: "Created", sort: "created_at", first: "desc", className: "col-time" },
+  { label: "Duration", sort: "duration", first: "desc", className: "col-time" },
+];
+const SORTS = new Set(COLUMNS.map((c) => c.sort));
 
 /** Does a status match a free-text filter (id, registered name, instance name, error, config)? */
 export function matchesText(status, text) {
@@ -38,11 +36,15 @@ export function matchesText(status, text) {
 
 export function renderTasks(main, _params, query) {
   setTitle("Tasks");
+  const sort = SORTS.has(query.get("sort")) ? query.get("sort") : "created_at";
   const filters = {
     state: TASK_STATES.includes(query.get("state")) ? query.get("state") : "",
     type: TASK_TYPES.includes(query.get("type")) ? query.get("type") : "",
+    task: NAME_RE.test(query.get("task") || "") ? query.get("task") : "",
     q: query.get("q") || "",
     size: PAGE_SIZES.includes(Number(query.get("size"))) ? Number(query.get("size")) : 50,
+    sort,
+    order: query.get("order") === "asc" || query.get("order") === "desc" ? query.get("order") : "desc",
   };
   const view = new TaskList(main, filters);
   view.start();
@@ -57,15 +59,17 @@ class TaskList {
     this.page = 0;
     this.rows = new Map();
     this.nextCursor = null;
-    this.scanned = 0;
     this.alive = true;
     this.loading = false;
+    this.bulk = new BulkActions({ onDone: () => this.load({ quiet: true }) });
     this.build();
   }
 
   build() {
     const stateSelect = select("filter-state", "State", ["", ...TASK_STATES], this.filters.state, "All states");
     const typeSelect = select("filter-type", "Type", ["", ...TASK_TYPES], this.filters.type, "All types");
+    const taskSelect = select("filter-task", "Task", ["", ...(this.filters.task ? [this.filters.task] : [])], this.filters.task, "All tasks");
+    this.taskSelect = taskSelect.select;
     const sizeSelect = select("page-size", "Per page", PAGE_SIZES.map(String), String(this.filters.size));
     const text = h("input", {
       id: "filter-text", type: "search", value: this.filters.q, placeholder: "id, name, config…",
@@ -78,37 +82,76 @@ class TaskList {
     });
     stateSelect.select.addEventListener("change", () => this.setFilter("state", stateSelect.select.value));
     typeSelect.select.addEventListener("change", () => this.setFilter("type", typeSelect.select.value));
+    taskSelect.select.addEventListener("change", () => this.setFilter("task", taskSelect.select.value));
     sizeSelect.select.addEventListener("change", () => this.setFilter("size", Number(sizeSelect.select.value)));
 
     this.summary = h("p", { class: "muted", id: "tasks-summary", role: "status" });
     this.message = h("div");
     this.tbody = h("tbody");
-    this.prev = h("button", { type: "button", class: "btn", onclick: () => this.turn(-1) }, "← Newer");
-    this.next = h("button", { type: "button", class: "btn", onclick: () => this.turn(1) }, "Older →");
+    this.headRow = h("tr", {}, h("th", { scope: "col", class: "col-check" }, this.bulk.pageBox));
+    this.headers = COLUMNS.map((column) => this.header(column));
+    this.headRow.append(...this.headers.map((x) => x.th));
+    this.prev = h("button", { type: "button", class: "btn", onclick: () => this.turn(-1) }, "← Previous");
+    this.next = h("button", { type: "button", class: "btn", onclick: () => this.turn(1) }, "Next →");
     this.pageLabel = h("span", { class: "muted", "aria-live": "polite" });
     this.main.append(
       h("div", { class: "page-head" },
         h("h1", {}, "Tasks"),
         h("a", { class: "btn btn-primary", href: "#/submit" }, "Submit a task")),
       h("form", { class: "filters", role: "search", "aria-label": "Filter tasks", onsubmit: (e) => e.preventDefault() },
-        stateSelect.field, typeSelect.field,
+        stateSelect.field, typeSelect.field, taskSelect.field,
         h("div", { class: "field field-grow" }, h("label", { for: "filter-text" }, "Search"), text),
         sizeSelect.field),
       this.summary,
+      this.bulk.bar,
       this.message,
       h("div", { class: "table-wrap" },
         h("table", { class: "table tasks-table", id: "tasks-table" },
-          h("caption", { class: "visually-hidden" }, "Tasks, newest first"),
-          h("thead", {}, h("tr", {},
-            h("th", { scope: "col" }, "State"),
-            h("th", { scope: "col", class: "col-opt" }, "Type"),
-            h("th", { scope: "col" }, "Task"),
-            h("th", { scope: "col" }, "Name"),
-            h("th", { scope: "col", class: "col-opt-2" }, "Created"),
-            h("th", { scope: "col", class: "col-opt" }, "Duration"))),
+          h("caption", { class: "visually-hidden" }, "Tasks"),
+          h("thead", {}, this.headRow),
           this.tbody)),
       h("nav", { class: "pager", "aria-label": "Pages" }, this.prev, this.pageLabel, this.next),
     );
+    this.showSort();
+    this.loadDefinitions();
+  }
+
+  header(column) {
+    const button = h("button", { type: "button", class: "sort-button", "data-sort": column.sort }, column.label,
+      h("span", { class: "sort-mark", "aria-hidden": "true" }));
+    button.addEventListener("click", () => this.sortBy(column));
+    return { column, button, th: h("th", { scope: "col", class: column.className || null }, button) };
+  }
+
+  showSort() {
+    for (const { column, button, th } of this.headers) {
+      const active = column.sort === this.filters.sort;
+      const order = active ? this.filters.order : null;
+      th.setAttribute("aria-sort", order === "asc" ? "ascending" : order === "desc" ? "descending" : "none");
+      button.querySelector(".sort-mark").textContent = order === "asc" ? " ▲" : order === "desc" ? " ▼" : "";
+      button.title = `Sort by ${column.label.toLowerCase()}`;
+    }
+  }
+
+  sortBy(column) {
+    const same = this.filters.sort === column.sort;
+    const order = same ? (this.filters.order === "asc" ? "desc" : "asc") : column.first;
+    this.filters.sort = column.sort;
+    this.filters.order = order;
+    this.showSort();
+    this.restart();
+  }
+
+  async loadDefinitions() {
+    try {
+      const definitions = await jobAnswer("list_installed_task_definitions");
+      const names = [...new Set(definitions.map((d) => d.name).concat(this.filters.task ? [this.filters.task] : []))].sort();
+      if (!this.alive) return;
+      replace(this.taskSelect, ["", ...names].map((value) =>
+        h("option", { value, selected: value === this.filters.task }, value || "All tasks")));
+    } catch {
+      // the filter keeps "All tasks" (and a name from the link); the list itself still works
+    }
   }
 
   start() {
@@ -129,8 +172,7 @@ class TaskList {
       this.lastDurations = Date.now();
       for (const row of this.rows.values()) row.updateDuration();
     }
-    const period = this.filters.q && !textArgument ? SCAN_LIVE_MS : LIVE_MS;
-    if (document.visibilityState === "visible" && !this.loading && Date.now() - this.lastRefresh >= period) {
+    if (document.visibilityState === "visible" && !this.loading && !this.bulk.busy && Date.now() - this.lastRefresh >= LIVE_MS) {
       this.load({ quiet: true });
     }
   }
@@ -142,9 +184,18 @@ class TaskList {
     if (this.filters[key] === value && this.filters.q === q) return;
     this.filters[key] = value;
     this.filters.q = key === "q" ? value : q;
+    this.restart();
+  }
+
+  restart() {
     this.cursors = [null];
     this.page = 0;
-    replaceQuery({ ...this.filters, size: this.filters.size === 50 ? "" : this.filters.size });
+    const f = this.filters;
+    replaceQuery({
+      ...f, size: f.size === 50 ? "" : f.size,
+      sort: f.sort === "created_at" && f.order === "desc" ? "" : f.sort,
+      order: f.sort === "created_at" && f.order === "desc" ? "" : f.order,
+    });
     this.load();
   }
 
@@ -163,11 +214,10 @@ class TaskList {
     this.loading = true;
     if (!quiet) this.summary.textContent = "Loading…";
     try {
-      const { items, nextCursor, scanned, serverText } = await this.fetchPage(abort.signal);
+      const answer = await agent(`/tasks?${this.query()}`, { signal: abort.signal });
       if (!this.alive || abort.signal.aborted) return;
-      this.nextCursor = nextCursor;
-      this.scanned = scanned;
-      this.show(items, serverText);
+      this.nextCursor = answer.next_cursor || null;
+      this.show(answer.items || [], answer.total ?? 0);
       replace(this.message);
     } catch (error) {
       if (abort.signal.aborted || !this.alive) return;
@@ -181,47 +231,26 @@ class TaskList {
     }
   }
 
-  async fetchPage(signal) {
-    const base = { limit: this.filters.size };
-    if (this.filters.state) base.state = this.filters.state;
-    if (this.filters.type) base.task_type = this.filters.type;
+  query() {
+    const f = this.filters;
+    const params = new URLSearchParams({ limit: String(f.size), sort: f.sort, order: f.order });
+    if (f.state) params.set("state", f.state);
+    if (f.type) params.set("task_type", f.type);
+    if (f.task) params.set("task", f.task);
+    if (f.q) params.set("text", f.q);
     const cursor = this.cursors[this.page];
-    const text = this.filters.q;
-    const serverText = text ? await serverTextArgument() : null;
-    if (!text || serverText) {
-      const args = { ...base, ...(cursor ? { cursor } : {}), ...(serverText ? { [serverText]: text } : {}) };
-      const reply = await job("list_task_statuses", args, { signal });
-      if (!reply.success) throw new Error(String(reply.answer));
-      return { items: reply.answer, nextCursor: reply.metadata?.next_cursor || null, scanned: reply.answer.length, serverText: true };
-    }
-    return this.scan(base, cursor, text, signal);
+    if (cursor) params.set("cursor", cursor);
+    return params.toString();
   }
 
-  // Without a server-side text filter, read pages until one page's worth of tasks match.
-  async scan(base, cursor, text, signal) {
-    const items = [];
-    let next = cursor;
-    let scanned = 0;
-    for (let chunk = 0; chunk < MAX_SCAN_CHUNKS; chunk++) {
-      const args = { ...base, ...(next ? { cursor: next } : {}) };
-      const reply = await job("list_task_statuses", args, { signal });
-      if (!reply.success) throw new Error(String(reply.answer));
-      scanned += reply.answer.length;
-      items.push(...reply.answer.filter((status) => matchesText(status, text)));
-      next = reply.metadata?.next_cursor || null;
-      if (!next || items.length >= base.limit) break;
-    }
-    return { items, nextCursor: next, scanned, serverText: false };
-  }
-
-  show(items, serverText) {
+  show(items, total) {
     const seen = new Set();
     const ordered = items.map((status) => {
       seen.add(status.task_id);
       let row = this.rows.get(status.task_id);
       if (row) row.update(status);
       else {
-        row = new TaskRow(status);
+        row = new TaskRow(status, this.bulk);
         this.rows.set(status.task_id, row);
       }
       return row.tr;
@@ -232,45 +261,49 @@ class TaskList {
         this.rows.delete(id);
       }
     }
+    this.bulk.setPage(items);
     this.tbody.querySelector(".empty-row")?.remove();
     const current = [...this.tbody.children];
     if (current.length !== ordered.length || current.some((tr, i) => tr !== ordered[i])) {
       this.tbody.append(...ordered);
     }
     if (!items.length) {
-      this.tbody.append(h("tr", { class: "empty-row" }, h("td", { colspan: 6, class: "empty" }, this.emptyText())));
+      this.tbody.append(h("tr", { class: "empty-row" }, h("td", { colspan: COLUMNS.length + 1, class: "empty" }, this.emptyText())));
     }
-    this.summarise(items.length, serverText);
+    this.summarise(items.length, total);
   }
 
   emptyText() {
-    const filtered = this.filters.state || this.filters.type || this.filters.q;
-    if (filtered) return "No tasks match these filters on this page.";
-    return this.page ? "No older tasks." : "No tasks yet — submit one to get started.";
+    const f = this.filters;
+    if (f.state || f.type || f.task || f.q) return "No tasks match these filters.";
+    return this.page ? "No more tasks." : "No tasks yet — submit one to get started.";
   }
 
-  summarise(count, serverText) {
-    const bits = [`${count} ${count === 1 ? "task" : "tasks"} shown`, "states update live"];
-    if (this.filters.q && !serverText) bits.push(`text filter checked ${this.scanned} tasks`);
-    setText(this.summary, bits.join(" · "));
-    setText(this.pageLabel, `Page ${this.page + 1}`);
+  summarise(count, total) {
+    const first = count ? this.page * this.filters.size + 1 : 0;
+    const range = count ? `${first}–${first + count - 1}` : "none";
+    const f = this.filters;
+    const noun = f.state || f.type || f.task || f.q ? "matching" : "in all";
+    setText(this.summary, `${total} ${total === 1 ? "task" : "tasks"} ${noun} · showing ${range} · states update live`);
+    setText(this.pageLabel, `Page ${this.page + 1} of ${Math.max(1, Math.ceil(total / this.filters.size))}`);
     this.prev.disabled = this.page === 0;
     this.next.disabled = !this.nextCursor;
   }
 }
 
 class TaskRow {
-  constructor(status) {
+  constructor(status, bulk) {
     const id = status.task_id;
+    this.check = bulk.rowBox(id);
     this.state = h("td", { class: "cell-state" });
     this.type = h("td", { class: "col-opt" });
-    this.task = h("td");
+    this.task = h("td", { class: "col-narrow-hide" });
     this.name = h("td", { class: "cell-name" },
       h("a", { href: taskHref(id), tabindex: "-1", title: id }, instanceName(id)));
-    this.created = h("td", { class: "col-opt-2 nowrap" });
-    this.duration = h("td", { class: "col-opt nowrap num" });
+    this.created = h("td", { class: "col-time nowrap" });
+    this.duration = h("td", { class: "col-time nowrap num" });
     this.tr = h("tr", { tabindex: "0", class: "row-link", "data-task-id": id },
-      this.state, this.type, this.task, this.name, this.created, this.duration);
+      h("td", { class: "col-check" }, this.check), this.state, this.type, this.task, this.name, this.created, this.duration);
     onActivate(this.tr, () => navigate(taskHref(id)));
     this.update(status);
   }
@@ -285,10 +318,7 @@ class TaskRow {
     }
     setText(this.type, status.task_type);
     setText(this.task, status.task_name);
-    if (previous?.created_at !== status.created_at) {
-      replace(this.created, h("time", { datetime: status.created_at, title: status.created_at },
-        formatTime(status.created_at)));
-    }
+    if (previous?.created_at !== status.created_at) replace(this.created, timeElement(status.created_at));
     this.updateDuration();
   }
 
