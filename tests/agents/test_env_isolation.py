@@ -44,7 +44,9 @@ def test_secrets_of_the_server_environment_reach_no_agent_code(tmp_path: Path) -
         assert server.call("stream_task", task_id=admin_id)["answer"]["state"] == "succeeded"
         with api(server, timeout=120) as client:
             session = new_session(client)
-            plain = wait_run(client, create_run(client, session, "answer hi", package="probe")["id"])
+            plain = wait_run(
+                client, create_run(client, session, "answer hi", package="probe")["id"]
+            )
             probes = client.get(f"/runs/{plain['id']}/files/probes.json")
             calls = [job("submit", task="command", task_name="from-run", command=DUMP_ENV),
                      job("stream_task", task_id="base#command#from-run")]  # fmt: skip

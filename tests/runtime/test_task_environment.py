@@ -72,9 +72,7 @@ def test_strict_mode_passes_the_allow_list_only(
     assert "RUNYARD_TOKEN" not in env and "ANOTHER_NAME_FOR_IT" not in env
 
 
-def test_a_plain_agent_run_keeps_the_allow_list_in_inherit_mode(
-    tmp_path, server_env: None
-) -> None:
+def test_a_plain_agent_run_keeps_the_allow_list_in_inherit_mode(tmp_path, server_env: None) -> None:
     settings = secure_settings(tmp_path, env_allowlist=["PATH", "RUNYARD_TOKEN", "TARGET_COPY"])
     settings.worker_env["LEAK"] = SERVER_TOKEN
     assert settings.task_env == "inherit"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from runyard.cli import agent, backup, example, sync, tasks
+from runyard.cli.config_cmd import config, info
 from runyard.cli.gc import gc
 from runyard.cli.mcp import mcp
 from runyard.cli.serve import serve
@@ -26,6 +27,8 @@ for command in (
 app.command()(watch)
 app.command()(mcp)
 app.command()(gc)
+app.command()(config)
+app.command()(info)
 app.add_typer(agent.app, name="agent")
 app.add_typer(example.app, name="example")
 app.add_typer(backup.app, name="backup")
