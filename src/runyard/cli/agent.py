@@ -383,11 +383,33 @@ def run(
     optional = {"systemPrompt": system, "artifactIds": artifact, "mountGrantIds": grant_id}
     body.update({k: v for k, v in {**optional, "package": package}.items() if v is not None})
     created = api.call("POST", "/runs", json=body)
-    if wait:
-        created = _follow(api, created["id"], as_json)
-    _show(created, as_json, lambda r: print(f"{r['id']} {r['state']}"))
-    if wait and created["state"] != "succeeded":
+    if not wait:
+        _show(created, as_json, lambda r: print(f"{r['id']} {r['state']}"))
+        return
+    ended = _follow(api, created["id"], as_json)
+    text = answer_of(api, ended)
+    _show({**ended, "answer": text}, as_json, lambda r: _print_ended(r, text))
+    if ended["state"] != "succeeded":
         raise typer.Exit(1)
+
+
+def answer_of(api: AgentApi, run: dict[str, Any]) -> str | None:
+    """The run's answer as folded into its session's history (None when it wrote none).
+
+    runyard folds it before the run reads as ended, so an ended run's answer is there.
+    """
+    found = api.call("GET", f"/sessions/{run['sessionId']}")
+    for turn in reversed(found["history"]):
+        if turn["role"] == "assistant" and turn.get("runId") == run["id"]:
+            return str(turn["content"])
+    return None
+
+
+def _print_ended(run: dict[str, Any], answer: str | None) -> None:
+    print(f"{run['id']} {run['state']}")
+    if answer is not None:  # plain text: Markdown as written, no markup interpreted
+        print()
+        print(answer.rstrip("\n"))
 
 
 def _follow(api: AgentApi, run_id: str, as_json: bool) -> dict[str, Any]:
@@ -438,6 +460,22 @@ def run_info(
     """Show one run."""
     found = _api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}")
     _show(found, as_json, lambda r: _runs_table({"items": [r]}))
+
+
+@app.command()
+def answer(
+    run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
+) -> None:  # fmt: skip
+    """Print a run's answer (exit 1 when it has none, e.g. while it is still running)."""
+    api = _api(url, token, workspace_dir, config)
+    text = answer_of(api, api.call("GET", f"/runs/{run_id}"))
+    shown = {"runId": run_id, "answer": text}
+    _show(shown, as_json, lambda a: print((a["answer"] or "").rstrip("\n")))
+    if text is None:
+        if not as_json:
+            print(f"run {run_id} has no answer yet", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 @app.command()
