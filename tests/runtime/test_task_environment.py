@@ -25,6 +25,7 @@ def server_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "RUNYARD_TARGETS": '{"other": {"url": "http://x", "token": "in-env"}}',
         "ANOTHER_NAME_FOR_IT": SERVER_TOKEN,  # a copy of the token under any name
         "TARGET_COPY": TARGET_TOKEN,
+        "PWD": "/where/the/server/started",
     }.items():
         monkeypatch.setenv(name, value)
 
@@ -50,6 +51,7 @@ def test_a_task_inherits_the_environment_but_never_runyards_secrets(
     assert env["AWS_PROFILE"] == "research" and env["EXTRA"] == "added"
     assert "RUNYARD_TOKEN" not in env and "RUNYARD_TARGETS" not in env
     assert SERVER_TOKEN not in env.values() and TARGET_TOKEN not in env.values()
+    assert "PWD" not in env and status.result["cwd"] == str(ws.task_dir(status.task_id))
     assert sorted(k for k in env if k.startswith("RUNYARD_")) == [
         "RUNYARD_RUN_ID", "RUNYARD_TASK_DIR", "RUNYARD_TASK_ID",
     ]  # fmt: skip

@@ -16,6 +16,9 @@ taken out last, so not even ``worker_env`` or an allow-list entry can hand them 
 - any variable whose value is a token runyard holds: the server's token (configured or
   generated) and each ``targets`` token — whatever the variable is called.
 
+``PWD`` and ``OLDPWD`` are not inherited either: they name the server's folder, not the
+task's.
+
 Agent runs and run-submitted tasks never call ``task_environment``: their code is not the
 admin's, so they keep a strict allow-list whatever ``task_env`` says (a sandboxed run gets
 none of the host's variables at all; a plain, unsandboxed run gets ``env_allowlist``).
@@ -30,6 +33,8 @@ from runyard.config import Settings
 
 RUNYARD_PREFIX = "RUNYARD_"
 TOKEN_VARIABLE = "RUNYARD_TOKEN"
+# where the server's shell was: wrong for a task, which runs in its own folder
+SHELL_PLACE = frozenset({"PWD", "OLDPWD"})
 
 
 def task_environment(settings: Settings) -> dict[str, str]:
@@ -37,7 +42,11 @@ def task_environment(settings: Settings) -> dict[str, str]:
     if settings.task_env == "strict":
         env = allowlisted(settings)
     else:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(RUNYARD_PREFIX)}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(RUNYARD_PREFIX) and k not in SHELL_PLACE
+        }
     env.update(settings.worker_env)
     return without_secrets(env, settings)
 
