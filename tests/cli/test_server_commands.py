@@ -55,9 +55,8 @@ def test_submit_wait_watch_and_friends(server: ServerProcess, tmp_path: Path) ->
     failed_watch = cli(server, "watch", long["task_id"])
     assert failed_watch.returncode == 130
     removed = cli(server, "rm", "base#demo#child", "base#demo#nope")
-    assert (
-        "deleted base#demo#child" in removed.stdout and "skipped base#demo#nope" in removed.stdout
-    )
+    assert removed.returncode == 1 and "deleted base#demo#child" in removed.stdout
+    assert "Task base#demo#nope does not exist" in removed.stderr, removed.stderr
 
 
 def test_cli_finds_the_server_from_the_workspace(server: ServerProcess) -> None:

@@ -53,7 +53,8 @@ def plain(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, ServerUnreachable):
         return f"Cannot reach the runyard server at {exc.url}; is it running?", EXIT_FAILED
     if isinstance(exc, Unauthorized):
-        return "The server refused the token; pass --token or set RUNYARD_TOKEN", EXIT_FAILED
+        message = "The server refused the token (401); pass --token or set RUNYARD_TOKEN"
+        return message, EXIT_FAILED
     if isinstance(exc, HTTPError):
         return f"The server answered {exc.status_code}: {_sentence(str(exc.detail))}", EXIT_FAILED
     if isinstance(exc, TaskNotFound):
