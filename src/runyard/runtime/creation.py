@@ -2,8 +2,9 @@
 
 Rules (DESIGN section 2): an omitted or empty ``task_name`` is generated and never reuses an
 existing folder; a fixed name replaces only a finished task, a metadata-only folder or a
-broken one (no records, corrupt status) — an active one raises :class:`TaskActive`. Every
-change to one task id happens under its claim lock (an flock on
+broken one (no records, corrupt status) — an active one raises :class:`TaskActive`; the
+replaced run's records are first kept under ``.history`` (:mod:`runyard.workspace.history`).
+Every change to one task id happens under its claim lock (an flock on
 ``workspace.claim_path(task_id)``), so of two concurrent submits of one fixed name, in
 threads or in separate processes, exactly one wins. A replaced folder is renamed aside and
 then removed; logs live elsewhere, so an earlier run's log is never touched.
@@ -34,6 +35,7 @@ from runyard.tasks.base import TaskInput
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.atomic import fsync_dir, write_bytes_atomic, write_json_atomic
 from runyard.workspace.events import append_event
+from runyard.workspace.history import keep_current_run
 from runyard.workspace.identity import build_task_id, generate_task_name
 from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskState, TaskStatus, utcnow
@@ -140,6 +142,7 @@ def clear_for_reuse(workspace: Workspace, task_id: str) -> None:
             raise TaskActive(task_id, status.state.value)
     elif worker_alive(workspace, task_id):  # a live worker whose status is unreadable
         raise TaskActive(task_id, TaskState.RUNNING.value)
+    keep_current_run(workspace, task_id)  # copied whole before the folder goes
     remove_task_dir(workspace, task_id)
 
 

@@ -15,6 +15,7 @@ from runyard.errors import InvalidInput
 from runyard.runtime.creation import claim, remove_task_dir
 from runyard.runtime.liveness import settle, worker_alive
 from runyard.workspace.atomic import read_bytes_tolerant
+from runyard.workspace.history import remove_history
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import STATUS_FILE, Workspace
 from runyard.workspace.records import status_from_dict
@@ -52,6 +53,7 @@ def _delete_one(workspace: Workspace, task_id: str) -> str | None:
             return None
         if not remove_task_dir(workspace, task_id):
             return None
+        remove_history(workspace, task_id)  # its earlier runs go with the task
     return status.log_path if status is not None else ""
 
 

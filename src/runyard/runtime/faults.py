@@ -9,7 +9,9 @@ import: with neither set, :func:`fault_point` is a call that returns at once.
 Points: ``status`` and ``status.final`` (a status record; the second only for final
 states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.commit``,
 ``upload.finalise``, ``submit.staged`` (a staged task folder before its rename),
-``idempotency.answer`` (a keyed request's work done, its answer not yet kept).
+``idempotency.answer`` (a keyed request's work done, its answer not yet kept),
+``history.staged`` / ``history.kept`` (a replaced run's records copied to a temp folder /
+renamed into ``.history``, its task folder not yet replaced).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ POINTS = (
     "upload.finalise",
     "submit.staged",
     "idempotency.answer",
+    "history.staged",
+    "history.kept",
 )
 
 _KILL_AT = os.environ.get(KILL_VAR) or None

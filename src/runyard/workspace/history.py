@@ -1,0 +1,266 @@
+"""Earlier runs of a task, kept when a fixed-name rerun replaces its folder.
+
+The seed's layout has one folder per task id, and a rerun with the same fixed name
+replaces it. Before that happens the replaced run's records are copied to::
+
+    <workspace>/.history/<task_type>/<task_id>/<run_id>/{status.json,metadata.json,events.jsonl}
+
+The task folder itself stays exactly as the seed has it. Copying is crash-safe: the files
+are written into a hidden ``.tmp-*`` folder beside the entry, synced, and renamed to the
+run id; the old folder is removed only after that. A crash leaves either no entry (the
+old folder is still in place) or a whole one (which the next replace finds and keeps); a
+leftover ``.tmp-*`` folder is never listed and goes at the next prune.
+
+A task can write its own folder, so records are read through :func:`open_under` (no
+symlink, no hard link, regular files only) and capped in size; the history folders are
+created and written relative to descriptors opened without following symlinks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from runyard.errors import NoSuchFile, UnsafePath
+from runyard.runtime.faults import fault_point
+from runyard.workspace.identity import is_task_id, parse_task_id
+from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE, Workspace
+from runyard.workspace.records import TaskStatus, status_from_dict
+from runyard.workspace.safefs import DIR_FLAGS, open_under
+
+HISTORY_DIR = ".history"
+KEPT_FILES = (STATUS_FILE, METADATA_FILE, EVENTS_FILE)
+MAX_KEPT_BYTES = 64 * 1024 * 1024  # per file: a task cannot fill the disk through history
+TMP_PREFIX = ".tmp-"
+# a run id is one path component here; anything else in a (rewritable) status is not kept
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def history_root(workspace: Workspace) -> Path:
+    return workspace.root / HISTORY_DIR
+
+
+def task_history_dir(workspace: Workspace, task_id: str) -> Path:
+    tid = parse_task_id(task_id)
+    return history_root(workspace) / tid.task_type / str(tid)
+
+
+def keep_current_run(workspace: Workspace, task_id: str) -> str | None:
+    """Copy the current run's records into history; its run id, or None when the folder
+    has no readable status (a broken folder has no run to keep).
+
+    Call under the task's claim, before the folder is replaced. An entry that already
+    exists (kept by an earlier attempt that crashed before the replace) is left as it is.
+    """
+    records = _read_records(workspace.task_dir(task_id))
+    status = status_from_dict(_json(records.get(STATUS_FILE)), task_id)
+    if status is None or not RUN_ID_RE.match(status.run_id):
+        return None
+    tid = parse_task_id(task_id)
+    with _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent:
+        if _exists(parent, status.run_id):
+            return status.run_id
+        _write_entry(parent, status.run_id, records)
+    return status.run_id
+
+
+def _read_records(task_dir: Path) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for name in KEPT_FILES:
+        try:
+            with open_under(task_dir, name, single_link=True) as opened:
+                found[name] = _read_capped(opened.fd)
+        except (NoSuchFile, UnsafePath):
+            continue
+    return found
+
+
+def _read_capped(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < MAX_KEPT_BYTES:
+        chunk = os.read(fd, min(1 << 20, MAX_KEPT_BYTES - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _json(raw: bytes | None) -> dict[str, object] | None:
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_entry(parent: int, run_id: str, records: dict[str, bytes]) -> None:
+    """Write the files into a temp folder, sync, rename it to ``run_id``, sync the parent."""
+    tmp = f"{TMP_PREFIX}{secrets.token_hex(6)}"
+    os.mkdir(tmp, 0o700, dir_fd=parent)
+    try:
+        with _opened(os.open(tmp, DIR_FLAGS, dir_fd=parent)) as folder:
+            for name, data in records.items():
+                _write_file(folder, name, data)
+            os.fsync(folder)
+        fault_point("history.staged")
+        os.rename(tmp, run_id, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        _remove_at(parent, tmp)
+        raise
+    os.fsync(parent)
+    fault_point("history.kept")
+
+
+def _write_file(folder: int, name: str, data: bytes) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with _opened(os.open(name, flags, 0o600, dir_fd=folder)) as fd:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+
+
+def _make_dirs(root: Path, parts: list[str]) -> int:
+    """A descriptor of ``root/parts...``, creating folders, following no symlink."""
+    fd = os.open(root, DIR_FLAGS)
+    for part in parts:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, 0o700, dir_fd=fd)
+        try:
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+@contextlib.contextmanager
+def _opened(fd: int) -> Iterator[int]:
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _exists(parent: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove_at(parent: int, name: str) -> None:
+    """Remove the entry ``name`` of an open folder (rmtree never follows symlinks)."""
+    try:
+        shutil.rmtree(name, dir_fd=parent)
+    except NotADirectoryError:
+        os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+
+
+# --- reading and pruning -------------------------------------------------------------
+
+
+def kept_runs(workspace: Workspace, task_id: str) -> list[TaskStatus]:
+    """The statuses of the kept earlier runs of ``task_id``, newest first."""
+    folder = task_history_dir(workspace, task_id)
+    found = []
+    for run_id in _entries(folder):
+        try:
+            with open_under(folder, f"{run_id}/{STATUS_FILE}", single_link=True) as opened:
+                raw = _read_capped(opened.fd)
+        except (NoSuchFile, UnsafePath):
+            continue
+        status = status_from_dict(_json(raw), task_id)
+        if status is not None and status.run_id == run_id:
+            found.append(status)
+    return sorted(found, key=lambda s: s.created_at, reverse=True)
+
+
+def _entries(folder: Path) -> list[str]:
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(
+                e.name
+                for e in entries
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            )
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def remove_history(workspace: Workspace, task_id: str) -> bool:
+    """Remove every kept run of ``task_id`` (with the task itself); True if any existed."""
+    folder = task_history_dir(workspace, task_id)
+    if not os.path.lexists(folder):
+        return False
+    with _opened(os.open(folder.parent, DIR_FLAGS)) as parent:
+        _remove_at(parent, folder.name)
+    return True
+
+
+def prune_history(
+    workspace: Workspace,
+    task_id: str,
+    keep: int | None,
+    cutoff: datetime | None,
+    *,
+    dry_run: bool = False,
+) -> list[str]:
+    """Remove kept runs beyond the newest ``keep`` or that finished before ``cutoff``
+    (either rule alone when the other is None); the run ids removed (or that would be).
+    Leftover temp folders of crashed copies go too."""
+    statuses = kept_runs(workspace, task_id)
+    doomed = [
+        s.run_id
+        for index, s in enumerate(statuses)
+        if (keep is not None and index >= keep) or (cutoff is not None and _ended(s) < cutoff)
+    ]
+    if dry_run:
+        return doomed
+    folder = task_history_dir(workspace, task_id)
+    try:
+        fd = os.open(folder, DIR_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return doomed
+    with _opened(fd):
+        for name in [*doomed, *_temp_names(folder)]:
+            _remove_at(fd, name)
+    return doomed
+
+
+def _temp_names(folder: Path) -> list[str]:
+    with os.scandir(folder) as entries:
+        return [e.name for e in entries if e.name.startswith(TMP_PREFIX)]
+
+
+def _ended(status: TaskStatus) -> datetime:
+    text = status.finished_at or status.created_at
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.fromtimestamp(0).astimezone()
+
+
+def history_task_ids(workspace: Workspace) -> list[str]:
+    """Every task id with kept runs (whether or not the task still exists)."""
+    root = history_root(workspace)
+    ids = []
+    for task_type in _entries(root):
+        for name in _entries(root / task_type):
+            if name.startswith(f"{task_type}#") and is_task_id(name):
+                ids.append(name)
+    return ids
