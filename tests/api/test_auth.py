@@ -49,10 +49,11 @@ def test_only_health_and_the_studio_files_are_open(tmp_path: Path) -> None:
     """Deny by default: a route nobody listed as protected still needs the token."""
     srv = start_server(tmp_path / "open")
     try:
-        for path in ("/health", "/", "/index.html", "/favicon.svg", "/js/main.js", "/css/studio.css"):
+        opened = ("/health", "/", "/index.html", "/favicon.svg", "/js/main.js", "/css/studio.css")
+        for path in (*opened, "/docs"):  # /docs: a static page; what it reads is closed
             assert httpx.get(srv.url + path).status_code == 200, path
         closed = [
-            "/jobs", "/openapi.json", "/docs", "/redoc", "/metrics", "/mcp", "/api/v1/sessions",
+            "/jobs", "/openapi.json", "/docs/", "/docs/x", "/redoc", "/metrics", "/mcp", "/api/v1/sessions",
             "/api/v1/packages", "/no-such-route", "/js/../openapi.json", "/health/../jobs",
         ]  # fmt: skip
         for path in closed:

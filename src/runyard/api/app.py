@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 
 from runyard.api.auth import BearerAuth
+from runyard.api.docs_page import mount_docs
 from runyard.api.envelope import job_response
 from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.mcp import mount_mcp
@@ -28,6 +29,7 @@ from runyard.api.routes_files import build_files_router
 from runyard.api.routes_gc import mount_gc
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.routes_preview import build_preview_router
+from runyard.api.routes_runs import build_runs_router
 from runyard.api.routes_sync import mount_sync
 from runyard.api.routes_tasks import build_tasks_router
 from runyard.api.services import Services
@@ -60,7 +62,14 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
             hub.detach()
             await run_in_threadpool(services.stop)
 
-    app = FastAPI(title="runyard", version=runyard_version(), lifespan=lifespan)
+    # /docs is ours (docs_page: Swagger UI shipped in the package); ReDoc would load a CDN
+    app = FastAPI(
+        title="runyard",
+        version=runyard_version(),
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.services = services
     services.repository.set_overlay(services.supervisor.unwritten_status)
     app.state.hub = hub
@@ -73,6 +82,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(build_files_router(services), prefix="/api/v1")
     app.include_router(build_preview_router(services), prefix="/api/v1")
+    app.include_router(build_runs_router(services), prefix="/api/v1")
     app.include_router(build_tasks_router(services), prefix="/api/v1")
     mount_sync(app, services)
     if services.agents is not None:
@@ -81,6 +91,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(build_agents_router(services), prefix="/api/v1")
     mount_gc(app, services)
     app.state.mcp = mount_mcp(app, services, hub, runyard_version())
+    mount_docs(app)
     mount_studio(app)
     _install_openapi(app, schemas)
     app.add_middleware(PathLimits)  # inside auth: a stranger gets a 401 first

@@ -22,9 +22,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-# Open without a token: the health probe and the Studio's own files (read-only). Everything
-# else needs one, so a route added later is protected without being listed anywhere.
-OPEN_PATHS = frozenset({"/health", "/", "/index.html", "/favicon.svg"})
+# Open without a token: the health probe and the Studio's own files (read-only), and the
+# /docs page (static HTML; the /openapi.json it reads needs the token). Everything else
+# needs one, so a route added later is protected without being listed anywhere.
+OPEN_PATHS = frozenset({"/health", "/", "/index.html", "/favicon.svg", "/docs"})
 OPEN_STUDIO_PREFIXES = ("/css/", "/js/")
 RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/", "/mcp")
 
