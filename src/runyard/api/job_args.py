@@ -6,7 +6,7 @@ ignore them. Additions of ours are optional fields only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,6 +26,18 @@ class NoArguments(Lenient):
     pass
 
 
+# AxonX's ``detail``: "full" is the whole status (the seed's answer, hence the default);
+# "summary" is list metadata and one progress line without the task's config or outputs.
+Detail = Literal["summary", "full"]
+DETAIL_DESCRIPTION = "'full' (default): the whole status; 'summary': no config, result or steps"
+
+
+class ListDefinitionsArgs(Lenient):
+    include_schemas: bool = Field(
+        True, description="False leaves out input_schema and output_schema (AxonX addition)"
+    )
+
+
 class ListStatusesArgs(Lenient):
     limit: int | None = Field(None, ge=1, le=10000, description="Page size (runyard addition)")
     cursor: str | None = Field(None, description="Opaque cursor from a previous page")
@@ -38,6 +50,7 @@ class ListStatusesArgs(Lenient):
         description="Only tasks whose id, name, state, error or config values contain this "
         "text (case-insensitive)",
     )
+    detail: Detail = Field("full", description=DETAIL_DESCRIPTION)
 
 
 class TaskArgs(Strict):
@@ -52,10 +65,21 @@ class WaitArgs(Strict):
     task_id: str = Field(min_length=1, description="Full Task ID")
     run_id: str = Field(min_length=1, description="The run id submit returned")
     poll_interval: float = Field(1.0, gt=0, description="Polling interval in seconds")
+    detail: Detail = Field("full", description=DETAIL_DESCRIPTION)
 
 
 class TaskIdArgs(Lenient):
     task_id: str = Field(description="Full Task ID")
+
+
+class StatusArgs(TaskIdArgs):
+    detail: Detail = Field("full", description=DETAIL_DESCRIPTION)
+
+
+class CancelArgs(TaskIdArgs):
+    run_id: str | None = Field(
+        None, min_length=1, description="Cancel only if this is still the task's current run"
+    )
 
 
 class StrictTaskIdArgs(Strict):
@@ -70,6 +94,9 @@ class ReadLogArgs(Lenient):
     task_id: str = Field(description="Full Task ID")
     offset: int = Field(-1, ge=-1, description="Start byte offset; -1 reads the tail")
     limit: int = Field(DEFAULT_LIMIT, ge=MIN_LIMIT, le=MAX_LIMIT, description="Max bytes")
+    run_id: str | None = Field(
+        None, min_length=1, description="Refuse to read unless this is the task's current run"
+    )
 
 
 class StreamArgs(Strict):

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runyard.agents.tokens import RunScope
 from runyard.api import job_args as a
+from runyard.api.detail import with_detail
 from runyard.api.idempotency import current_key
 from runyard.api.notify import ChangeHub
 from runyard.api.scopes import (
@@ -71,9 +72,12 @@ def current_status(services: Services, task_id: str, scope: RunScope | None = No
     return status
 
 
-async def _list_definitions(s: Services, args: Any, hub: ChangeHub, scope: Scope) -> JobResult:
+async def _list_definitions(
+    s: Services, args: a.ListDefinitionsArgs, hub: ChangeHub, scope: Scope
+) -> JobResult:
     """Broken plugins are named in ``metadata.plugin_errors``; they never hide the others."""
-    definitions = [d.model_dump(mode="json") for d in s.registry.definitions()]
+    leave_out = set() if args.include_schemas else {"input_schema", "output_schema"}
+    definitions = [d.model_dump(mode="json", exclude=leave_out) for d in s.registry.definitions()]
     metadata = {"plugin_errors": dict(s.registry.errors)} if s.registry.errors else {}
     return definitions, True, metadata
 
@@ -111,7 +115,7 @@ async def wait_until_finished(
 
 async def _wait(s: Services, args: a.WaitArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     status = await wait_until_finished(s, hub, args.task_id, args.run_id, args.poll_interval, scope)
-    return status.to_json(), status.state == "succeeded"
+    return with_detail(status.to_json(), args.detail), status.state == "succeeded"
 
 
 async def _list_ids(s: Services, args: Any, hub: ChangeHub, scope: Scope) -> JobResult:
@@ -132,15 +136,18 @@ async def _list_statuses(
     )
     metadata = {"next_cursor": next_cursor} if args.limit or args.cursor or args.text else {}
     items = [settle(s.workspace, i) if i.state == "running" else i for i in items]
-    return [item.to_json() for item in items], True, metadata
+    return [with_detail(item.to_json(), args.detail) for item in items], True, metadata
 
 
-async def _status(s: Services, args: a.TaskIdArgs, hub: ChangeHub, scope: Scope) -> JobResult:
-    return (await run_in_threadpool(current_status, s, args.task_id, scope)).to_json(), True
+async def _status(s: Services, args: a.StatusArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    status = await run_in_threadpool(current_status, s, args.task_id, scope)
+    return with_detail(status.to_json(), args.detail), True
 
 
 async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     status = await run_in_threadpool(current_status, s, args.task_id, scope)
+    if args.run_id is not None and status.run_id != args.run_id:
+        raise RunMismatch(args.task_id, args.run_id, status.run_id)
     chunk = await run_in_threadpool(read_log_window, status.log_path, args.offset, args.limit)
     return chunk.model_dump(mode="json"), True
 
@@ -169,11 +176,18 @@ async def _context(
     return await run_in_threadpool(scoped_context, s, context, scope), True
 
 
-async def _cancel(s: Services, args: a.TaskIdArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+async def _cancel(s: Services, args: a.CancelArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     parse_task_id(args.task_id)
     if not can_see(s, args.task_id, scope):
         return False, True  # what cancelling a task that does not exist answers
+    if args.run_id is not None and not await run_in_threadpool(_is_current, s, args):
+        return False, True  # that run is no longer the task's: nothing of it to cancel
     return await run_in_threadpool(s.supervisor.cancel, args.task_id), True
+
+
+def _is_current(s: Services, args: a.CancelArgs) -> bool:
+    status = s.repository.get(args.task_id)
+    return status is not None and status.run_id == args.run_id
 
 
 async def _delete(s: Services, args: a.DeleteArgs, hub: ChangeHub, scope: Scope) -> JobResult:
@@ -187,7 +201,7 @@ JOBS: dict[str, Job] = {
         Job(
             "list_installed_task_definitions",
             "Enumerate the built-in and plugin Tasks installed in this environment.",
-            a.NoArguments,
+            a.ListDefinitionsArgs,
             list[TaskDefinition],
             _list_definitions,
         ),
@@ -226,7 +240,7 @@ JOBS: dict[str, Job] = {
             list[TaskStatus],
             _list_statuses,
         ),
-        Job("status", "Read a task's current TaskStatus.", a.TaskIdArgs, TaskStatus, _status),
+        Job("status", "Read a task's current TaskStatus.", a.StatusArgs, TaskStatus, _status),
         Job(
             "read_task_log",
             "Read a bounded byte window of a task's log.",
@@ -258,7 +272,7 @@ JOBS: dict[str, Job] = {
         Job(
             "cancel",
             "Cancel an active worker managed by this service.",
-            a.TaskIdArgs,
+            a.CancelArgs,
             bool,
             _cancel,
         ),

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.agents.tokens import RunScope
+from runyard.api.compat_jobs import all_jobs
 from runyard.api.envelope import (
     JobResponse,
     envelope_model,
@@ -54,7 +55,7 @@ def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, di
         ]
         return job_response({"items": items, "total": len(items)}, True)
 
-    for job in JOBS.values():
+    for job in all_jobs().values():  # GET /jobs lists the seed's; help lists them all
         model = envelope_model(job.name, job.args)
         schemas.update(_component_schemas(model))
         _add_job_routes(router, services, hub, job, model)

@@ -21,7 +21,8 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 
 from runyard.agents.tokens import RunScope
-from runyard.api.envelope import error_answer, job_response
+from runyard.api.envelope import error_answer
+from runyard.api.event_data import log_data, progress_data, result_data
 from runyard.api.jobs import current_status
 from runyard.api.notify import ChangeHub
 from runyard.api.scopes import scrub
@@ -86,7 +87,7 @@ class StreamCursor:
 async def single_result(
     answer: Any, success: bool, metadata: dict[str, Any] | None = None
 ) -> AsyncIterator[bytes]:
-    yield format_event("result", job_response(answer, success, metadata), 0)
+    yield format_event("result", result_data(answer, success, metadata), 0)
 
 
 async def stream_task_events(
@@ -105,14 +106,14 @@ async def stream_task_events(
         status = await run_in_threadpool(current_status, services, task_id, scope)
     except Exception as exc:
         answer = scrub(services, error_answer(exc), scope)
-        yield format_event("result", job_response(answer, False), cursor.event_id)
+        yield format_event("result", result_data(answer, False), cursor.event_id)
         return
     pinned = status.run_id
     if cursor.run_tag not in (0, run_tag(pinned)):
         message = (
             f"KeyError: the run this stream followed is no longer the current run of {task_id}"
         )
-        yield format_event("result", job_response(message, False), cursor.event_id)
+        yield format_event("result", result_data(message, False), cursor.event_id)
         return
     cursor.run_tag = run_tag(pinned)
     heartbeat = services.settings.sse_heartbeat_seconds
@@ -133,10 +134,10 @@ async def stream_task_events(
             if latest is None or latest.run_id != pinned:
                 gone = "deleted" if latest is None else f"replaced by run {latest.run_id}"
                 message = f"KeyError: run {pinned} of {task_id} was {gone} before it ended"
-                yield format_event("result", job_response(message, False), cursor.event_id)
+                yield format_event("result", result_data(message, False), cursor.event_id)
                 return
             status = latest
-    final = job_response(scrub(services, status.to_json(), scope), status.exit_code == 0)
+    final = result_data(scrub(services, status.to_json(), scope), status.exit_code == 0)
     yield format_event("result", final, cursor.event_id)
 
 
@@ -157,14 +158,14 @@ def _drain(events_path: Any, status: TaskStatus, cursor: StreamCursor) -> list[b
         ends = events[index + 1][0] if index + 1 < len(events) else next_offset
         cursor.events_offset = ends
         if event.get("kind") == "progress":
-            out.append(format_event("progress", event, cursor.event_id))
+            out.append(format_event("progress", progress_data(event), cursor.event_id))
     cursor.events_offset = next_offset
     while status.log_path:
         chunk = read_log_window(status.log_path, cursor.log_offset, MAX_LIMIT)
         if chunk.reset or chunk.next_offset <= cursor.log_offset:
             break
         cursor.log_offset = chunk.next_offset
-        data = {**chunk.model_dump(mode="json"), "kind": "log"}
+        data = log_data(chunk.model_dump(mode="json"))
         out.append(format_event("log", data, cursor.event_id))
         if not chunk.has_more_after:
             break
