@@ -64,6 +64,13 @@ def test_the_nearest_workspace_wins(tmp_path: Path) -> None:
     assert find_server(tmp_path / "inner", NO_ENV).token == "inner"
 
 
+def test_another_tools_server_json_is_not_a_workspace(tmp_path: Path) -> None:
+    record(tmp_path / "project" / ".runyard", "http://127.0.0.1:10", "t10")
+    (tmp_path / "project" / "web").mkdir()
+    (tmp_path / "project" / "web" / "server.json").write_text('{"port": 3000}')
+    assert find_server(tmp_path / "project" / "web", NO_ENV).token == "t10"
+
+
 def test_the_config_names_the_workspace(tmp_path: Path) -> None:
     elsewhere = tmp_path / "data" / "ws"
     record(elsewhere, "http://127.0.0.1:7", "recorded")

@@ -24,7 +24,7 @@ from runyard.client.sync import (
     request_timeout,
     resolve,
 )
-from runyard.errors import ServerUnreachable, WaitTimeout
+from runyard.errors import ServerUnreachable
 from runyard.wire import (
     TaskContext,
     TaskDefinition,
@@ -92,7 +92,7 @@ class AsyncClient:
                 return call.parse(reply)
             except httpx.TimeoutException as exc:
                 if call.timeout is not None:
-                    raise WaitTimeout(str(call.arguments.get("task_id")), call.timeout) from exc
+                    raise call.timed_out() from exc
                 raise ServerUnreachable(self.url, "no answer in time") from exc
             except httpx.TransportError as exc:
                 if attempt + 1 >= call.attempts():

@@ -22,6 +22,7 @@ from runyard.errors import (
     PayloadTooLarge,
     RequestInvalid,
     Unauthorized,
+    WaitTimeout,
 )
 from runyard.wire import (
     TaskContext,
@@ -59,6 +60,10 @@ class JobCall(Generic[T]):
     def attempts(self) -> int:
         """Only a call with an Idempotency-Key is safe to send again after a lost answer."""
         return KEYED_ATTEMPTS if self.key else 1
+
+    def timed_out(self) -> WaitTimeout:
+        """The error of this call ended by its own ``timeout`` (the task goes on)."""
+        return WaitTimeout(f"Task {self.arguments.get('task_id')}", self.timeout or 0.0)
 
     def body(self, target: str | None) -> dict[str, Any]:
         body: dict[str, Any] = {"arguments": self.arguments}

@@ -72,7 +72,7 @@ def find_workspace(folder: Path) -> Path | None:
     """The nearest workspace at or above ``folder``: a folder holding ``server.json``, or
     the ``.runyard`` folder of the nearest folder that has one."""
     for candidate in (folder, *folder.parents):
-        if (candidate / SERVER_FILE).is_file():
+        if _load(candidate / SERVER_FILE) is not None:  # another tool's server.json is not
             return candidate
         if (candidate / WORKSPACE_FOLDER).is_dir():
             return candidate / WORKSPACE_FOLDER
@@ -84,14 +84,8 @@ def read_record(workspace: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     ``token`` is ``None`` when the server runs without auth.
     """
-    path = Path(os.path.abspath(workspace)) / SERVER_FILE
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict):
-        return None
-    if not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
+    info = _load(Path(os.path.abspath(workspace)) / SERVER_FILE)
+    if info is None:
         return None
     if not isinstance(info.get("token"), str):
         info["token"] = None
@@ -101,6 +95,19 @@ def read_record(workspace: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None  # a record its server left behind when it died
     except PermissionError:
         pass  # alive, owned by another user
+    return info
+
+
+def _load(path: Path) -> dict[str, Any] | None:
+    """A well-formed server record (``url`` and ``pid``) at ``path``, alive or not."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    if not isinstance(info.get("pid"), int) or not isinstance(info.get("url"), str):
+        return None
     return info
 
 

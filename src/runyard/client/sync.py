@@ -16,7 +16,7 @@ from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
-from runyard.errors import ServerNotFound, ServerUnreachable, WaitTimeout
+from runyard.errors import ServerNotFound, ServerUnreachable
 from runyard.wire import (
     TaskContext,
     TaskDefinition,
@@ -148,7 +148,7 @@ class Client:
                 return call.parse(reply)
             except httpx.TimeoutException as exc:
                 if call.timeout is not None:
-                    raise WaitTimeout(str(call.arguments.get("task_id")), call.timeout) from exc
+                    raise call.timed_out() from exc
                 raise ServerUnreachable(self.url, "no answer in time") from exc
             except httpx.TransportError as exc:
                 if attempt + 1 >= call.attempts():
