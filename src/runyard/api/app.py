@@ -29,6 +29,7 @@ from runyard.api.routes_files import build_files_router
 from runyard.api.routes_gc import mount_gc
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.routes_preview import build_preview_router
+from runyard.api.routes_runs import build_runs_router
 from runyard.api.routes_sync import mount_sync
 from runyard.api.routes_tasks import build_tasks_router
 from runyard.api.services import Services
@@ -81,6 +82,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(build_files_router(services), prefix="/api/v1")
     app.include_router(build_preview_router(services), prefix="/api/v1")
+    app.include_router(build_runs_router(services), prefix="/api/v1")
     app.include_router(build_tasks_router(services), prefix="/api/v1")
     mount_sync(app, services)
     if services.agents is not None:

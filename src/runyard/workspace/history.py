@@ -27,6 +27,7 @@ import shutil
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
 from runyard.runtime.faults import fault_point
@@ -264,3 +265,28 @@ def history_task_ids(workspace: Workspace) -> list[str]:
             if name.startswith(f"{task_type}#") and is_task_id(name):
                 ids.append(name)
     return ids
+
+
+# --- the runs of a task, as the API and the CLI show them ----------------------------
+
+RUN_FIELDS = ("run_id", "state", "created_at", "started_at", "finished_at", "exit_code", "error")
+
+
+def runs_answer(task_id: str, current: TaskStatus | None, kept: list[TaskStatus]) -> dict[str, Any]:
+    """``{"task_id", "runs": [...]}``: the current run first, then kept runs newest first.
+
+    Each run: ``run_id, state, created_at, started_at, finished_at, exit_code, error,
+    current``. A kept run with the current run's id (a copy left by a crash) is not
+    repeated.
+    """
+    runs = []
+    if current is not None:
+        runs.append(_run_entry(current, True))
+    seen = {current.run_id} if current is not None else set()
+    runs += [_run_entry(status, False) for status in kept if status.run_id not in seen]
+    return {"task_id": task_id, "runs": runs}
+
+
+def _run_entry(status: TaskStatus, current: bool) -> dict[str, Any]:
+    data = status.model_dump(mode="json", include=set(RUN_FIELDS))
+    return {**{name: data.get(name) for name in RUN_FIELDS}, "current": current}
