@@ -51,6 +51,7 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     bad = runyard(tmp_path, "run", "demo", "x=1", "y=2", "--name", "no/slash")
     assert bad.returncode != 0 and "task_name" in bad.stderr
     assert "Traceback" not in unknown.stderr + extra.stderr + bad.stderr
+    (tmp_path / ".runyard").mkdir(exist_ok=True)  # refused runs made none; ask one that exists
     status = runyard(tmp_path, "status", "base#demo#absent")
     assert status.returncode != 0 and "absent" in status.stderr
 

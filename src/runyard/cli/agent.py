@@ -14,13 +14,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
-from rich.table import Table
 
-from runyard.cli.backend import locate_server
 from runyard.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -34,8 +31,14 @@ from runyard.cli.common import (
 )
 from runyard.cli.render import state_text
 
+if TYPE_CHECKING:  # httpx is imported by the calls, not at the CLI's start
+    import httpx
+
 app = typer.Typer(
-    name="agent", help="Agent runs: sessions, uploads, mount grants, runs.", no_args_is_help=True
+    name="agent",
+    help="Agent runs: sessions, uploads, mount grants, runs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 SessionOpt = Annotated[str, typer.Option("--session", "-s", help="Session id")]
 RunArg = Annotated[str, typer.Argument(help="Run id")]
@@ -50,9 +53,13 @@ class AgentApi:
         self.headers = {"authorization": f"Bearer {token}"} if token else {}
 
     def _client(self, timeout: httpx.Timeout | float | None = 60) -> httpx.Client:
+        import httpx
+
         return httpx.Client(base_url=self.base, headers=self.headers, timeout=timeout)
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
         timeout = kwargs.pop("timeout", 60)
         if method != "GET" and not {"json", "files", "content", "data"} & set(kwargs):
             # the server takes state changes as JSON only, bodyless ones included
@@ -115,6 +122,8 @@ class AgentApi:
                     fh.write(chunk)
 
     def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        import httpx
+
         timeout = httpx.Timeout(60, read=None)
         with self._client(timeout) as http, http.stream("GET", path) as reply:
             self.checked(reply)
@@ -132,6 +141,8 @@ class AgentApi:
 def _api(
     url: str | None, token: str | None, workspace_dir: Path | None, config: Path | None
 ) -> AgentApi:
+    from runyard.cli.backend import locate_server
+
     settings = load_settings(workspace_dir, None, config)
     located = locate_server(settings, url, token)
     if located is None:
@@ -147,6 +158,8 @@ def _show(data: Any, as_json: bool, render: Any = None) -> None:
 
 
 def _table(columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.table import Table
+
     table = Table(*columns)
     for row in rows:
         table.add_row(*[str(cell) if cell is not None else "" for cell in row])

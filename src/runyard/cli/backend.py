@@ -8,22 +8,23 @@ on the files.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from runyard.api.address import read_server_file
-from runyard.client import Client
-from runyard.config import Settings
+from runyard.cli.locate import require_workspace
 from runyard.errors import TaskNotFound
-from runyard.repository import TaskRepository
-from runyard.repository.models import TaskContext, TaskGraph
-from runyard.runtime.liveness import settle
-from runyard.runtime.supervisor import Supervisor
-from runyard.tasks.base import TaskDefinition
-from runyard.tasks.registry import TaskRegistry
-from runyard.workspace.identity import parse_task_id
-from runyard.workspace.layout import Workspace
-from runyard.workspace.logs import TaskLogChunk, read_log_window
-from runyard.workspace.records import TaskStatus
+
+# the files backend needs the repository and runtime, the server backend only the client:
+# each is imported where it is used, so a command pays only for the one it talks to
+if TYPE_CHECKING:
+    from runyard.client import Client
+    from runyard.config import Settings
+    from runyard.repository import TaskRepository
+    from runyard.repository.models import TaskContext, TaskGraph
+    from runyard.runtime.supervisor import Supervisor
+    from runyard.tasks.base import TaskDefinition
+    from runyard.workspace.layout import Workspace
+    from runyard.workspace.logs import TaskLogChunk
+    from runyard.workspace.records import TaskStatus
 
 
 class Backend(Protocol):
@@ -77,12 +78,24 @@ class LocalBackend:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
+        self._workspace: Workspace | None = None
         self._repository: TaskRepository | None = None
+
+    @property
+    def workspace(self) -> Workspace:
+        """The workspace, which must exist (``WorkspaceNotFound`` says how to make one)."""
+        if self._workspace is None:
+            from runyard.workspace.layout import Workspace
+
+            require_workspace(self.settings)
+            self._workspace = Workspace.open(self.settings.workspace_dir, self.settings.log_dir)
+        return self._workspace
 
     @property
     def repository(self) -> TaskRepository:
         if self._repository is None:
+            from runyard.repository import TaskRepository
+
             self._repository = TaskRepository(self.workspace)
             self._repository.start(watch=False)
         return self._repository
@@ -90,12 +103,16 @@ class LocalBackend:
     def statuses(
         self, limit: int | None, state: str | None, task_type: str | None, text: str | None
     ) -> list[TaskStatus]:
+        from runyard.runtime.liveness import settle
+
         items, _ = self.repository.list_statuses(
             limit=limit, state=state, task_type=task_type, text=text
         )
         return [settle(self.workspace, s) if s.state == "running" else s for s in items]
 
     def status(self, task_id: str) -> TaskStatus:
+        from runyard.runtime.liveness import settle
+
         parse_task_id(task_id)
         status = self.workspace.read_status(task_id)
         if status is None:
@@ -103,6 +120,8 @@ class LocalBackend:
         return settle(self.workspace, status) if status.state == "running" else status
 
     def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
+        from runyard.workspace.logs import read_log_window
+
         return read_log_window(self.status(task_id).log_path, offset, limit)
 
     def graph(self, task_id: str) -> TaskGraph:
@@ -114,6 +133,9 @@ class LocalBackend:
         return self.repository.context(task_id)
 
     def supervisor(self) -> Supervisor:
+        from runyard.runtime.supervisor import Supervisor
+        from runyard.tasks.registry import TaskRegistry
+
         return Supervisor(self.settings, self.workspace, TaskRegistry.load())
 
     def cancel(self, task_id: str) -> bool:
@@ -124,7 +146,16 @@ class LocalBackend:
         return self.supervisor().delete(task_ids)
 
     def definitions(self) -> list[TaskDefinition]:
+        from runyard.tasks.registry import TaskRegistry
+
         return TaskRegistry.load().definitions()
+
+
+def parse_task_id(task_id: str) -> None:
+    """Refuse a malformed task id (``InvalidTaskId``) before any file is looked at."""
+    from runyard.workspace.identity import parse_task_id as parse
+
+    parse(task_id)
 
 
 def locate_server(
@@ -136,6 +167,8 @@ def locate_server(
     workspace's server recorded — the last only for that server's own address, so a token
     never travels to another server given with ``--url``.
     """
+    from runyard.api.address import read_server_file
+
     info = read_server_file(settings)
     address = url or (info["url"] if info else None)
     if address is None:
@@ -147,6 +180,8 @@ def locate_server(
 
 
 def connect(settings: Settings, url: str | None, token: str | None) -> Client | None:
+    from runyard.client import Client
+
     located = locate_server(settings, url, token)
     return Client(*located) if located else None
 

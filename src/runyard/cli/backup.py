@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import DownloadColumn, Progress, SpinnerColumn, TextColumn
 
 from runyard.cli.common import ConfigOpt, LogDirOpt, WorkspaceOpt, console, fail, load_settings
 from runyard.errors import RunyardError
 
-app = typer.Typer(help="Back up and restore a workspace and its logs.", no_args_is_help=True)
+app = typer.Typer(
+    help="Back up and restore a workspace and its logs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 
 FileArg = Annotated[Path, typer.Argument(help="The archive (.tar, or gzip with .tar.gz/.tgz)")]
 NewWorkspaceOpt = Annotated[
@@ -24,6 +27,8 @@ NewLogDirOpt = Annotated[Path, typer.Option("--log-dir", help="Empty or new fold
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[str, int], None]]:
+    from rich.progress import DownloadColumn, Progress, SpinnerColumn, TextColumn
+
     columns = (
         SpinnerColumn(),
         TextColumn(label),

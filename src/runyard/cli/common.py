@@ -5,16 +5,46 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
-from runyard.config import Settings
 from runyard.errors import RunyardError
 
-console = Console()
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from runyard.config import Settings
+
+
+class _LazyConsole:
+    """A rich ``Console`` made on first use: importing rich costs more than most commands'
+    own work, and ``--help`` or a JSON answer never needs it."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def get(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.get(), name)
+
+    # special methods are looked up on the type, not through __getattr__ (``Live`` enters it)
+    def __enter__(self) -> Console:
+        return self.get().__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.get().__exit__(*exc_info)
+
+
+console: Console = _LazyConsole()  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True)  # type: ignore[assignment]
 
 WorkspaceOpt = Annotated[
     Path | None,
@@ -43,9 +73,13 @@ TokenOpt = Annotated[
 def load_settings(
     workspace_dir: Path | None, log_dir: Path | None, config: Path | None, **cli: Any
 ) -> Settings:
+    """The settings of this command. With no workspace named by an option, the environment
+    or a config file, it is found by walking up from here (see ``runyard.cli.locate``)."""
+    from runyard.cli.locate import settings_found_upwards
+
     try:
-        return Settings.load(
-            cli={"workspace_dir": workspace_dir, "log_dir": log_dir, **cli}, config_file=config
+        return settings_found_upwards(
+            {"workspace_dir": workspace_dir, "log_dir": log_dir, **cli}, config
         )
     except RunyardError as exc:
         fail(str(exc))

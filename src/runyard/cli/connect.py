@@ -11,9 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from runyard.cli.backend import connect, open_backend
 from runyard.cli.common import (
     ConfigOpt,
     LogDirOpt,
@@ -24,9 +23,11 @@ from runyard.cli.common import (
     load_settings,
 )
 from runyard.cli.errors import plain
-from runyard.client import Client
-from runyard.config import Settings
 from runyard.errors import RunyardError
+
+if TYPE_CHECKING:
+    from runyard.client import Client
+    from runyard.config import Settings
 
 KW = inspect.Parameter.KEYWORD_ONLY
 COMMON = [
@@ -38,7 +39,15 @@ COMMON = [
 ]
 
 
+def _open_backend(settings: Settings, url: str | None, token: str | None) -> Any:
+    from runyard.cli.backend import open_backend
+
+    return open_backend(settings, url, token)
+
+
 def _require_client(settings: Settings, url: str | None, token: str | None) -> Client:
+    from runyard.cli.backend import connect
+
     client = connect(settings, url, token)
     if client is None:
         fail("no server found for this workspace: start one with `runyard serve` or pass --url")
@@ -46,8 +55,10 @@ def _require_client(settings: Settings, url: str | None, token: str | None) -> C
 
 
 def _with_common(fn: Callable[..., Any], make: Callable[..., Any]) -> Callable[..., Any]:
-    signature = inspect.signature(fn, eval_str=True)
-    own = list(signature.parameters.values())[1:]  # the first one receives what ``make`` made
+    signature = inspect.signature(fn)
+    # the first parameter receives what ``make`` made; its annotation (a client or backend
+    # class) is never evaluated, so the command's module need not import it at start
+    own = [_evaluated(param, fn) for param in list(signature.parameters.values())[1:]]
 
     @functools.wraps(fn)
     def command(**kwargs: Any) -> Any:
@@ -59,12 +70,23 @@ def _with_common(fn: Callable[..., Any], make: Callable[..., Any]) -> Callable[.
         except (RunyardError, KeyError) as exc:
             fail(*plain(exc))
 
-    command.__signature__ = signature.replace(parameters=own + COMMON)  # type: ignore[attr-defined]
+    params = own + COMMON
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params, return_annotation=inspect.Signature.empty
+    )
+    command.__annotations__ = {param.name: param.annotation for param in params}
     return command
 
 
+def _evaluated(param: inspect.Parameter, fn: Callable[..., Any]) -> inspect.Parameter:
+    """``param`` with its (string) annotation evaluated in ``fn``'s module."""
+    if not isinstance(param.annotation, str):
+        return param
+    return param.replace(annotation=eval(param.annotation, fn.__globals__))  # noqa: S307
+
+
 def with_backend(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _with_common(fn, open_backend)
+    return _with_common(fn, _open_backend)
 
 
 def with_client(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -14,18 +14,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
 import typer
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from runyard.cli.backend import LocalBackend, RemoteBackend
 from runyard.cli.common import JsonOpt, console, fail, print_json
 from runyard.cli.connect import with_backend
-from runyard.workspace.records import TaskStatus
 
-app = typer.Typer(help="Run the examples that ship with runyard.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from runyard.cli.backend import LocalBackend, RemoteBackend
+    from runyard.workspace.records import TaskStatus
+
+app = typer.Typer(
+    help="Run the examples that ship with runyard.", no_args_is_help=True, rich_markup_mode=None
+)
 
 ETL, TRAIN, BACKTEST, REPORT = (
     "research_etl", "research_train", "research_backtest", "research_report",
@@ -129,6 +134,8 @@ def _local_submit(backend: LocalBackend) -> Submit:
 
 
 def _where(backend: RemoteBackend | LocalBackend) -> tuple[Submit, str, bool]:
+    from runyard.cli.backend import RemoteBackend
+
     if isinstance(backend, RemoteBackend):
         return _remote_submit(backend), backend.client.url, True
     settings = backend.settings
@@ -153,6 +160,8 @@ def research(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the research pipeline (etl, train, backtest, analysis); print the report's link."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
     _require_tasks(backend)
     submit, base_url, served = _where(backend)
     percent = TextColumn("{task.percentage:>5.1f}%")

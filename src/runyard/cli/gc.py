@@ -6,12 +6,10 @@ deletes), else on the files directly.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
 
-from runyard.cli.backend import LocalBackend, locate_server
 from runyard.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -24,7 +22,9 @@ from runyard.cli.common import (
     load_settings,
     print_json,
 )
-from runyard.config import Settings
+
+if TYPE_CHECKING:
+    from runyard.config import Settings
 
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="List what would be removed; remove nothing")
@@ -59,6 +59,10 @@ def gc(
 def _remote(
     settings: Settings, url: str | None, token: str | None, dry_run: bool, upstreams: bool
 ) -> dict[str, Any] | None:
+    import httpx
+
+    from runyard.cli.backend import locate_server
+
     located = locate_server(settings, url, token)
     if located is None:
         return None
@@ -79,6 +83,7 @@ def _remote(
 
 
 def _local(settings: Settings, dry_run: bool, upstreams: bool) -> dict[str, Any]:
+    from runyard.cli.backend import LocalBackend
     from runyard.retention import collect
     from runyard.retention.local import local_context
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from runyard.cli.common import ConfigOpt, LogDirOpt, TokenOpt, UrlOpt, WorkspaceOpt, load_settings
 
 
@@ -15,6 +13,8 @@ def mcp(
     config: ConfigOpt = None,
 ) -> None:
     """Serve MCP on stdio: relayed to the workspace's running server, else from the files."""
+    import asyncio
+
     from runyard.api.app import runyard_version
     from runyard.api.mcp.stdio import relay, serve_files
     from runyard.cli.backend import locate_server

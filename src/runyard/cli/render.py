@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from rich.table import Table
-from rich.tree import Tree
+# rich and the record models are imported where a view is built, not at the CLI's start
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.tree import Tree
 
-from runyard.repository.models import TaskGraph
-from runyard.workspace.records import TaskStatus
+    from runyard.repository.models import TaskGraph
+    from runyard.workspace.records import TaskStatus
 
 STATE_STYLES = {
     "queued": "yellow",
@@ -39,6 +42,8 @@ def _parse(value: str) -> datetime:
 
 
 def status_table(statuses: list[TaskStatus]) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     widest = max((len(s.task_id) for s in statuses), default=7)
     table.add_column("TASK ID", no_wrap=True, min_width=widest)
@@ -52,6 +57,8 @@ def status_table(statuses: list[TaskStatus]) -> Table:
 
 
 def status_summary(status: TaskStatus) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, show_header=False)
     table.add_column(style="bold")
     table.add_column()
@@ -72,6 +79,8 @@ def status_summary(status: TaskStatus) -> Table:
 
 def graph_tree(graph: TaskGraph) -> Tree:
     """The lineage as a tree from each parentless node down (shared children repeat)."""
+    from rich.tree import Tree
+
     nodes = {node.task_id: node for node in graph.nodes}
     children: dict[str, list[str]] = {node_id: [] for node_id in nodes}
     for edge in graph.edges:

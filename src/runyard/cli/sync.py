@@ -21,12 +21,14 @@ from runyard.cli.common import (
     load_settings,
     print_json,
 )
-from runyard.config import Settings
 
 if TYPE_CHECKING:
+    from runyard.config import Settings
     from runyard.sync.sender import Receiver
 
-app = typer.Typer(help="Sync finished tasks between runyard servers.", no_args_is_help=True)
+app = typer.Typer(
+    help="Sync finished tasks between runyard servers.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def _receiver(

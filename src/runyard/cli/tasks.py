@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from runyard.cli.backend import Backend
 from runyard.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -28,11 +27,15 @@ from runyard.cli.interrupt import bounded_wait, cancel_foreground
 from runyard.cli.logtail import last_lines
 from runyard.cli.paging import DEFAULT_LIMIT, cut
 from runyard.cli.render import graph_tree, status_summary, status_table
-from runyard.client import Client
-from runyard.config import Settings
 from runyard.errors import RunyardError
-from runyard.tasks.registry import TaskRegistry
-from runyard.workspace.records import TaskStatus
+
+# what a command talks to is imported when it runs: the CLI starts without the client,
+# the runtime or the record models (tests/cli/test_start_imports.py holds this)
+if TYPE_CHECKING:
+    from runyard.cli.backend import Backend
+    from runyard.client import Client
+    from runyard.config import Settings
+    from runyard.workspace.records import TaskStatus
 
 Fields = Annotated[list[str] | None, typer.Argument(help="Task inputs as key=value (JSON values)")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Fixed task name (1-32 [A-Za-z0-9-])")]
@@ -87,6 +90,7 @@ def run(
     """
     from runyard.runtime.launch import run_task
     from runyard.runtime.liveness import wait_for_run
+    from runyard.tasks.registry import TaskRegistry
     from runyard.workspace.layout import Workspace
 
     settings = _settings(workspace_dir, log_dir, config)

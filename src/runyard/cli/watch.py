@@ -2,26 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Group
-from rich.live import Live
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
-from rich.text import Text
 
 from runyard.cli.common import JsonOpt, console, fail, print_json
 from runyard.cli.connect import with_client
 from runyard.cli.errors import EXIT_FAILED, job_failure
 from runyard.cli.interrupt import looking_at
 from runyard.cli.render import status_summary
-from runyard.client import Client, LogEvent, ProgressEvent, ResultEvent
+
+if TYPE_CHECKING:  # imported when the command runs, not at the CLI's start
+    from rich.console import Group
+    from rich.progress import TaskID
+
+    from runyard.client import Client, LogEvent, ProgressEvent, ResultEvent
 
 TAIL_LINES = 15
 
 
 class _View:
     def __init__(self) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn
+
         self.progress = Progress(
             TextColumn("{task.description:<20}"),
             BarColumn(),
@@ -39,6 +42,9 @@ class _View:
         self.tail = (self.tail + event.chunk.content.splitlines())[-TAIL_LINES:]
 
     def render(self) -> Group:
+        from rich.console import Group
+        from rich.text import Text
+
         return Group(self.progress, Text("\n".join(self.tail), style="dim"))
 
 
@@ -71,6 +77,10 @@ def watch(
 
 
 def _follow(client: Client, task_id: str, as_json: bool) -> ResultEvent | None:
+    from rich.live import Live
+
+    from runyard.client import LogEvent, ProgressEvent
+
     view = _View()
     result: ResultEvent | None = None
     with Live(view.render(), console=console, refresh_per_second=10, transient=as_json) as live:

@@ -16,8 +16,8 @@ from runyard.workspace.layout import Workspace
 
 
 class FileBackend(Protocol):
-    workspace: Workspace
-
+    @property
+    def workspace(self) -> Workspace: ...
     @property
     def repository(self) -> TaskRepository: ...
     def supervisor(self) -> Supervisor: ...
