@@ -115,8 +115,6 @@ def check_refusals(client: httpx.Client) -> None:
     by_name = client.get("/api/v1/tasks", params={"sort": "task_id", "limit": 1}).json()
     # a cursor made for one sort is refused by another, never misread as a position in it
     for sort in ("created_at", "duration"):
-        reply = client.get(
-            "/api/v1/tasks", params={"sort": sort, "cursor": by_name["next_cursor"]}
-        )
+        reply = client.get("/api/v1/tasks", params={"sort": sort, "cursor": by_name["next_cursor"]})
         assert reply.status_code == 400 and "start again" in reply.json()["error"]["message"]
     assert httpx.get(f"{client.base_url}/api/v1/tasks").status_code == 401

@@ -10,6 +10,7 @@ import { confirmAction, lineageHref, navigate, routeHref, setTitle, taskHref, to
 import { fileTable } from "./files.js";
 import { lineageGraph } from "./lineage.js";
 import { LogView } from "./logview.js";
+import { runsTable } from "./runs.js";
 import { isActive } from "./tasks.js";
 
 const POLL_MS = 2000;
@@ -73,6 +74,7 @@ class TaskDetail {
     this.artifactsSlot = h("div", { id: "task-artifacts" });
     this.resultSlot = h("div");
     this.lineageSlot = h("div", { id: "task-lineage" }, spinner("Loading lineage…"));
+    this.runsSlot = h("div", { id: "task-runs" }, spinner("Loading runs…"));
     this.log = new LogView(this.taskId);
     replace(this.main,
       h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
@@ -91,10 +93,12 @@ class TaskDetail {
       h("div", { class: "grid-2" },
         section("Configuration", configTable(status.config || {})),
         section("Result", this.resultSlot)),
+      section("Runs", this.runsSlot),
       section("Lineage", this.lineageSlot));
     this.render();
     this.renderOutputs();
     this.loadLineage();
+    this.loadRuns();
     this.ticker = setInterval(() => this.tickDuration(), 1000);
     this.log.loadTail().catch((error) => replace(this.log.el, errorBox(error.message, "Could not read the log.")))
       .then(() => {
@@ -298,6 +302,18 @@ class TaskDetail {
     }
   }
 
+  async loadRuns() {
+    try {
+      const answer = await agent(`/tasks/${encodeURIComponent(this.taskId)}/runs`);
+      if (this.alive) replace(this.runsSlot, runsTable(answer.runs || []));
+    } catch (error) {
+      if (!this.alive) return;
+      replace(this.runsSlot, error.status === 404 && !error.code
+        ? h("p", { class: "muted" }, "This server keeps no run history.")
+        : errorBox(error.message, "Could not load the runs."));
+    }
+  }
+
   async loadLineage() {
     try {
       const graph = await jobAnswer("get_task_graph", { task_id: this.taskId });
@@ -325,7 +341,10 @@ class TaskDetail {
     this.status = status;
     for (const step of status.steps || []) this.mergeStep(step);
     this.render();
-    if (stateChanged) this.loadLineage();
+    if (stateChanged) {
+      this.loadLineage();
+      this.loadRuns();
+    }
     if (wasActive && !isActive(status.state)) {
       clearInterval(this.poller);
       this.renderOutputs();
