@@ -1,14 +1,17 @@
 """The task list on its own server: server-side sort and total, the definition filter, bulk
 cancel and delete with a confirm step, relative times with the zone on hover, a phone-sized
-window, and a failed task's files and error on its page."""
+window, a failed task's files and error on its page; and an agent's answer rendered as
+sanitised Markdown."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 from studio_support import finish, screenshot, sign_in_by_link, submit, task_hash
@@ -20,6 +23,7 @@ from serverproc import ServerProcess, start_server
 pytestmark = pytest.mark.browser
 
 ROWS = "#tasks-table tbody tr.row-link"
+FINAL = ("succeeded", "failed", "cancelled")
 SEEDED = 6  # etl#sorted#s-0..5: durations 6, 5, 4, 3, 2, 1 minutes (oldest runs longest)
 
 
@@ -179,3 +183,42 @@ def test_failed_task_shows_its_files_and_error(own: ServerProcess, page: Any) ->
     expect(result.locator(".error-text")).not_to_be_empty()
     assert "No result yet." not in page.locator("main").inner_text()
     screenshot(page, "task-failed")
+
+
+HOSTILE_PROMPT = (
+    "sums <img src=x onerror=alert(1)> <script>alert(2)</script> "
+    "[click](javascript:alert(3)) **bold** `code`"
+)
+
+
+def test_agent_answer_is_markdown_rendered_inert(own: ServerProcess, page: Any) -> None:
+    """The reference agent's answer repeats the prompt in its heading: the prompt's HTML and
+    javascript: link stay inert text, its Markdown (and the answer's list) become elements."""
+    with httpx.Client(base_url=own.url + "/api/v1", headers=own.headers, timeout=60) as client:
+        session = client.post("/sessions", json={"title": "answers"}).json()["id"]
+        run = client.post("/runs", json={"sessionId": session, "userPrompt": HOSTILE_PROMPT})
+        assert run.status_code == 201, run.text
+        run_id = run.json()["id"]
+        deadline = time.monotonic() + 90
+        while client.get(f"/runs/{run_id}").json()["state"] not in FINAL:
+            assert time.monotonic() < deadline, "the run did not finish"
+            time.sleep(0.1)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    sign_in_by_link(page, own)
+    page.goto(f"{own.url}/#/sessions/{session}")
+    answer = page.locator("#chat .msg-assistant .msg-body.markdown")
+    expect(answer.locator("h1")).to_contain_text("Answer to: sums <img src=x onerror=alert(1)>")
+    expect(answer.locator("h1")).to_contain_text("<script>alert(2)</script>")
+    expect(answer.locator("h1 strong")).to_have_text("bold")
+    expect(answer.locator("h1 code")).to_have_text("code")
+    expect(answer.locator("ul > li").first).to_contain_text(f"Run {run_id}")
+    assert answer.locator("img, script, iframe, [onerror]").count() == 0
+    assert answer.locator("a[href^='javascript']").count() == 0
+    expect(answer.locator(".md-link")).to_have_text("click")
+    user = page.locator("#chat .msg-user .msg-body")  # what a person typed stays plain text
+    expect(user).to_have_text(HOSTILE_PROMPT)
+    assert (
+        dialogs == []
+        and page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
+    )
