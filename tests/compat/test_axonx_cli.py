@@ -1,0 +1,301 @@
+"""The real AxonX 0.2.2 CLI and Python client (PyPI ``axonx==0.2.2``, Python 3.12) against a
+real runyard server with auth on: every job the CLI can name, its ``detail`` argument, and
+its validated event stream.
+
+The venv is built once and kept in ``~/.cache/runyard-tests/axonx-0.2.2-venv``. The CLI
+runs through ``axonx.cli.main.main`` in one long-lived driver process
+(``axonx_driver.py``), so AxonX is imported once; one call goes through the installed
+``axonx`` script itself.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serverproc import ServerProcess, start_server
+
+AXONX_VERSION = "0.2.2"
+CACHE = Path.home() / ".cache" / "runyard-tests"
+VENV = CACHE / f"axonx-{AXONX_VERSION}-venv"
+DRIVER = Path(__file__).with_name("axonx_driver.py")
+SEED_JOBS = {
+    "list_installed_task_definitions", "get_task_definition", "submit", "wait_task",
+    "list_task_ids", "list_task_statuses", "status", "read_task_log", "stream_task",
+    "get_task_graph", "get_task_context", "cancel", "delete_tasks",
+}  # fmt: skip
+
+
+def find_python312() -> str | None:
+    """A Python 3.12 that runs: on PATH, else in pyenv's versions (a pyenv shim on PATH
+    may exist and still refuse to run when 3.12 is not the selected version)."""
+    candidates = [shutil.which("python3.12")]
+    roots = [os.environ.get("PYENV_ROOT", ""), str(Path.home() / ".pyenv")]
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        reply = subprocess.run([pyenv, "root"], capture_output=True, text=True, check=False)
+        roots.insert(0, reply.stdout.strip())
+    for root in filter(None, roots):
+        candidates += sorted(glob.glob(f"{root}/versions/3.12*/bin/python3.12"), reverse=True)
+    for candidate in filter(None, candidates):
+        probe = [candidate, "-c", "import sys; assert sys.version_info[:2] == (3, 12)"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return candidate
+    return None
+
+
+PYTHON312 = find_python312()
+if PYTHON312 is None:
+    pytest.skip(
+        "AxonX 0.2.2 needs Python 3.12: none found (python3.12 on PATH or pyenv versions)",
+        allow_module_level=True,
+    )
+
+
+if not (VENV / ".ready").exists():
+    # the first test also builds the venv (pip install): give it room once, not every run
+    pytestmark = pytest.mark.timeout(900)
+
+
+def axonx_venv() -> Path:
+    """The cached venv with axonx==0.2.2, built on first use. A venv's scripts name its
+    interpreter by absolute path, so it is built in place, under a lock, and marked ready
+    last: a half-built one is removed and built again."""
+    if (VENV / ".ready").exists():
+        return VENV
+    assert PYTHON312 is not None
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"axonx-{AXONX_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (VENV / ".ready").exists():
+            shutil.rmtree(VENV, ignore_errors=True)
+            subprocess.run([PYTHON312, "-m", "venv", str(VENV)], check=True, timeout=300)
+            pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
+            subprocess.run([*pip, f"axonx=={AXONX_VERSION}"], check=True, timeout=900)
+            (VENV / ".ready").write_text(AXONX_VERSION)
+    return VENV
+
+
+class AxonX:
+    """The AxonX CLI and client in one driver process, pointed at ``srv``."""
+
+    def __init__(self, venv: Path, srv: ServerProcess, cwd: Path) -> None:
+        self.venv, self.srv, self.cwd = venv, srv, cwd
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AXONX_", "PYTHON"))}
+        self.env = env
+        self.proc = subprocess.Popen(
+            [str(venv / "bin" / "python"), str(DRIVER)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd, env=env,
+        )  # fmt: skip
+
+    @property
+    def target(self) -> list[str]:
+        return ["--target", self.srv.url, "--token", str(self.srv.token)]
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the AxonX driver exited"
+        return json.loads(line)
+
+    def cli(self, *argv: str) -> dict[str, Any]:
+        """``axonx ARGV --target URL --token TOKEN``: ``{"rc", "out", "err"}``."""
+        return self._ask({"cli": [*argv, *self.target]})
+
+    def ok(self, *argv: str) -> Any:
+        """A job run by the CLI that must succeed: its JobResponse."""
+        reply = self.cli(*argv)
+        assert reply["rc"] == 0, reply
+        response = json.loads(reply["out"])
+        assert response["success"] is True, response
+        return response
+
+    def stream(self, *argv: str) -> list[dict[str, Any]]:
+        """``--stream true --stream-format json``: the events the CLI validated and printed."""
+        reply = self.cli(*argv, "--stream", "true", "--stream-format", "json")
+        assert reply["err"] == "", reply
+        return [json.loads(line) for line in reply["out"].splitlines()]
+
+    def client(self, op: str, **request: Any) -> Any:
+        reply = self._ask(
+            {"client": op, "target": self.srv.url, "token": self.srv.token, **request}
+        )
+        assert "ok" in reply, reply
+        return reply["ok"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = start_server(tmp_path_factory.mktemp("axonx-srv"))
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def axonx(srv: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AxonX]:
+    driver = AxonX(axonx_venv(), srv, tmp_path_factory.mktemp("axonx-cwd"))
+    try:
+        yield driver
+    finally:
+        driver.close()
+
+
+def submit_demo(axonx: AxonX, **inputs: Any) -> dict[str, Any]:
+    argv = ["submit", "--task", "demo"]
+    for key, value in {"x": 2, "y": 3, **inputs}.items():
+        argv += [f"--{key}", json.dumps(value)]
+    handle = axonx.ok(*argv)["answer"]
+    assert set(handle) == {"task_id", "run_id", "task"}
+    return handle
+
+
+def test_installed_script_help_and_catalogue(axonx: AxonX) -> None:
+    """The ``axonx`` script itself, then ``help`` (with and without --job) and ``version``."""
+    script = subprocess.run(
+        [str(axonx.venv / "bin" / "axonx"), "help", *axonx.target],
+        capture_output=True, text=True, cwd=axonx.cwd, env=axonx.env, timeout=110, check=False,
+    )  # fmt: skip
+    assert script.returncode == 0, script.stderr
+    listed = {job["name"] for job in json.loads(script.stdout)["answer"]["jobs"]}
+    assert listed == SEED_JOBS | {"help", "version", "diagnose"}
+    wait = axonx.ok("help", "--job", "wait_task")["answer"]["job"]
+    assert wait["input_schema"]["properties"]["detail"]["enum"] == ["summary", "full"]
+    unknown = axonx.cli("help", "--job", "no_such_job")
+    assert unknown["rc"] == 1 and "Unknown job 'no_such_job'" in unknown["out"]
+    version = axonx.ok("version")
+    assert version["answer"] == version["metadata"]["version"] != ""
+    diagnose = axonx.ok("diagnose")["answer"]
+    assert "demo" in diagnose["tasks"] and diagnose["storage"]["low"] is False
+    assert axonx.client("health") is True
+    jobs = {job["name"]: job for job in axonx.client("list_jobs")}
+    assert set(jobs) == SEED_JOBS  # GET /jobs keeps the seed's catalogue
+
+
+def test_task_definitions(axonx: AxonX) -> None:
+    """The CLI asks for definitions without schemas (include_schemas=false)."""
+    listed = axonx.ok("list_installed_task_definitions")["answer"]
+    demo = next(d for d in listed if d["name"] == "demo")
+    assert "input_schema" not in demo and "output_schema" not in demo
+    full = axonx.ok("list_installed_task_definitions", "--include-schemas", "true")["answer"]
+    assert set(next(d for d in full if d["name"] == "demo")["input_schema"]["required"]) == {
+        "x", "y",
+    }  # fmt: skip
+    one = axonx.ok("get_task_definition", "--task", "demo")["answer"]
+    assert one["name"] == "demo" and "x" in one["input_schema"]["properties"]
+
+
+def test_submit_wait_status_with_detail(axonx: AxonX) -> None:
+    """wait_task and status: the CLI's default ``detail: summary``, and ``full``."""
+    handle = submit_demo(axonx, task_name="axonx-detail")
+    assert handle["task_id"] == "base#demo#axonx-detail"
+    ids = ["--task-id", handle["task_id"], "--run-id", handle["run_id"]]
+    summary = axonx.ok("wait_task", *ids)["answer"]
+    assert summary["state"] == "succeeded" and summary["run_id"] == handle["run_id"]
+    assert "result" not in summary and "config" not in summary and "steps" not in summary
+    assert summary["step_progress"] == {
+        "current": 2, "total": 2, "name": "compute", "percentage": 100.0,
+    }  # fmt: skip
+    assert summary["display_name"] == "axonx-detail"
+    full = axonx.ok("wait_task", *ids, "--detail", "full")["answer"]
+    assert full["result"]["result"] == 5 and [s["name"] for s in full["steps"]] == [
+        "prepare", "compute",
+    ]  # fmt: skip
+    status = axonx.ok("status", "--task-id", handle["task_id"])["answer"]
+    assert "result" not in status and status["step_progress"]["total"] == 2
+    full_status = axonx.ok("status", "--task-id", handle["task_id"], "--detail", "full")
+    assert full_status["answer"]["result"]["result"] == 5
+    for job, extra in (("status", []), ("wait_task", ["--run-id", handle["run_id"]])):
+        bad = axonx.cli(job, "--task-id", handle["task_id"], *extra, "--detail", "everything")
+        assert bad["rc"] == 1 and "rejected" in bad["err"] and "detail" in bad["err"], bad
+    # a seed client sends no detail and gets the whole status, as before
+    seed = axonx.client("run_job", name="status", arguments={"task_id": handle["task_id"]})
+    assert seed["answer"]["result"]["result"] == 5 and "step_progress" not in seed["answer"]
+
+
+def test_stream_events_validate(axonx: AxonX) -> None:
+    """stream_task through the CLI and the client: every event passes AxonX's models."""
+    handle = submit_demo(axonx, x=4, y=5)
+    events = axonx.stream("stream_task", "--task-id", handle["task_id"])
+    kinds = [event["kind"] for event in events]
+    assert kinds[-1] == "result" and kinds.count("result") == 1
+    assert {"progress", "log"} <= set(kinds)
+    progress = [e for e in events if e["kind"] == "progress"]
+    assert {e["name"] for e in progress} == {"prepare", "compute"}
+    assert progress[-1]["state"] == "done" and progress[-1]["percentage"] == 100.0
+    log = "".join(e["content"] for e in events if e["kind"] == "log")
+    assert "Demo result=9" in log
+    assert events[-1]["success"] is True and events[-1]["answer"]["result"]["result"] == 9
+    typed = axonx.client("stream_job", name="stream_task", arguments={"task_id": handle["task_id"]})
+    assert {e["type"] for e in typed} == {"ProgressEvent", "LogEvent", "ResultEvent"}
+    # any job streams as one validated result event
+    single = axonx.stream("status", "--task-id", handle["task_id"])
+    assert [e["kind"] for e in single] == ["result"] and single[0]["answer"]["state"] == "succeeded"
+    failed = axonx.stream("stream_task", "--task-id", "base#demo#no-such-task")
+    assert [e["kind"] for e in failed] == ["result"] and failed[0]["success"] is False
+
+
+def test_listing_logs_lineage(axonx: AxonX) -> None:
+    handle = submit_demo(axonx, x=1, y=1)
+    task_id, run_id = handle["task_id"], handle["run_id"]
+    axonx.ok("wait_task", "--task-id", task_id, "--run-id", run_id)
+    assert task_id in axonx.ok("list_task_ids")["answer"]
+    statuses = axonx.ok("list_task_statuses", "--task-type", "base")["answer"]
+    assert any(s["task_id"] == task_id and s["result"]["result"] == 2 for s in statuses)
+    summaries = axonx.ok("list_task_statuses", "--detail", "summary")["answer"]
+    assert all("result" not in s and "config" not in s for s in summaries)
+    mine = [s["display_name"] for s in summaries if s["task_id"] == task_id]
+    assert mine == [task_id.rsplit("#", 1)[1]]  # the generated instance name
+    log = axonx.ok("read_task_log", "--task-id", task_id, "--run-id", run_id)["answer"]
+    assert "Demo result=2" in log["content"]
+    stale = axonx.cli("read_task_log", "--task-id", task_id, "--run-id", "0" * 32)
+    assert stale["rc"] == 1 and "is not the current run" in stale["out"], stale
+    graph = axonx.ok("get_task_graph", "--task-id", task_id)["answer"]
+    assert [node["task_id"] for node in graph["nodes"]] == [task_id]
+    context = axonx.ok("get_task_context", "--task-id", task_id)["answer"]
+    assert context["task_id"] == task_id and context["status"]["state"] == "succeeded"
+
+
+def test_cancel_and_delete(axonx: AxonX) -> None:
+    handle = axonx.ok("submit", "--task", "command", "--command", "sleep 60")["answer"]
+    task_id = handle["task_id"]
+    stale = axonx.ok("cancel", "--task-id", task_id, "--run-id", "0" * 32)
+    assert stale["answer"] is False  # not this task's run: nothing cancelled
+    assert axonx.ok("cancel", "--task-id", task_id, "--run-id", handle["run_id"])["answer"] is True
+    done = axonx.cli("wait_task", "--task-id", task_id, "--run-id", handle["run_id"])
+    assert done["rc"] == 1 and json.loads(done["out"])["answer"]["state"] == "cancelled"
+    deleted = axonx.ok("delete_tasks", "--task-ids", json.dumps([task_id]))["answer"]
+    assert deleted == [task_id]
+    assert task_id not in axonx.ok("list_task_ids")["answer"]
+
+
+def test_python_client_calls(axonx: AxonX) -> None:
+    """AxonX's HttpClient.run_job for submit, wait_task (summary) and status (full)."""
+    handle = axonx.client("run_job", name="submit", arguments={"task": "demo", "x": 7, "y": 1})
+    assert handle["success"] is True
+    ids = {"task_id": handle["answer"]["task_id"], "run_id": handle["answer"]["run_id"]}
+    waited = axonx.client("run_job", name="wait_task", arguments={**ids, "detail": "summary"})
+    assert waited["success"] is True and "result" not in waited["answer"]
+    full = axonx.client(
+        "run_job", name="status", arguments={"task_id": ids["task_id"], "detail": "full"}
+    )
+    assert full["answer"]["result"]["result"] == 8
