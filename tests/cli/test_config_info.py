@@ -65,6 +65,12 @@ def test_config_shows_each_source_and_masks_credentials(tmp_path: Path) -> None:
     assert rows["worker_env"]["value"] == {"HF_TOKEN": "********", "HF_HOME": "/data/hf"}
     assert rows["task_env"] == {"value": "inherit", "source": "default"}
     assert "port" in human.stdout and "(env RUNYARD_PORT)" in human.stdout
+    (tmp_path / "below").mkdir()
+    below = json.loads(runyard(tmp_path / "below", "config", "--json").stdout)["settings"]
+    assert below["workspace_dir"] == {
+        "value": str(tmp_path / ".runyard"), "source": "default, found upwards",
+    }  # fmt: skip
+    assert below["max_concurrent_tasks"]["source"] == config_file
 
 
 def test_info_reports_the_server_and_this_host(tmp_path: Path) -> None:

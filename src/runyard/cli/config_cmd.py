@@ -40,9 +40,12 @@ def config(
     settings = load_settings(workspace_dir, log_dir, config)
     config_file = config or _config_in_use()
     try:
-        _, origins = Settings.load_with_origins(cli=cli, config_file=config_file)
+        here, origins = Settings.load_with_origins(cli=cli, config_file=config_file)
     except RunyardError as exc:
         fail(str(exc))
+    for name in ("workspace_dir", "log_dir"):
+        if getattr(here, name) != getattr(settings, name):  # taken from a parent folder
+            origins[name] = f"{origins[name]}, found upwards"
     rows = effective_settings(settings, origins)
     named = str(config_file.resolve()) if config_file is not None else None
     if as_json:
