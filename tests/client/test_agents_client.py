@@ -3,13 +3,14 @@ timeout, answers and files."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 from pathlib import Path
 
 import pytest
 
-from runyard.client import Client
+from runyard.client import AsyncClient, Client
 from runyard.errors import HTTPError, NotFound, WaitTimeout
 from serverproc import start_server
 
@@ -48,6 +49,7 @@ def test_agents_client(tmp_path: Path) -> None:
     try:
         with Client(server.url, server.token) as client:
             run_through(client.agents, tmp_path)
+        asyncio.run(run_async(server.url, server.token, tmp_path))
     finally:
         server.stop()
 
@@ -98,3 +100,26 @@ def run_through(agents, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         agents.create_run(session, "closed")
     assert refused.value.status_code >= 400 and "Traceback" not in str(refused.value)
     assert agents.get_session(session).status == "CLOSED"
+
+
+async def run_async(url: str, token: str | None, tmp_path: Path) -> None:
+    async with AsyncClient(url, token) as client:
+        agents = client.agents
+        session = await agents.create_session("async")
+        recorded = RecordingFile(tmp_path / "big.bin")
+        artifact = await agents.upload(session, recorded)
+        recorded.close()
+        assert artifact.size == SIZE and artifact.file_name == "big.bin"
+        assert recorded.asked and all(0 < size <= 1 << 20 for size in recorded.asked)
+        run = await agents.create_run(session, "again, async")
+        with pytest.raises(WaitTimeout):
+            await agents.wait_run(run, timeout=0)
+        done = await agents.wait_run(run, timeout=120)
+        assert done.state == "succeeded", done.error
+        answer = await agents.answer(done)
+        assert answer and "final-answer.md" in {f.path for f in await agents.list_files(done)}
+        sink = io.BytesIO()
+        await agents.download(done, "final-answer.md", to=sink)
+        assert sink.getvalue().decode() == answer
+        assert [r.id async for r in agents.iter_runs(session)] == [run.id]
+        assert (await agents.close_session(session)).status == "CLOSED"

@@ -39,9 +39,9 @@ def test_py_typed_is_shipped() -> None:
 
 
 def test_help_documents_every_public_method() -> None:
-    from runyard.client import AgentsClient, AsyncClient, Client
+    from runyard.client import AgentsClient, AsyncAgentsClient, AsyncClient, Client
 
-    for cls in (Client, AsyncClient, AgentsClient):
+    for cls in (Client, AsyncClient, AgentsClient, AsyncAgentsClient):
         for name, member in vars(cls).items():
             if not name.startswith("_") and callable(member):
                 assert member.__doc__ and member.__doc__.strip(), f"{cls.__name__}.{name}"

@@ -20,6 +20,8 @@ async def use_async(client: AsyncClient) -> None:
     assert_type(await client.list_task_statuses(limit=1), Page[TaskStatus])
     assert_type(client.stream("t"), AsyncIterator[StreamEvent])
     assert_type(client.iter_tasks(), AsyncIterator[TaskStatus])
+    assert_type(await client.agents.wait_run("r", timeout=1.0), Run)
+    assert_type(client.agents.iter_runs(), AsyncIterator[Run])
 
 
 def use_sync(client: Client) -> None:

@@ -9,7 +9,8 @@
 ``Client()`` finds the server and token from ``RUNYARD_URL``/``RUNYARD_TOKEN``, else the
 ``server.json`` of the workspace found by walking up from the current directory, else
 the config (:func:`find_server`). ``client.agents`` reaches sessions, uploads and runs.
-``AsyncClient`` has the same methods as coroutines and ``stream`` as an async iterator.
+``AsyncClient`` has the same methods as coroutines (``agents`` included) and ``stream`` as
+an async iterator.
 Failures raise :class:`runyard.errors.ClientError` and its subclasses.
 
 Importing this package loads neither the server, the runtime nor the web stack: the
@@ -21,6 +22,7 @@ from __future__ import annotations
 from runyard.client.agent_models import Artifact, HistoryEntry, OutputFile, Run, Session
 from runyard.client.agents import AgentsClient
 from runyard.client.aio import AsyncClient
+from runyard.client.aio_agents import AsyncAgentsClient
 from runyard.client.discovery import ServerLocation, find_server
 from runyard.client.events import LogEvent, ProgressEvent, ResultEvent, StreamEvent
 from runyard.client.pages import Page
@@ -30,6 +32,7 @@ from runyard.wire import TaskDefinition, TaskHandle, TaskLogChunk, TaskState, Ta
 __all__ = [
     "AgentsClient",
     "Artifact",
+    "AsyncAgentsClient",
     "AsyncClient",
     "Client",
     "HistoryEntry",

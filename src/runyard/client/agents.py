@@ -123,7 +123,8 @@ class AgentsClient:
     ) -> Artifact:
         """Upload a file (a path or a binary file object) into the session, streamed in
         chunks: it is never read whole into memory. Runs see it under
-        ``in/<relative_path>`` (default: its file name)."""
+        ``in/<relative_path>``, or under the name the server stored it as when none is
+        given (``in/run-context.json`` lists every input)."""
         data = without_none(sessionId=ident(session), relativePath=relative_path)
         if isinstance(file, str | os.PathLike):
             with open(file, "rb") as handle:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from runyard.client import calls
+from runyard.client.aio_agents import AsyncAgentsClient
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
@@ -59,6 +60,7 @@ class AsyncClient:
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
             transport=transport,
         )
+        self._agents: AsyncAgentsClient | None = None
 
     @classmethod
     def from_workspace(cls, path: str | os.PathLike[str] = ".", **options: Any) -> AsyncClient:
@@ -74,6 +76,13 @@ class AsyncClient:
     async def aclose(self) -> None:
         """Close the connections; the client is not usable afterwards."""
         await self._http.aclose()
+
+    @property
+    def agents(self) -> AsyncAgentsClient:
+        """Sessions, uploads, runs and their files (``/api/v1``), as coroutines."""
+        if self._agents is None:
+            self._agents = AsyncAgentsClient(self._http, self.url)
+        return self._agents
 
     async def health(self) -> bool:
         try:
