@@ -16,6 +16,7 @@ from runyard.cli.config_cmd import config, info
 from runyard.cli.gc import gc
 from runyard.cli.lazyapp import LazyTyper
 from runyard.cli.mcp import mcp
+from runyard.cli.runs import runs
 from runyard.cli.serve import serve
 from runyard.cli.watch import watch
 
@@ -63,6 +64,7 @@ for command in (
 app.command()(watch)
 app.command()(mcp)
 app.command()(gc)
+app.command()(runs)
 app.command()(config)
 app.command()(info)
 app.add_typer(agent.app, name="agent")
