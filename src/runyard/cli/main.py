@@ -74,4 +74,5 @@ app.add_typer(sync.app, name="sync")
 
 
 def main() -> None:
-    app()
+    # named as the console script is, so ``python -m runyard`` completes and helps alike
+    app(prog_name="runyard")

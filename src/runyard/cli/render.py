@@ -1,12 +1,22 @@
-"""Rich rendering of task records for the terminal (tables, trees, summaries)."""
+"""Rich rendering of task records for the terminal (tables, trees, summaries).
+
+Times follow one rule, the Studio's: local time of this machine, to the second, with the
+zone named — in each value of a summary (``2026-11-29 15:04:05 CET``) and in the column
+header of a table (``CREATED (CET)``). Records keep UTC; only the view converts.
+
+Text that comes from a task (errors, results, descriptions) is shown as text, never read
+as rich markup.
+"""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # rich and the record models are imported where a view is built, not at the CLI's start
 if TYPE_CHECKING:
+    from rich.console import Group
     from rich.table import Table
     from rich.tree import Tree
 
@@ -41,40 +51,132 @@ def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def local_zone() -> str:
+    """The abbreviation of this machine's zone now (``CET``, ``UTC``...)."""
+    return datetime.now().astimezone().tzname() or "local"
+
+
+def local_time(value: str | None, *, with_zone: bool = True) -> str:
+    """An ISO instant from a record as local time; ``""`` when absent, as is when not ISO."""
+    if not value:
+        return ""
+    try:
+        moment = _parse(value).astimezone()
+    except ValueError:
+        return value
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    return f"{text} {moment.tzname()}" if with_zone else text
+
+
 def status_table(statuses: list[TaskStatus]) -> Table:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
     widest = max((len(s.task_id) for s in statuses), default=7)
     table.add_column("TASK ID", no_wrap=True, min_width=widest)
-    for column in ("STATE", "CREATED", "DURATION"):
+    for column in ("STATE", f"CREATED ({local_zone()})", "DURATION"):
         table.add_column(column, no_wrap=True)
     for s in statuses:
-        table.add_row(
-            s.task_id, state_text(s.state), s.created_at[:19].replace("T", " "), duration(s)
-        )
+        created = local_time(s.created_at, with_zone=False)
+        table.add_row(s.task_id, state_text(s.state), created, duration(s))
     return table
 
 
-def status_summary(status: TaskStatus) -> Table:
+def status_summary(status: TaskStatus) -> Group:
+    """One task's status: ids, state, times, duration, error, steps, log, then the result
+    in full as indented JSON (never cut short)."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(box=None, show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    table.add_row("task_id", status.task_id)
-    table.add_row("run_id", status.run_id)
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    table.add_row("task_id", Text(status.task_id))
+    table.add_row("run_id", Text(status.run_id))
     table.add_row("state", state_text(status.state))
     # a run that has not ended has no exit code yet (the record holds a placeholder 0)
     table.add_row("exit_code", str(status.exit_code) if status.terminal else "-")
+    for label, value in (
+        ("created", status.created_at), ("started", status.started_at),
+        ("finished", status.finished_at),
+    ):  # fmt: skip
+        if value:
+            table.add_row(label, local_time(value))
+    if status.started_at:
+        table.add_row("duration", duration(status))
     if status.error:
-        table.add_row("error", f"[red]{status.error}[/]")
-    if status.result:
-        table.add_row("result", str(status.result))
+        table.add_row("error", Text(status.error, style="red"))
     for step in status.steps:
-        table.add_row(f"step {step.name}", f"{step.percentage:.0f}%")
-    table.add_row("log", status.log_path)
+        table.add_row(Text(f"step {step.name}"), f"{step.percentage:.0f}%")
+    table.add_row("log", Text(status.log_path))
+    if status.result is None:
+        return Group(table)
+    indented = "\n".join("  " + line for line in pretty_json(status.result).splitlines())
+    return Group(table, Text("result", style="bold"), Text(indented))
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON, Unicode kept; what JSON cannot hold is shown as text."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def definition_view(definition: Any) -> Group:
+    """A task definition for people: name, origin, description, then its input and output
+    fields as tables (type, required, default, description) instead of JSON Schema."""
+    from rich.console import Group
+    from rich.text import Text
+
+    origin = definition.source + (f" {definition.plugin}" if definition.plugin else "")
+    head = Text.assemble((definition.name, "bold"), f"  task type {definition.task_type}, {origin}")
+    parts: list[Any] = [head]
+    if definition.description:
+        parts.append(Text(definition.description))
+    for title, schema in (("INPUT", definition.input_schema), ("OUTPUT", definition.output_schema)):
+        parts += [Text(""), fields_table(title, schema)]
+    return Group(*parts)
+
+
+def fields_table(title: str, schema: dict[str, Any]) -> Table:
+    """The top-level properties of a JSON Schema object as rows."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in (title, "TYPE", "REQUIRED", "DEFAULT", "DESCRIPTION"):
+        table.add_column(column, overflow="fold")
+    required = set(schema.get("required", []))
+    definitions = schema.get("$defs", {})
+    for name, prop in schema.get("properties", {}).items():
+        default = pretty_json(prop["default"]) if "default" in prop else ""
+        table.add_row(
+            Text(name), Text(schema_type(prop, definitions)),
+            "yes" if name in required else "no", Text(default),
+            Text(prop.get("description", "")),
+        )  # fmt: skip
+    if not schema.get("properties"):
+        table.add_row(Text("(none)", style="dim"), "", "", "", "")
     return table
+
+
+def schema_type(prop: dict[str, Any], definitions: dict[str, Any]) -> str:
+    """A JSON Schema type in a few words: ``integer``, ``string | null``, ``array of number``,
+    ``one of "a", "b"``, or a referenced model's name."""
+    if "enum" in prop:
+        return "one of " + ", ".join(json.dumps(item) for item in prop["enum"])
+    if "$ref" in prop:
+        name = str(prop["$ref"]).rsplit("/", 1)[-1]
+        target = definitions.get(name, {})
+        return schema_type(target, definitions) if "enum" in target else name
+    for key in ("anyOf", "oneOf"):
+        if key in prop:
+            return " | ".join(schema_type(option, definitions) for option in prop[key])
+    kind = prop.get("type", "any")
+    if isinstance(kind, list):
+        return " | ".join(str(item) for item in kind)
+    if kind == "array" and isinstance(prop.get("items"), dict):
+        return f"array of {schema_type(prop['items'], definitions)}"
+    return str(kind)
 
 
 def graph_tree(graph: TaskGraph) -> Tree:
