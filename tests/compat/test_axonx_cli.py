@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from runyard.workspace.events import append_event
+from runyard.workspace.layout import Workspace
 from serverproc import ServerProcess, start_server
 
 AXONX_VERSION = "0.2.2"
@@ -250,6 +252,15 @@ def test_stream_events_validate(axonx: AxonX) -> None:
     # any job streams as one validated result event
     single = axonx.stream("status", "--task-id", handle["task_id"])
     assert [e["kind"] for e in single] == ["result"] and single[0]["answer"]["state"] == "succeeded"
+    # a step line with fields beyond AxonX's step model (as an older writer or a plugin may
+    # leave in events.jsonl) still streams: the event carries only the model's fields
+    workspace = Workspace.open(axonx.srv.workspace, axonx.srv.log_dir)
+    events_path = workspace.events_path(handle["task_id"])
+    append_event(events_path, {"kind": "progress", "name": "extra", "note": "not axonx's"})
+    again = axonx.stream("stream_task", "--task-id", handle["task_id"])
+    extra = [e for e in again if e["kind"] == "progress" and e["name"] == "extra"]
+    assert len(extra) == 1 and "note" not in extra[0] and extra[0]["state"] == "pending"
+    assert again[-1]["kind"] == "result" and again[-1]["success"] is True
     failed = axonx.stream("stream_task", "--task-id", "base#demo#no-such-task")
     assert [e["kind"] for e in failed] == ["result"] and failed[0]["success"] is False
 
