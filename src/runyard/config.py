@@ -19,12 +19,11 @@ from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
     EnvSettingsSource,
-    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
 
-from runyard.configfile import config_file_source
+from runyard.configfile import read_config_file
 from runyard.errors import ConfigError
 from runyard.executors.kubernetes.settings import KubernetesSettings
 
@@ -177,7 +176,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # built directly (``Settings(...)``) there is no config file; ``load`` adds it
+        # ``load`` passes the config file's values with the command line's, as init values:
+        # the file ranks right below the command line and above the environment
         return (init_settings, env_settings, dotenv_settings)
 
     @classmethod
@@ -196,19 +196,13 @@ class Settings(BaseSettings):
         path, ``env RUNYARD_X``, ``.env`` or ``default``."""
         overrides = {k: v for k, v in (cli or {}).items() if v is not None}
         path = _config_path(config_file)
-        labelled: list[tuple[str, PydanticBaseSettingsSource]] = [
-            ("command line", InitSettingsSource(cls, overrides))
-        ]
-        if path is not None:
-            labelled.append((str(path), config_file_source(cls, path)))
-        labelled += [("env", EnvSettingsSource(cls)), (".env", DotEnvSettingsSource(cls))]
-        sources = tuple(source for _, source in labelled)
+        from_file = read_config_file(cls, path) if path is not None else {}
         try:
-            # the pydantic mypy plugin knows the fields, not BaseSettings' own init options
-            settings = cls(_build_sources=(sources, overrides))  # type: ignore[call-arg]
+            settings = cls(**{**from_file, **overrides})
         except ValidationError as exc:
             raise ConfigError(f"Invalid settings: {exc}") from exc
-        return settings, _origins(cls, labelled)
+        given = [("command line", set(overrides)), (str(path or ""), set(from_file))]
+        return settings, _origins(cls, given)
 
     @property
     def agent_root(self) -> Path:
@@ -227,15 +221,15 @@ def _config_path(explicit: Path | None) -> Path | None:
     return default if default.is_file() else None
 
 
-def _origins(
-    cls: type[Settings], labelled: list[tuple[str, PydanticBaseSettingsSource]]
-) -> dict[str, str]:
-    """The first (strongest) source that set each field, ``default`` when none did."""
+def _origins(cls: type[Settings], given: list[tuple[str, set[str]]]) -> dict[str, str]:
+    """The strongest source that set each field, ``default`` when none did."""
+    environment = [
+        ("env", set(EnvSettingsSource(cls)())), (".env", set(DotEnvSettingsSource(cls)())),
+    ]  # fmt: skip
     found = {name: "default" for name in cls.model_fields}
-    for label, source in reversed(labelled):
-        for name in source():
-            if name in found:
-                found[name] = _env_label(name) if label == "env" else label
+    for label, names in reversed([*given, *environment]):
+        for name in names & set(found):
+            found[name] = _env_label(name) if label == "env" else label
     return found
 
 

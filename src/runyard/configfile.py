@@ -1,7 +1,7 @@
 """The config file (``runyard.yaml``): read through pydantic-settings' YAML source, and
 checked key by key against the settings model before anything is built from it.
 
-    source = config_file_source(Settings, Path("runyard.yaml"))   # ConfigError if wrong
+    values = read_config_file(Settings, Path("runyard.yaml"))   # ConfigError if wrong
 
 A typo is an error that names the closest valid key, at any depth the model describes
 (``kubernetes:``, ``retention:``, each entry of ``targets:`` …)::
@@ -27,8 +27,8 @@ from pydantic_settings import BaseSettings, YamlConfigSettingsSource
 from runyard.errors import ConfigError
 
 
-def config_file_source(settings_cls: type[BaseSettings], path: Path) -> YamlConfigSettingsSource:
-    """The YAML source of ``path``, once its keys are known to be settings."""
+def read_config_file(settings_cls: type[BaseSettings], path: Path) -> dict[str, Any]:
+    """The settings ``path`` holds, once every key is known to be one."""
     try:
         source = YamlConfigSettingsSource(settings_cls, yaml_file=path)
     except (OSError, yaml.YAMLError) as exc:
@@ -36,7 +36,7 @@ def config_file_source(settings_cls: type[BaseSettings], path: Path) -> YamlConf
     except (ValueError, TypeError) as exc:  # a list or a scalar where a mapping belongs
         raise ConfigError(f"Config file {path} must hold a mapping of settings") from exc
     check_keys(settings_cls, source.yaml_data, path.name)
-    return source
+    return dict(source.yaml_data)
 
 
 def check_keys(model: type[BaseModel], data: Any, file_name: str, prefix: str = "") -> None:

@@ -70,3 +70,15 @@ def test_origins_name_each_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert origins["max_concurrent_tasks"] == "runyard.yaml"
     assert origins["kubernetes"] == "env RUNYARD_KUBERNETES__IMAGE"
     assert origins["cancel_grace_seconds"] == ".env" and origins["log_dir"] == "default"
+
+
+def test_the_file_outranks_the_environment_and_nested_values_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "runyard.yaml").write_text("port: 1111\nkubernetes: {image: 'a:1'}\n")
+    monkeypatch.setenv("RUNYARD_PORT", "2222")
+    monkeypatch.setenv("RUNYARD_KUBERNETES__NAMESPACE", "agents")
+    settings = Settings.load()
+    assert settings.port == 1111 and settings.kubernetes is not None
+    assert (settings.kubernetes.image, settings.kubernetes.namespace) == ("a:1", "agents")
+    assert Settings.load(cli={"port": 3333}).port == 3333
