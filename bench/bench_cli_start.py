@@ -1,0 +1,99 @@
+"""How fast the ``runyard`` command starts, next to ``python -c 'import typer'``.
+
+Prints medians over ``--runs`` rounds (each round runs every command once, in turn, so a
+busy machine slows all of them alike) of wall time and CPU time (user + system of the
+child, steadier than wall time on a shared machine), and each one's ratio to the typer
+baseline. The targets are ``--help`` within 2x and ``ls`` within 3x; this is a measurement,
+never a gate.
+
+    python bench/bench_cli_start.py --runs 15
+
+``ls`` is measured on the files (a temporary workspace with a few finished tasks) and over
+HTTP (a server this script starts on 127.0.0.1 on that workspace, then stops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from serverproc import start_server  # noqa: E402
+
+PYTHON = sys.executable
+RUNYARD = shutil.which("runyard", path=str(Path(PYTHON).parent)) or "runyard"
+
+
+def child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall, cpu) seconds of one run; a failing command stops the bench."""
+    cpu, wall = child_cpu(), time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    wall, cpu = time.perf_counter() - wall, child_cpu() - cpu
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed: {done.stderr.strip()[-500:]}")
+    return wall, cpu
+
+
+def make_workspace(root: Path, tasks: int, env: dict[str, str]) -> None:
+    for index in range(tasks):
+        command = [RUNYARD, "run", "demo", f"x={index}", "y=1", "--name", f"bench-{index}"]
+        subprocess.run(command, cwd=root, env=env, check=True, capture_output=True)
+
+
+def measure(
+    commands: dict[str, tuple[list[str], dict[str, str]]], cwd: Path, runs: int
+) -> dict[str, tuple[float, float]]:
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, (command, env) in commands.items():
+            samples[name].append(timed(command, cwd, env))
+    return {
+        name: (statistics.median(w for w, _ in got), statistics.median(c for _, c in got))
+        for name, got in samples.items()
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--tasks", type=int, default=5)
+    args = parser.parse_args()
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    with tempfile.TemporaryDirectory(prefix="runyard-bench-cli-") as tmp:
+        root = Path(tmp)
+        make_workspace(root, args.tasks, base)
+        commands = {
+            "import typer": ([PYTHON, "-c", "import typer"], base),
+            "runyard --help": ([RUNYARD, "--help"], base),
+            "runyard ls (files)": ([RUNYARD, "ls"], base),
+        }
+        server = start_server(root / "srv", workspace=root / ".runyard")
+        try:
+            commands["runyard ls (http)"] = ([RUNYARD, "ls"], server.cli_env())
+            results = measure(commands, root, args.runs)
+        finally:
+            server.stop()
+    wall0, cpu0 = results["import typer"]
+    print(f"{'command':<22} {'wall ms':>8} {'x typer':>8} {'cpu ms':>8} {'x typer':>8}")
+    for name, (wall, cpu) in results.items():
+        print(
+            f"{name:<22} {wall * 1e3:8.0f} {wall / wall0:8.2f} {cpu * 1e3:8.0f} {cpu / cpu0:8.2f}"
+        )
+    print(f"medians of {args.runs} alternating rounds; targets: --help <= 2x, ls <= 3x")
+
+
+if __name__ == "__main__":
+    main()
