@@ -23,15 +23,17 @@ from typing import Any
 
 import uvicorn
 
+from runyard.api import serverlog
 from runyard.api.address import server_file, write_server_file
 from runyard.api.app import create_app
 from runyard.api.auth import BearerAuth
 from runyard.api.guard import agent_socket_channel
 from runyard.api.serverlock import hold_server_lock
+from runyard.api.serverlog import AccessLog
 from runyard.api.services import Services
 from runyard.config import Settings
-from runyard.runtime.proctitle import set_title
 from runyard.errors import ConfigError
+from runyard.runtime.proctitle import set_title
 from runyard.workspace.atomic import read_json_tolerant
 from runyard.workspace.records import utcnow
 
@@ -75,12 +77,13 @@ def serve(settings: Settings) -> None:
         )
     set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
     lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
+    serverlog.configure(Path(settings.log_dir), settings.log_level, [settings.token or ""])
     services = Services.build(settings)
     app = create_app(settings, services)
     tcp = _bind_tcp(settings.host, settings.port)
     host, port = tcp.getsockname()[:2]
     url = f"http://{_url_host(host)}:{port}"
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+    config = _uvicorn_config(AccessLog(app), settings, lifespan="on", timeout_graceful_shutdown=3)
     servers = [(_Server(config), [tcp])]
     uds = _agent_socket(settings, services, app)
     if uds is not None:
@@ -144,8 +147,16 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     _own_socket(staging, settings)
     os.replace(staging, path)
     guarded = BearerAuth(app, settings.token, agents.verify_run_token, require_run_token=True)
-    config = uvicorn.Config(agent_socket_channel(guarded), log_level="warning", lifespan="off")
+    channel = AccessLog(agent_socket_channel(guarded), "run-socket")
+    config = _uvicorn_config(channel, settings, lifespan="off")
     return _Server(config), [sock]
+
+
+def _uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
+    """uvicorn logging through ours (serverlog): no dictConfig of its own, and no access
+    line of its own (it would carry the raw query string, tokens included)."""
+    return uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
+                          **options)  # fmt: skip
 
 
 def _own_socket(path: Path, settings: Settings) -> None:

@@ -26,6 +26,14 @@ def serve(
         bool,
         typer.Option("--no-auth", help="Serve without any token (loopback only; not advised)"),
     ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level",
+            help="Level of <log_dir>/server.log: debug, info (default: with access lines), "
+            "warning or error",
+        ),
+    ] = None,
 ) -> None:
     """Start the server: Task Job API, agent-run API and Studio on one workspace.
 
@@ -35,8 +43,9 @@ def serve(
     from runyard.api.server import serve as run_server
 
     auth = False if no_auth else None
+    level = {"log_level": log_level.lower()} if log_level else {}
     settings = load_settings(
-        workspace_dir, log_dir, config, host=host, port=port, token=token, auth=auth
+        workspace_dir, log_dir, config, host=host, port=port, token=token, auth=auth, **level
     )
     try:
         run_server(settings)
