@@ -87,18 +87,26 @@ class Retention(BaseModel):
     ``max_age_days`` ago and is not among the newest ``keep_last_per_task`` terminal tasks
     of its registered task name (either rule alone when the other is unset; nothing when
     both are). Run workspaces of agent runs that ended more than ``max_age_days`` ago go too.
+    Earlier runs kept by fixed-name reruns (``.history``) go beyond the newest ``keep_runs``
+    per task or when older than ``max_age_days``.
     """
 
     model_config = ConfigDict(extra="forbid")
 
     max_age_days: float | None = Field(None, gt=0)
     keep_last_per_task: int | None = Field(None, ge=0)
+    keep_runs: int | None = Field(None, ge=0)
     states: list[FinishedState] = Field(default_factory=lambda: list(FINISHED_STATES), min_length=1)
     interval_seconds: float = Field(3600.0, ge=0.1)
 
     @property
     def configured(self) -> bool:
         return self.max_age_days is not None or self.keep_last_per_task is not None
+
+    @property
+    def periodic(self) -> bool:
+        """Whether the server collects every ``interval_seconds``: any rule is set."""
+        return self.configured or self.keep_runs is not None
 
 
 class SyncSettings(BaseModel):
@@ -118,8 +126,6 @@ class Settings(BaseSettings):
 
     workspace_dir: Path = Path(".runyard")
     log_dir: Path = Path("logs")
-    # the server log's level (<log_dir>/server.log): access lines are "info"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     token: str | None = None
@@ -164,7 +170,7 @@ class Settings(BaseSettings):
     )
     retention: Retention = Field(
         default_factory=lambda: Retention(
-            max_age_days=None, keep_last_per_task=None, interval_seconds=3600.0
+            max_age_days=None, keep_last_per_task=None, keep_runs=None, interval_seconds=3600.0
         )
     )
     sync: SyncSettings | None = None

@@ -81,7 +81,7 @@ def mount_gc(app: FastAPI, services: Services) -> None:
     context = gc_context(services)
     app.include_router(build_gc_router(services, context), prefix="/api/v1")
     policy = services.settings.retention
-    if not policy.configured:
+    if not policy.periodic:
         return
     collector = PeriodicCollector(context, policy.interval_seconds)
     run_beside(app, collector.start, collector.stop)

@@ -100,9 +100,9 @@ def _print(report: dict[str, Any]) -> None:
     verb = "would remove" if report["dry_run"] else "removed"
     for key, label in (
         ("tasks", "task"), ("logs", "log"), ("run_workspaces", "run workspace"),
-        ("uploads", "upload"),
+        ("uploads", "upload"), ("history", "earlier run"),
     ):  # fmt: skip
-        for name in report[key]:
+        for name in report.get(key, ()):
             console.print(f"{verb} {label} {name}", highlight=False)
     for task_id in report["kept_upstreams"]:
         console.print(f"kept {task_id}: upstream of a task that stays", highlight=False)
@@ -110,4 +110,5 @@ def _print(report: dict[str, Any]) -> None:
 
 
 def _count(report: dict[str, Any]) -> int:
-    return sum(len(report[key]) for key in ("tasks", "logs", "run_workspaces", "uploads"))
+    keys = ("tasks", "logs", "run_workspaces", "uploads", "history")
+    return sum(len(report.get(key, ())) for key in keys)

@@ -32,6 +32,7 @@ from runyard.retention.agentspace import (
     remove_upload,
     utc_now,
 )
+from runyard.retention.history import PlannedHistory, plan_history, remove_planned_history
 from runyard.retention.tasks import PlannedLog, PlannedTask, plan_tasks
 from runyard.workspace.layout import Workspace
 
@@ -61,6 +62,7 @@ class GcReport:
     uploads: list[str] = field(default_factory=list)
     kept_upstreams: list[str] = field(default_factory=list)
     bytes: int = 0
+    history: list[str] = field(default_factory=list)  # "<task_id>/<run_id>" kept runs
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +73,7 @@ class GcReport:
             "uploads": self.uploads,
             "kept_upstreams": self.kept_upstreams,
             "bytes": self.bytes,
+            "history": self.history,
         }
 
 
@@ -81,6 +84,7 @@ class _Plan:
     runs: list[PlannedRunWorkspace]
     uploads: list[PlannedUpload]
     kept_upstreams: list[str]
+    history: list[PlannedHistory] = field(default_factory=list)
 
 
 def collect(
@@ -99,6 +103,7 @@ def collect(
         else:
             _remove_logs(context, plan.logs, report)
             _remove_tasks(context, plan.tasks, report)
+            _remove_history(context, plan.history, report)
             _remove_agent_files(context, plan, report)
     if not dry_run and (report.tasks or report.logs or report.run_workspaces or report.uploads):
         log.info(
@@ -118,7 +123,8 @@ def _plan(context: GcContext, now: datetime, include_upstreams: bool) -> _Plan:
     if context.agent_layout is not None and context.agent_store is not None:
         runs = plan_run_workspaces(context.agent_layout, context.agent_store, context.policy, now)
         uploads = plan_uploads(context.agent_layout, context.agent_store, now)
-    return _Plan(tasks.tasks, tasks.logs, runs, uploads, tasks.kept_upstreams)
+    history = plan_history(context.workspace, context.policy, now)
+    return _Plan(tasks.tasks, tasks.logs, runs, uploads, tasks.kept_upstreams, history)
 
 
 def _report_all(report: GcReport, plan: _Plan) -> None:
@@ -126,11 +132,12 @@ def _report_all(report: GcReport, plan: _Plan) -> None:
     report.logs = [entry.name for entry in plan.logs]
     report.run_workspaces = [r.run_id for r in plan.runs]
     report.uploads = [u.name for u in plan.uploads]
+    report.history = [h.name for h in plan.history]
     report.bytes = sum(item.bytes for group in _groups(plan) for item in group)
 
 
 def _groups(plan: _Plan) -> list[list[Any]]:
-    return [plan.tasks, plan.logs, plan.runs, plan.uploads]
+    return [plan.tasks, plan.logs, plan.runs, plan.uploads, plan.history]
 
 
 def _remove_logs(context: GcContext, logs: list[PlannedLog], report: GcReport) -> None:
@@ -157,6 +164,14 @@ def _remove_tasks(context: GcContext, tasks: list[PlannedTask], report: GcReport
         if task_id in deleted:
             report.tasks.append(task_id)
             report.bytes += task.bytes
+
+
+def _remove_history(context: GcContext, planned: list[PlannedHistory], report: GcReport) -> None:
+    removed = set(remove_planned_history(context.workspace, planned))
+    for entry in planned:
+        if entry.name in removed:
+            report.history.append(entry.name)
+            report.bytes += entry.bytes
 
 
 def _remove_agent_files(context: GcContext, plan: _Plan, report: GcReport) -> None:

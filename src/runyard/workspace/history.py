@@ -25,7 +25,6 @@ import re
 import secrets
 import shutil
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -213,47 +212,28 @@ def remove_history(workspace: Workspace, task_id: str) -> bool:
     return True
 
 
-def prune_history(
-    workspace: Workspace,
-    task_id: str,
-    keep: int | None,
-    cutoff: datetime | None,
-    *,
-    dry_run: bool = False,
-) -> list[str]:
-    """Remove kept runs beyond the newest ``keep`` or that finished before ``cutoff``
-    (either rule alone when the other is None); the run ids removed (or that would be).
-    Leftover temp folders of crashed copies go too."""
-    statuses = kept_runs(workspace, task_id)
-    doomed = [
-        s.run_id
-        for index, s in enumerate(statuses)
-        if (keep is not None and index >= keep) or (cutoff is not None and _ended(s) < cutoff)
-    ]
-    if dry_run:
-        return doomed
+def remove_kept_runs(workspace: Workspace, task_id: str, run_ids: set[str]) -> list[str]:
+    """Remove the kept runs ``run_ids`` of ``task_id`` (and leftover temp folders of
+    crashed copies); the run ids that were there and went."""
     folder = task_history_dir(workspace, task_id)
     try:
         fd = os.open(folder, DIR_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
-        return doomed
+        return []
+    removed = []
     with _opened(fd):
-        for name in [*doomed, *_temp_names(folder)]:
+        present = set(_entries(folder))
+        for name in sorted(run_ids & present):
             _remove_at(fd, name)
-    return doomed
+            removed.append(name)
+        for name in _temp_names(folder):
+            _remove_at(fd, name)
+    return removed
 
 
 def _temp_names(folder: Path) -> list[str]:
     with os.scandir(folder) as entries:
         return [e.name for e in entries if e.name.startswith(TMP_PREFIX)]
-
-
-def _ended(status: TaskStatus) -> datetime:
-    text = status.finished_at or status.created_at
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return datetime.fromtimestamp(0).astimezone()
 
 
 def history_task_ids(workspace: Workspace) -> list[str]:
