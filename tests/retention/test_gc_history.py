@@ -44,9 +44,11 @@ def runs_of(ws: Workspace, name: str, ages_days: list[float]) -> list[str]:
 
 
 def gc(ws: Workspace, policy: Retention, dry_run: bool = False) -> dict[str, object]:
+    repository = TaskRepository(ws)
+    repository.start(watch=False)  # it sees every task: a rule that let tasks go shows
     context = GcContext(
         workspace=ws,
-        repository=TaskRepository(ws),
+        repository=repository,
         delete=lambda ids: delete_tasks(ws, ids),
         policy=policy,
     )
@@ -63,7 +65,8 @@ def test_keep_runs_keeps_the_newest_per_task_and_dry_run_matches(tmp_path: Path)
     done = gc(ws, policy)
     assert done["history"] == preview["history"] and done["bytes"] == preview["bytes"]
     assert int(done["bytes"]) > 0  # type: ignore[call-overload]
-    assert done["tasks"] == []  # the tasks themselves stay
+    assert done["tasks"] == []  # keep_runs alone never lets a task go
+    assert ws.read_status("base#demo#b").run_id == b[1]
     assert [s.run_id for s in kept_runs(ws, "base#demo#a")] == [a[2]]
     assert [s.run_id for s in kept_runs(ws, "base#demo#b")] == [b[0]]
     assert ws.read_status("base#demo#a").run_id == a[3]
