@@ -222,3 +222,25 @@ def test_agent_answer_is_markdown_rendered_inert(own: ServerProcess, page: Any) 
         dialogs == []
         and page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
     )
+
+
+def test_runs_section_lists_the_current_and_the_replaced_run(own: ServerProcess, page: Any) -> None:
+    first = finish(own, submit(own, "demo", x=1, y=1, fail=True, task_name="twice"))
+    second = finish(own, submit(own, "demo", x=2, y=2, task_name="twice"))
+    assert (first["state"], second["state"]) == ("failed", "succeeded")
+    assert first["task_id"] == second["task_id"] and first["run_id"] != second["run_id"]
+    sign_in_by_link(page, own)
+    page.goto(own.url + "/" + task_hash(second["task_id"]))
+    rows = page.locator("#runs-history tbody tr")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#runs-summary")).to_contain_text("1 earlier run")
+    current, earlier = rows.nth(0), rows.nth(1)
+    expect(current).to_have_attribute("data-run-id", second["run_id"])
+    expect(current).to_have_attribute("data-current", "true")
+    expect(current.locator("code")).to_have_text(second["run_id"])  # the full id, not cut
+    expect(current.locator(".badge.state-succeeded")).to_be_visible()
+    expect(earlier).to_have_attribute("data-run-id", first["run_id"])
+    expect(earlier.locator(".badge.state-failed")).to_be_visible()
+    expect(earlier.locator(".run-error")).to_have_attribute("title", first["error"])
+    expect(earlier.locator("time")).to_have_attribute("title", re.compile(r"UTC[+-]\d\d:\d\d"))
+    screenshot(page, "task-runs")
