@@ -97,3 +97,20 @@ def test_status_and_definition_views_for_people(tmp_path: Path) -> None:
     assert rows["task_name"][1:4] == ["string", "|", "null"]
     schema = json.loads(runyard(tmp_path, "defs", "demo", "--json").stdout)
     assert schema["name"] == "demo" and "properties" in schema["input_schema"]
+
+
+def test_task_text_is_shown_as_text_not_markup(tmp_path: Path) -> None:
+    # an error or result may hold anything a task wrote, rich markup and links included
+    from rich.console import Console
+
+    from runyard.cli.render import status_summary
+    from runyard.workspace.records import TaskStatus
+
+    made = runyard(tmp_path, "run", "demo", "x=1", "y=2", "--name", "markup", "--json")
+    record = json.loads(made.stdout)
+    tricky = "[link=http://evil.example]click[/link] [bold red]boom[/]"
+    status = TaskStatus.model_validate({**record, "error": tricky, "result": {"note": tricky}})
+    console = Console(record=True, width=200, color_system=None)
+    console.print(status_summary(status))
+    text = console.export_text()
+    assert text.count(tricky) == 2  # the error row and the result, both verbatim

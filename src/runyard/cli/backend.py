@@ -180,10 +180,12 @@ def locate_server(
 
 
 def connect(settings: Settings, url: str | None, token: str | None) -> Client | None:
+    located = locate_server(settings, url, token)
+    if located is None:
+        return None  # the files answer: the HTTP client is not even imported
     from runyard.client import Client
 
-    located = locate_server(settings, url, token)
-    return Client(*located) if located else None
+    return Client(*located)
 
 
 def open_backend(settings: Settings, url: str | None, token: str | None) -> Any:
