@@ -87,6 +87,7 @@ def test_delete_removes_the_task_history(make_supervisor, workspace, registry):
 
 CRASH = """
 import sys
+from pathlib import Path
 from runyard.runtime.creation import create_task
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
