@@ -126,6 +126,8 @@ class Settings(BaseSettings):
 
     workspace_dir: Path = Path(".runyard")
     log_dir: Path = Path("logs")
+    # the server log's level (<log_dir>/server.log): access lines are "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     token: str | None = None
