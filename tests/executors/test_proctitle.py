@@ -18,7 +18,7 @@ def wait_running(server: ServerProcess, task_id: str, timeout: float = 30.0) -> 
     while time.monotonic() < deadline:
         status = server.call("status", task_id=task_id)["answer"]
         if status["state"] == "running" and status.get("pid"):
-            return status  # type: ignore[no-any-return]
+            return status
         assert status["state"] in ("queued", "running"), status
         time.sleep(0.05)
     raise AssertionError(f"{task_id} never ran")
