@@ -2,7 +2,9 @@
 real runyard server with auth on: every job the CLI can name, its ``detail`` argument, and
 its validated event stream.
 
-The venv is built once and kept in ``~/.cache/runyard-tests/axonx-0.2.2-venv``. The CLI
+The venv is built once and kept in ``~/.cache/runyard-tests/axonx-0.2.2-cli-venv``. It holds
+axonx and its declared dependencies except ``claude-agent-sdk`` (about 400 MB, used only by
+AxonX's own agent runner, which these tests never start). The CLI
 runs through ``axonx.cli.main.main`` in one long-lived driver process
 (``axonx_driver.py``), so AxonX is imported once; one call goes through the installed
 ``axonx`` script itself.
@@ -28,7 +30,8 @@ from serverproc import ServerProcess, start_server
 
 AXONX_VERSION = "0.2.2"
 CACHE = Path.home() / ".cache" / "runyard-tests"
-VENV = CACHE / f"axonx-{AXONX_VERSION}-venv"
+VENV = CACHE / f"axonx-{AXONX_VERSION}-cli-venv"
+UNUSED = {"claude-agent-sdk"}  # AxonX's agent runner only: not imported by its CLI or client
 DRIVER = Path(__file__).with_name("axonx_driver.py")
 SEED_JOBS = {
     "list_installed_task_definitions", "get_task_definition", "submit", "wait_task",
@@ -82,9 +85,24 @@ def axonx_venv() -> Path:
             shutil.rmtree(VENV, ignore_errors=True)
             subprocess.run([PYTHON312, "-m", "venv", str(VENV)], check=True, timeout=300)
             pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
-            subprocess.run([*pip, f"axonx=={AXONX_VERSION}"], check=True, timeout=900)
+            subprocess.run([*pip, "--no-deps", f"axonx=={AXONX_VERSION}"], check=True, timeout=900)
+            subprocess.run([*pip, *axonx_requirements()], check=True, timeout=900)
             (VENV / ".ready").write_text(AXONX_VERSION)
     return VENV
+
+
+def axonx_requirements() -> list[str]:
+    """The requirements axonx declares (no extras), less those in ``UNUSED``."""
+    probe = (
+        "import importlib.metadata as m; "
+        "print('\\n'.join(r for r in m.requires('axonx') or [] if 'extra ==' not in r))"
+    )
+    python = str(VENV / "bin" / "python")
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
+    wanted = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    kept = [r for r in wanted if r.split(">")[0].split("=")[0].split("<")[0].strip() not in UNUSED]
+    assert len(kept) == len(wanted) - len(UNUSED), wanted  # the exclusion still names a real one
+    return kept
 
 
 class AxonX:
