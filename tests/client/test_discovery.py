@@ -85,6 +85,32 @@ def test_the_config_names_the_workspace(tmp_path: Path) -> None:
     )
 
 
+def test_the_client_and_the_cli_find_the_same_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one rule for both: the nearest folder decides, and a runyard.yaml there names the
+    # workspace relative to its own folder, even with a .runyard further up
+    from runyard.cli.locate import settings_found_upwards
+
+    for name in [n for n in os.environ if n.startswith("RUNYARD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    record(tmp_path / ".runyard", "http://127.0.0.1:11", "outer")
+    project = tmp_path / "project"
+    record(project / "data", "http://127.0.0.1:12", "named")
+    (project / "runyard.yaml").write_text("workspace_dir: data\n")
+    deep = project / "src"
+    deep.mkdir()
+    found = find_server(deep, NO_ENV)
+    assert (found.url, found.workspace) == ("http://127.0.0.1:12", project / "data")
+    assert settings_found_upwards({}, None, deep).workspace_dir == project / "data"
+    # a workspace folder itself (it holds server.json) is found from inside it, by both
+    inside = project / "data" / "tasks"
+    inside.mkdir()
+    assert find_server(inside, NO_ENV).workspace == project / "data"
+    assert settings_found_upwards({}, None, inside).workspace_dir == project / "data"
+
+
 def test_nothing_found_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(ServerNotFound) as info:
         find_server(tmp_path, NO_ENV)

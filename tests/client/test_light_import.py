@@ -30,6 +30,21 @@ def test_importing_the_client_loads_no_server_part() -> None:
     assert done.stdout.strip() == ""
 
 
+def test_the_discovery_module_loads_no_http_client_and_no_models() -> None:
+    # the CLI finds its workspace through it on every start: it must cost almost nothing
+    probe = """
+import sys
+import runyard.client.discovery, runyard.cli.locate
+heavy = ("httpx", "pydantic", "pydantic_settings", "runyard.client.sync", "runyard.client.aio",
+         "runyard.client.agents", "runyard.wire", "runyard.config")
+print(",".join(sorted(m for m in sys.modules if m.startswith(heavy))))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == ""
+
+
 def test_py_typed_is_shipped() -> None:
     package = Path(runyard.__file__).parent
     assert (package / "py.typed").is_file()

@@ -1,11 +1,11 @@
 """Which workspace a command works on, found the way git finds its repository.
 
-A workspace named by ``--workspace-dir``, ``RUNYARD_WORKSPACE_DIR`` or a config file wins.
-Otherwise the current folder and then each parent is looked at, nearest first:
-
-* a ``runyard.yaml`` there is the config (unless ``--config``/``RUNYARD_CONFIG`` named
-  one); relative paths in it are taken from its own folder;
-* a ``.runyard`` folder there is the workspace (its logs default to ``logs`` beside it).
+The rule is the one the Python client follows, in :mod:`runyard.client.discovery` (a light
+module: it loads no HTTP client and no models): a workspace named by ``--workspace-dir``,
+``RUNYARD_WORKSPACE_DIR`` or a config file wins; otherwise the nearest folder at or above
+the current one that is a workspace (holds ``server.json``), holds a ``runyard.yaml`` or
+holds a ``.runyard`` folder decides. A workspace found upwards keeps its logs in ``logs``
+beside it.
 
 With nothing found the default ``./.runyard`` stays, and commands that only read a
 workspace refuse it when it does not exist (:func:`require_workspace`) instead of showing
@@ -18,13 +18,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runyard.client.discovery import CONFIG_FILE, WORKSPACE_FOLDER, find_upwards
 from runyard.errors import WorkspaceNotFound
 
 if TYPE_CHECKING:
     from runyard.config import Settings
 
-WORKSPACE_FOLDER = ".runyard"
-CONFIG_FILE = "runyard.yaml"
 NO_WORKSPACE = (
     "no runyard workspace here or in any parent folder; run `runyard serve` (or "
     "`runyard run TASK`) in the folder that should hold it, or pass --workspace-dir"
@@ -43,18 +42,23 @@ def settings_found_upwards(
         return settings
     config_named = config is not None or bool(os.environ.get("RUNYARD_CONFIG"))
     here = Path(os.path.abspath(start if start is not None else os.getcwd()))
-    for folder in (here, *here.parents):
-        has_config = (folder / CONFIG_FILE).is_file() and not config_named
-        if folder == here and (has_config or (folder / WORKSPACE_FOLDER).is_dir()):
+    found = find_upwards(here, config_named=config_named)
+    if found is None:
+        return settings
+    if found.config is not None:
+        if found.folder == here:
+            return settings  # the defaults already read ./runyard.yaml
+        found_settings, found_origins = Settings.load_with_origins(
+            cli=cli, config_file=found.config
+        )
+        return _rebased(found_settings, found_origins, found.folder)
+    if found.workspace == found.folder / WORKSPACE_FOLDER:
+        if found.folder == here:
             return settings  # the defaults already point here
-        if has_config:
-            found, found_origins = Settings.load_with_origins(
-                cli=cli, config_file=folder / CONFIG_FILE
-            )
-            return _rebased(found, found_origins, folder)
-        if (folder / WORKSPACE_FOLDER).is_dir():
-            return _rebased(settings, origins, folder)
-    return settings
+        return _rebased(settings, origins, found.folder)
+    # the folder is a workspace itself: its logs are looked for beside it, as for .runyard
+    moved = settings.model_copy(update={"workspace_dir": found.folder})
+    return _rebased(moved, {**origins, "workspace_dir": "found"}, found.folder.parent)
 
 
 def _rebased(settings: Settings, origins: dict[str, str], folder: Path) -> Settings:

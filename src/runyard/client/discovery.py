@@ -1,14 +1,20 @@
-"""Finding the server to talk to, and its token, the way the ``runyard`` command does.
+"""Finding the workspace, and the server to talk to with its token, the way the
+``runyard`` command does: this module holds the one rule both follow.
 
-:func:`find_server` looks, in order, at:
+The workspace (:func:`find_upwards`): a workspace named by ``RUNYARD_WORKSPACE_DIR`` (or
+``--workspace-dir``) or by a named config file wins. Otherwise the current folder and then
+each parent is looked at, nearest first, as git finds its repository; in each folder:
+
+1. a ``server.json`` of a runyard server there: the folder is a workspace itself;
+2. a ``runyard.yaml`` there (unless ``--config``/``RUNYARD_CONFIG`` named one): the config,
+   whose relative paths are taken from its own folder;
+3. a ``.runyard`` folder there: that is the workspace.
+
+The server (:func:`find_server`), in order:
 
 1. ``RUNYARD_URL`` (and ``RUNYARD_TOKEN``) in the environment;
-2. the workspace found by walking up from the current directory, as git finds its
-   repository: the first folder that is a workspace (holds ``server.json``) or holds a
-   ``.runyard`` workspace. Its ``server.json`` gives the address and token of its server
-   while that server is alive;
-3. the config (``--config``/``RUNYARD_CONFIG``/``./runyard.yaml``, ``RUNYARD_*``): its
-   ``workspace_dir`` and ``token``.
+2. the ``server.json`` of the workspace found as above, while its server is alive; the
+   config's ``token`` comes along when a config file decided the workspace.
 
 A recorded token is only ever sent to the server that recorded it: with ``RUNYARD_URL``
 naming another address it is not used.
@@ -25,10 +31,31 @@ from typing import Any
 
 from runyard.errors import ServerNotFound
 
-__all__ = ["SERVER_FILE", "WORKSPACE_FOLDER", "ServerLocation", "find_server", "read_record"]
+__all__ = [
+    "CONFIG_FILE",
+    "SERVER_FILE",
+    "WORKSPACE_FOLDER",
+    "Found",
+    "ServerLocation",
+    "find_server",
+    "find_upwards",
+    "read_record",
+]
 
 SERVER_FILE = "server.json"
 WORKSPACE_FOLDER = ".runyard"
+CONFIG_FILE = "runyard.yaml"
+
+
+@dataclass(frozen=True)
+class Found:
+    """Where the upward walk stopped: the ``folder`` looked at, and either its
+    ``workspace`` (the folder itself or its ``.runyard``) or its ``config`` file, which
+    names the workspace relative to ``folder``."""
+
+    folder: Path
+    workspace: Path | None
+    config: Path | None
 
 
 @dataclass(frozen=True)
@@ -54,10 +81,7 @@ def find_server(
     url = env.get("RUNYARD_URL") or None
     token = env.get("RUNYARD_TOKEN") or None
     folder = Path(os.path.abspath(start if start is not None else os.getcwd()))
-    workspace = find_workspace(folder)
-    configured: str | None = None
-    if workspace is None:
-        workspace, configured = _configured(folder, env)
+    workspace, configured = _workspace(folder, env)
     record = read_record(workspace) if workspace is not None else None
     if url is None and record is None:
         raise ServerNotFound(_not_found(workspace))
@@ -68,15 +92,31 @@ def find_server(
     return ServerLocation(address.rstrip("/"), token or configured or recorded, workspace)
 
 
-def find_workspace(folder: Path) -> Path | None:
-    """The nearest workspace at or above ``folder``: a folder holding ``server.json``, or
-    the ``.runyard`` folder of the nearest folder that has one."""
-    for candidate in (folder, *folder.parents):
-        if _load(candidate / SERVER_FILE) is not None:  # another tool's server.json is not
-            return candidate
-        if (candidate / WORKSPACE_FOLDER).is_dir():
-            return candidate / WORKSPACE_FOLDER
+def find_upwards(start: str | os.PathLike[str], *, config_named: bool = False) -> Found | None:
+    """The nearest workspace or config file at or above ``start`` (see the module's rule);
+    ``config_named``: a config file was named, so a ``runyard.yaml`` found is not one."""
+    here = Path(os.path.abspath(start))
+    for folder in (here, *here.parents):
+        if _load(folder / SERVER_FILE) is not None:  # another tool's server.json is not
+            return Found(folder, folder, None)
+        if not config_named and (folder / CONFIG_FILE).is_file():
+            return Found(folder, None, folder / CONFIG_FILE)
+        if (folder / WORKSPACE_FOLDER).is_dir():
+            return Found(folder, folder / WORKSPACE_FOLDER, None)
     return None
+
+
+def _workspace(folder: Path, env: Mapping[str, str]) -> tuple[Path | None, str | None]:
+    """(workspace, configured token) by the module's rule. The settings machinery loads
+    only when a config or the environment decides: ``import runyard.client`` stays light."""
+    if env.get("RUNYARD_WORKSPACE_DIR") or env.get("RUNYARD_CONFIG"):
+        return _configured(folder, None, env)
+    found = find_upwards(folder)
+    if found is None:
+        return None, None
+    if found.config is None:
+        return found.workspace, None
+    return _configured(found.folder, found.config, env)
 
 
 def read_record(workspace: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -111,14 +151,24 @@ def _load(path: Path) -> dict[str, Any] | None:
     return info
 
 
-def _configured(folder: Path, env: Mapping[str, str]) -> tuple[Path | None, str | None]:
-    """(workspace_dir, token) of the config, read only when no workspace was found: the
-    settings machinery is not loaded by ``import runyard.client``."""
+def _configured(
+    folder: Path, config: Path | None, env: Mapping[str, str]
+) -> tuple[Path | None, str | None]:
+    """(workspace_dir, token) of the settings from ``config`` (else the named or local
+    one); relative folders count from ``folder``. A named config that leaves the workspace
+    at its default lets the walk find it, as for the command."""
     from runyard.config import Settings
 
     explicit = env.get("RUNYARD_CONFIG")
-    config_file = Path(explicit) if explicit else folder / "runyard.yaml"
-    settings = Settings.load(config_file=config_file if config_file.is_file() else None)
+    if config is None and explicit:
+        config = Path(explicit)
+    settings, origins = Settings.load_with_origins(
+        config_file=config if config is not None and config.is_file() else None
+    )
+    if origins.get("workspace_dir") == "default" and explicit:
+        found = find_upwards(folder, config_named=True)
+        if found is not None and found.workspace is not None:
+            return found.workspace, settings.token
     workspace = Path(settings.workspace_dir)
     return (workspace if workspace.is_absolute() else folder / workspace), settings.token
 
