@@ -32,6 +32,7 @@ class Services:
         registry = TaskRegistry.load()
         repository = TaskRepository(workspace)
         supervisor = Supervisor(settings, workspace, registry, on_change=repository.refresh)
+        supervisor.log_references = repository.referenced_logs
         services = cls(settings, workspace, registry, repository, supervisor)
         services.agents = _build_agents(services)
         return services

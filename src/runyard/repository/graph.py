@@ -20,7 +20,7 @@ from itertools import chain
 
 from runyard.repository.index import TaskIndex
 from runyard.repository.models import GraphEdge, GraphNode, TaskGraph, TaskRelations
-from runyard.repository.records import STATE
+from runyard.repository.records import CREATED_AT, INSTANT, PARENTS, STATE
 from runyard.workspace.records import TaskState
 
 
@@ -62,7 +62,7 @@ def _node(index: TaskIndex, task_id: str) -> LineageNode:
             task_id, instant, created_at, state or TaskState.SUCCEEDED, parents, False, False
         )
     if status is not None:
-        _, instant, created_at, parents, _ = status
+        instant, created_at, parents = status[INSTANT], status[CREATED_AT], status[PARENTS]
         return LineageNode(task_id, instant, created_at, state, parents, False, True)
     return LineageNode(task_id, -1, None, None, (), True, False)
 

@@ -21,6 +21,7 @@ from typing import Final
 from runyard.errors import InvalidInput
 from runyard.repository.records import (
     INSTANT,
+    LOG,
     PARENTS,
     STATE,
     FolderRecords,
@@ -70,6 +71,8 @@ class TaskIndex:
         self.children: dict[str, set[str]] = {}
         self._buckets: dict[tuple[str, str], list[SortKey]] = {}
         self._active: set[str] = set()
+        # how many statuses name each absolute log path: whether a log is shared is a lookup
+        self._log_refs: dict[str, int] = {}
 
     def __len__(self) -> int:
         with self.lock:
@@ -109,6 +112,8 @@ class TaskIndex:
                     key = (task_id[: task_id.find("#")], status[STATE])
                     self._buckets.setdefault(key, []).append((status[INSTANT], task_id))
                     parents = status[PARENTS]
+                    if status[LOG]:
+                        self._log_refs[status[LOG]] = self._log_refs.get(status[LOG], 0) + 1
                     if status[STATE] not in TERMINAL_STATES:
                         self._active.add(task_id)
                 if meta is not None:
@@ -137,6 +142,11 @@ class TaskIndex:
         """Tasks not finished yet, and folders that have no valid record yet."""
         with self.lock:
             return set(self._active)
+
+    def referenced_logs(self, paths: Iterable[str]) -> set[str]:
+        """Which of ``paths`` (absolute) some indexed status names as its ``log_path``."""
+        with self.lock:
+            return {path for path in paths if self._log_refs.get(path)}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """How many statuses each ``(task_type, state)`` bucket holds (cost: the buckets)."""
@@ -207,10 +217,12 @@ class TaskIndex:
         old = self.statuses.get(task_id)
         if old is not None:
             self._bucket_remove(task_id, old)
+            self._log_ref(old[LOG], -1)
         if record is None:
             self.statuses.pop(task_id, None)
             return
         self.statuses[task_id] = record
+        self._log_ref(record[LOG], +1)
         insort(self._buckets.setdefault(_bucket(task_id, record), []), (record[INSTANT], task_id))
 
     def _bucket_remove(self, task_id: str, record: StatusRecord) -> None:
@@ -219,6 +231,15 @@ class TaskIndex:
         at = bisect_left(keys, key)
         if at < len(keys) and keys[at] == key:
             del keys[at]
+
+    def _log_ref(self, path: str, delta: int) -> None:
+        if not path:
+            return
+        count = self._log_refs.get(path, 0) + delta
+        if count > 0:
+            self._log_refs[path] = count
+        else:
+            self._log_refs.pop(path, None)
 
     def _set_metadata(self, task_id: str, record: MetadataRecord | None) -> None:
         if record is None:

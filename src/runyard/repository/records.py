@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from runyard.workspace.identity import REG_NAME_RE, TASK_NAME_RE, TASK_TYPES
 from runyard.workspace.layout import METADATA_FILE, STATUS_FILE
-from runyard.workspace.records import TaskMetadata, TaskStatus
+from runyard.workspace.records import OPTIONAL_STATUS_FIELDS, TaskMetadata, TaskStatus
 
 MAX_RECORD_BYTES = 32 << 20
 _READ_CHUNK = 1 << 16
@@ -42,8 +42,10 @@ TASK_ID_RE = re.compile(
 # Index records are plain tuples of immutable values: the cyclic GC stops tracking such
 # tuples, so 100,000 of them add nothing to the cost of a collection (instances of a
 # NamedTuple or a slotted class would stay tracked and make every full collection slower).
-StatusRecord = tuple[bytes, int, str, tuple[str, ...], str]
-"""``(raw, instant, created_at, parents, state)`` of a valid status."""
+StatusRecord = tuple[bytes, int, str, tuple[str, ...], str, str]
+"""``(raw, instant, created_at, parents, state, log)`` of a valid status: ``raw`` is the
+status as answers carry it (``TaskStatus.to_json`` as compact JSON, so a full list is
+written out without building a model), ``log`` the absolute ``log_path`` or ``""``."""
 MetadataRecord = tuple[bytes, int, str, tuple[str, ...]]
 """``(raw, instant, created_at, parents)`` of a valid metadata file."""
 RAW: Final = 0
@@ -51,6 +53,7 @@ INSTANT: Final = 1
 CREATED_AT: Final = 2
 PARENTS: Final = 3
 STATE: Final = 4
+LOG: Final = 5
 
 
 def status_model(record: StatusRecord) -> TaskStatus:
@@ -117,8 +120,16 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
         return None
     created_at = status.created_at
     parents = parse_parents(status.config.get("source_tasks"), task_id)
-    record = (raw, sort_instant(created_at), created_at, parents, status.state.value)
+    log = os.path.abspath(status.log_path) if status.log_path else ""
+    record = (wire_bytes(status), sort_instant(created_at), created_at, parents,
+              status.state.value, log)  # fmt: skip
     return record, status
+
+
+def wire_bytes(status: TaskStatus) -> bytes:
+    """``status.to_json()`` as compact JSON, serialized in one step (no dict is built)."""
+    absent = {name for name in OPTIONAL_STATUS_FIELDS if getattr(status, name, None) is None}
+    return status.__pydantic_serializer__.to_json(status, exclude=absent)
 
 
 def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, TaskMetadata] | None:

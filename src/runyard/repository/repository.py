@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -202,6 +202,15 @@ class TaskRepository:
             found, _ = self._index.page(_buckets(None, None), None, None, visible)
             return [task_id for task_id, _ in found]
         return self._index.ids(_buckets(None, None))
+
+    def referenced_logs(self, gone: Iterable[str], paths: set[str]) -> set[str] | None:
+        """Which of ``paths`` (absolute) a status still names as its log, once the ``gone``
+        tasks were read again; None while the index is not built (ask the files then)."""
+        if not self._started:
+            return None
+        for task_id in gone:
+            self.refresh(task_id)
+        return self._index.referenced_logs(paths)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Tasks with a valid status by ``(task_type, state)``, from the index."""

@@ -1,14 +1,16 @@
 """Deleting tasks: only finished, metadata-only or broken folders; never an active one.
 
 A task's log is removed with it only when it lies inside the log folder and no other
-status refers to it (a shared or foreign log is kept). Checking that reads every status
-once per call, so delete in batches rather than one id at a time.
+status refers to it (a shared or foreign log is kept). A server answers that from its
+index's count of log references (``references``); without one, every status is read once
+per call, so delete in batches rather than one id at a time.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from runyard.errors import InvalidInput
@@ -20,8 +22,14 @@ from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import STATUS_FILE, Workspace
 from runyard.workspace.records import status_from_dict
 
+LogReferences = Callable[[list[str], set[str]], set[str] | None]
+"""``references(deleted_ids, paths)``: which of ``paths`` a remaining status still names as
+its log, or None when it cannot tell (then the statuses are read)."""
 
-def delete_tasks(workspace: Workspace, task_ids: list[str]) -> list[str]:
+
+def delete_tasks(
+    workspace: Workspace, task_ids: list[str], references: LogReferences | None = None
+) -> list[str]:
     """Delete what may be deleted; the ids really deleted (invalid, missing, active skipped)."""
     deleted: list[str] = []
     logs: set[str] = set()
@@ -31,8 +39,16 @@ def delete_tasks(workspace: Workspace, task_ids: list[str]) -> list[str]:
             deleted.append(task_id)
             if log_path:
                 logs.add(os.path.abspath(log_path))
-    _remove_unreferenced_logs(workspace, logs)
+    _remove_unreferenced_logs(workspace, logs, lambda owned: _still_named(
+        workspace, deleted, owned, references))  # fmt: skip
     return deleted
+
+
+def _still_named(
+    workspace: Workspace, deleted: list[str], owned: set[str], references: LogReferences | None
+) -> set[str]:
+    found = references(deleted, owned) if references is not None else None
+    return found if found is not None else _referenced(workspace, owned)
 
 
 def _delete_one(workspace: Workspace, task_id: str) -> str | None:
@@ -57,11 +73,13 @@ def _delete_one(workspace: Workspace, task_id: str) -> str | None:
     return status.log_path if status is not None else ""
 
 
-def _remove_unreferenced_logs(workspace: Workspace, logs: set[str]) -> None:
+def _remove_unreferenced_logs(
+    workspace: Workspace, logs: set[str], referenced: Callable[[set[str]], set[str]]
+) -> None:
     owned = {path for path in logs if _inside(workspace.log_dir, path) and os.path.isfile(path)}
     if not owned:
         return
-    for path in owned - _referenced(workspace, owned):
+    for path in owned - referenced(owned):
         try:
             os.unlink(path)
             os.rmdir(os.path.dirname(path))  # only succeeds once no other run's log is left

@@ -31,7 +31,7 @@ from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
 from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
 from runyard.runtime.creation import claim, create_task, remove_task_dir
-from runyard.runtime.deletion import delete_tasks
+from runyard.runtime.deletion import LogReferences, delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.launch import TaskHandle, worker_spec
 from runyard.runtime.liveness import (
@@ -124,6 +124,8 @@ class Supervisor:
         self._unwritten: dict[str, RecordUnwritten] = {}
         # called with a task id after its run ended and was recorded (continuous sync)
         self.on_finished: Callable[[str], object] | None = None
+        # which logs remaining tasks still name, from an index (None: deletion reads them)
+        self.log_references: LogReferences | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -411,7 +413,7 @@ class Supervisor:
             held = [task_id for task_id in task_ids if task_id in self._unwritten]
         deleted = [task_id for task_id in held if self._delete_unwritten(task_id)]
         rest = [task_id for task_id in task_ids if task_id not in held]
-        deleted += delete_tasks(self.workspace, rest)
+        deleted += delete_tasks(self.workspace, rest, self.log_references)
         for task_id in deleted:
             forget_submitter(self.workspace, task_id)
             self._changed(task_id)
