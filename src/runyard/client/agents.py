@@ -29,10 +29,11 @@ from runyard.client.calls import (
     RETRY_PAUSE,
     STATUS_ERRORS,
     error_detail,
+    unreachable,
     without_none,
 )
 from runyard.client.pages import Page
-from runyard.errors import HTTPError, NotFound, ServerUnreachable, WaitTimeout
+from runyard.errors import HTTPError, NotFound, WaitTimeout
 
 M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
@@ -78,7 +79,7 @@ class AgentsClient:
                 return checked(reply).json()
             except httpx.TransportError as exc:
                 if attempt + 1 >= attempts:
-                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                    raise unreachable(self.url, exc) from exc
                 time.sleep(RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -254,7 +255,7 @@ class AgentsClient:
                 else:
                     _copy(reply, to)
         except httpx.TransportError as exc:
-            raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+            raise unreachable(self.url, exc) from exc
         return b""
 
 

@@ -105,7 +105,7 @@ class AsyncClient:
                 raise ServerUnreachable(self.url, "no answer in time") from exc
             except httpx.TransportError as exc:
                 if attempt + 1 >= call.attempts():
-                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                    raise calls.unreachable(self.url, exc) from exc
                 await asyncio.sleep(calls.RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -209,7 +209,7 @@ class AsyncClient:
                                 return
             except httpx.TransportError as exc:
                 if parser.last_id is None:
-                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                    raise calls.unreachable(self.url, exc) from exc
         raise ServerUnreachable(self.url, "stream kept breaking off")
 
 

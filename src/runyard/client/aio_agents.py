@@ -23,9 +23,15 @@ from runyard.client.agents import (
     checked,
     ident,
 )
-from runyard.client.calls import IDEMPOTENCY_HEADER, KEYED_ATTEMPTS, RETRY_PAUSE, without_none
+from runyard.client.calls import (
+    IDEMPOTENCY_HEADER,
+    KEYED_ATTEMPTS,
+    RETRY_PAUSE,
+    unreachable,
+    without_none,
+)
 from runyard.client.pages import Page
-from runyard.errors import NotFound, ServerUnreachable, WaitTimeout
+from runyard.errors import NotFound, WaitTimeout
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -49,7 +55,7 @@ class AsyncAgentsClient:
                 return checked(reply).json()
             except httpx.TransportError as exc:
                 if attempt + 1 >= attempts:
-                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                    raise unreachable(self.url, exc) from exc
                 await asyncio.sleep(RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -193,7 +199,7 @@ class AsyncAgentsClient:
                 else:
                     await _copy(reply, to)
         except httpx.TransportError as exc:
-            raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+            raise unreachable(self.url, exc) from exc
         return b""
 
 

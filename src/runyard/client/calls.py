@@ -21,6 +21,7 @@ from runyard.errors import (
     NotFound,
     PayloadTooLarge,
     RequestInvalid,
+    ServerUnreachable,
     Unauthorized,
     WaitTimeout,
 )
@@ -38,6 +39,42 @@ STATUS_ERRORS = {401: Unauthorized, 404: NotFound, 413: PayloadTooLarge, 422: Re
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 KEYED_ATTEMPTS = 4  # a keyed submit is sent again after a lost connection, then gives up
 RETRY_PAUSE = 0.25
+
+
+def unreachable(url: str, exc: httpx.TransportError) -> ServerUnreachable:
+    """The error for a request that never got an answer, with its reason in plain words:
+    httpx's own messages carry errno numbers and class names."""
+    return ServerUnreachable(url, transport_reason(exc))
+
+
+def transport_reason(exc: httpx.TransportError) -> str:
+    """Why a connection failed, as a few words (``connection refused``)."""
+    text = " ".join(str(part).lower() for part in _chain(exc))
+    if isinstance(exc, httpx.TimeoutException):
+        return "no answer in time"
+    if "refused" in text or any(isinstance(p, ConnectionRefusedError) for p in _chain(exc)):
+        return "connection refused"
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return "unknown host name"
+    if "no route to host" in text or "network is unreachable" in text:
+        return "no route to that address"
+    if isinstance(exc, httpx.ConnectError):
+        return "could not connect"
+    if isinstance(exc, httpx.UnsupportedProtocol):
+        return "the address is not an http:// or https:// URL"
+    return "the connection broke off"
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and what caused it (the async transport words a refusal only there)."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen and len(seen) < 8:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
 LIST_PAGE_SIZE = 100
 
 

@@ -152,7 +152,7 @@ class Client:
                 raise ServerUnreachable(self.url, "no answer in time") from exc
             except httpx.TransportError as exc:
                 if attempt + 1 >= call.attempts():
-                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                    raise calls.unreachable(self.url, exc) from exc
                 time.sleep(calls.RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -287,5 +287,5 @@ class Client:
                                 return
             except httpx.TransportError as exc:
                 if parser.last_id is None:
-                    raise ServerUnreachable(self.url, str(exc) or type(exc).__name__) from exc
+                    raise calls.unreachable(self.url, exc) from exc
         raise ServerUnreachable(self.url, "stream kept breaking off")
