@@ -20,6 +20,7 @@ from runyard.api.envelope import (
     validate_envelope,
 )
 from runyard.api.forward import forward_call, forward_stream, resolve_target
+from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once
 from runyard.api.jobs import JOBS, Job
 from runyard.api.notify import ChangeHub
@@ -79,6 +80,8 @@ def _add_job_routes(
         if envelope.target:
             target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_call(target, job.name, raw)
+        if is_full_list(job.name, envelope.arguments, scope):
+            return await full_list_response(services, job.name, envelope.arguments)
 
         async def work() -> Any:
             return await _run_or_507(job, services, envelope.arguments, hub, scope)

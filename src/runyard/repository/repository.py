@@ -196,6 +196,14 @@ class TaskRepository:
         page = [status_model(record) for _, record in found]
         return page, (encode_cursor(last) if last is not None else None)
 
+    def list_records(
+        self, *, state: str | None = None, task_type: str | None = None
+    ) -> list[StatusRecord]:
+        """Every indexed status record of the filter, in list order, without building models
+        (a record's ``RAW`` is the status as answers carry it)."""
+        found, _ = self._index.page(_buckets(state, task_type), None, None)
+        return [record for _, record in found]
+
     def list_ids(self, visible: Matcher | None = None) -> list[str]:
         """Ids of tasks with a valid status (those ``visible`` accepts), newest first."""
         if visible is not None:

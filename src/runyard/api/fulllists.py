@@ -1,0 +1,86 @@
+"""The seed's unpaged lists, streamed: ``list_task_statuses {}`` and ``list_task_ids {}``.
+
+An unpaged list of 100,000 statuses built as models, then as one dict, then as one JSON
+document costs seconds and holds the whole answer several times over. The index already
+keeps each status as the bytes of its answer (see :mod:`runyard.repository.records`), so
+these two answers are written out as they are, a batch of items per chunk, in the Job API
+envelope the model path answers with: ``{"answer":[...],"success":true,"metadata":{}}``.
+Only a ``running`` status is built as a model, to settle a dead worker as the model path
+does (they are few).
+
+The fast path is the admin's unpaged, unfiltered-by-text, ``detail: "full"`` call; a run
+token's answer is filtered and scrubbed, and pages carry a cursor: those take the model
+path of :mod:`runyard.api.jobs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response, StreamingResponse
+
+from runyard.agents.tokens import RunScope
+from runyard.api.services import Services
+from runyard.repository.records import RAW, STATE, StatusRecord, status_model, wire_bytes
+from runyard.runtime.liveness import settle
+from runyard.workspace.atomic import dump_json
+from runyard.workspace.identity import TASK_TYPES
+
+STREAMED_JOBS = frozenset({"list_task_statuses", "list_task_ids"})
+BATCH = 512  # items per chunk: few thread hops, small chunks
+HEAD = b'{"answer":['
+TAIL = b'],"success":true,"metadata":{}}'
+
+
+def is_full_list(job_name: str, arguments: Any, scope: RunScope | None) -> bool:
+    """Whether this call is answered by :func:`full_list_response`."""
+    if job_name not in STREAMED_JOBS or scope is not None:
+        return False
+    if job_name == "list_task_ids":
+        return True
+    paged = arguments.limit or arguments.cursor or arguments.text
+    known = arguments.task_type is None or arguments.task_type in TASK_TYPES  # else: its error
+    return not paged and known and arguments.detail == "full"
+
+
+async def full_list_response(services: Services, job_name: str, arguments: Any) -> Response:
+    """The whole list, streamed (see the module docstring); call when :func:`is_full_list`."""
+    repository = services.repository
+    if job_name == "list_task_ids":
+        ids = await run_in_threadpool(repository.list_ids)
+        body: Iterator[bytes] = _ids_body(ids)
+    else:
+        state = arguments.state.value if arguments.state else None
+        records = await run_in_threadpool(
+            repository.list_records, state=state, task_type=arguments.task_type
+        )
+        body = _statuses_body(services, records)
+    return StreamingResponse(body, media_type="application/json")
+
+
+def _ids_body(ids: list[str]) -> Iterator[bytes]:
+    yield HEAD
+    for start in range(0, len(ids), BATCH):
+        chunk = dump_json(ids[start : start + BATCH])[1:-1]
+        yield chunk if start == 0 else b"," + chunk
+    yield TAIL
+
+
+def _statuses_body(services: Services, records: list[StatusRecord]) -> Iterator[bytes]:
+    """Runs in the thread pool (a sync iterator): settling may read and write files."""
+    yield HEAD
+    for start in range(0, len(records), BATCH):
+        items = [_item(services, record) for record in records[start : start + BATCH]]
+        chunk = b",".join(items)
+        yield chunk if start == 0 else b"," + chunk
+    yield TAIL
+
+
+def _item(services: Services, record: StatusRecord) -> bytes:
+    if record[STATE] != "running":
+        return record[RAW]
+    status = status_model(record)
+    settled = settle(services.workspace, status)
+    return record[RAW] if settled is status else wire_bytes(settled)
