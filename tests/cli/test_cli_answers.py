@@ -129,3 +129,33 @@ def test_ls_pages_fifty_at_a_time(tmp_path: Path) -> None:
     out, err = done.communicate(timeout=60)
     assert [s["task_id"] for s in json.loads(out)] == first[:5]
     assert "showing 5 of 52" in err
+
+
+def test_ls_over_http_asks_the_server_for_one_page(tmp_path: Path) -> None:
+    # a page is cut by the server: one request for that page, never the whole list
+    workspace = Workspace.open(tmp_path / "ws", tmp_path / "logs")
+    registry = TaskRegistry.load()
+    for n in range(12):
+        create_task(workspace, registry, "demo", {"x": n, "y": 0, "task_name": f"h{n:02d}"})
+    srv = start_server(tmp_path / "srv", workspace=tmp_path / "ws")
+    try:
+
+        def ls(*args: str) -> tuple[list[str], str]:
+            done = start_cli(tmp_path, srv.cli_env(), "ls", "--json", *args)
+            out, err = done.communicate(timeout=60)
+            assert done.returncode == 0, err
+            return [s["task_id"] for s in json.loads(out)], err
+
+        first, err = ls("--limit", "3")
+        assert len(first) == 3 and "showing 3 of 12" in err and first[-1] in err
+        rest, err = ls("--limit", "20", "--cursor", first[-1])
+        assert len(rest) == 9 and not set(rest) & set(first) and err == ""
+        every, _ = ls("--all", "--type", "base")
+        assert every == first + rest
+        access = (srv.log_dir / "server.log").read_text()
+        asked = re.findall(r'"GET (/api/v1/tasks\S*)', access)
+        assert len(asked) == 3 and "limit=3" in asked[0] and "cursor=" not in asked[0]
+        assert "limit=20" in asked[1] and "cursor=" in asked[1] and "limit=1000" in asked[2]
+        assert "list_task_statuses" not in access  # the unpaged job is never asked
+    finally:
+        srv.stop()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runyard.cli.locate import require_workspace
+from runyard.cli.paging import Page, index_cursor, list_cursor, page_of
 from runyard.errors import TaskNotFound
 
 # the files backend needs the repository and runtime, the server backend only the client:
@@ -28,9 +29,13 @@ if TYPE_CHECKING:
 
 
 class Backend(Protocol):
-    def statuses(
-        self, limit: int | None, state: str | None, task_type: str | None, text: str | None
-    ) -> list[TaskStatus]: ...
+    def page(
+        self, limit: int | None, after: str | None, state: str | None, task_type: str | None,
+        text: str | None,
+    ) -> Page:  # fmt: skip
+        """At most ``limit`` statuses (``None``: all) newest first, after the task ``after``,
+        with the count the filters keep."""
+
     def status(self, task_id: str) -> TaskStatus: ...
     def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk: ...
     def graph(self, task_id: str) -> TaskGraph: ...
@@ -44,12 +49,24 @@ class Backend(Protocol):
 class RemoteBackend:
     client: Client
 
-    def statuses(
-        self, limit: int | None, state: str | None, task_type: str | None, text: str | None
-    ) -> list[TaskStatus]:
-        return self.client.list_task_statuses(
-            limit=limit, state=state, task_type=task_type, text=text
-        )
+    def page(
+        self, limit: int | None, after: str | None, state: str | None, task_type: str | None,
+        text: str | None,
+    ) -> Page:  # fmt: skip
+        from runyard.client.calls import TASK_LIST_MAX
+
+        cursor = list_cursor(after, self.status(after).created_at) if after else None
+        items: list[TaskStatus] = []
+        total = 0
+        while True:  # one request for a page; --all goes on in the server's largest pages
+            size = TASK_LIST_MAX if limit is None else min(limit - len(items), TASK_LIST_MAX)
+            got = self.client.task_page(
+                limit=size, cursor=cursor, state=state, task_type=task_type, text=text
+            )
+            items.extend(got)
+            total, cursor = got.total or 0, got.next_cursor
+            if cursor is None or (limit is not None and len(items) >= limit):
+                return page_of(items, total, cursor is not None)
 
     def status(self, task_id: str) -> TaskStatus:
         return self.client.status(task_id)
@@ -100,15 +117,30 @@ class LocalBackend:
             self._repository.start(watch=False)
         return self._repository
 
-    def statuses(
-        self, limit: int | None, state: str | None, task_type: str | None, text: str | None
-    ) -> list[TaskStatus]:
+    def page(
+        self, limit: int | None, after: str | None, state: str | None, task_type: str | None,
+        text: str | None,
+    ) -> Page:  # fmt: skip
         from runyard.runtime.liveness import settle
 
-        items, _ = self.repository.list_statuses(
-            limit=limit, state=state, task_type=task_type, text=text
+        cursor = index_cursor(after, self.status(after).created_at) if after else None
+        items, more = self.repository.list_statuses(
+            limit=limit, cursor=cursor, state=state, task_type=task_type, text=text
         )
-        return [settle(self.workspace, s) if s.state == "running" else s for s in items]
+        shown = [settle(self.workspace, s) if s.state == "running" else s for s in items]
+        return page_of(shown, self._total(state, task_type, text), more is not None)
+
+    def _total(self, state: str | None, task_type: str | None, text: str | None) -> int:
+        """Tasks the filters keep: counted from the index, or matched when ``text`` asks."""
+        if text:
+            return len(
+                self.repository.list_statuses(state=state, task_type=task_type, text=text)[0]
+            )
+        return sum(
+            count
+            for (kind, at), count in self.repository.counts().items()
+            if (state is None or at == state) and (task_type is None or kind == task_type)
+        )
 
     def status(self, task_id: str) -> TaskStatus:
         from runyard.runtime.liveness import settle

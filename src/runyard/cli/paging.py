@@ -1,15 +1,15 @@
 """``runyard ls`` pages: a default limit, a cursor to go on, and a footer saying so.
 
 The cursor is the id of the last task shown: the next page starts just after it in the
-newest-first order, so tasks created meanwhile never shift a page already seen.
+newest-first order, so tasks created meanwhile never shift a page already seen. Pages are
+cut where the tasks are kept (the server's task list, or the workspace's index), so a
+page costs one page of statuses, not the whole list.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from runyard.errors import InvalidInput
 
 if TYPE_CHECKING:
     from runyard.workspace.records import TaskStatus
@@ -33,15 +33,29 @@ class Page:
         )
 
 
-def cut(items: list[TaskStatus], limit: int | None, cursor: str | None) -> Page:
-    """The page of ``items`` (newest first) after ``cursor``, at most ``limit`` long."""
-    start = 0
-    if cursor is not None:
-        ids = [item.task_id for item in items]
-        if cursor not in ids:
-            raise InvalidInput(f"--cursor {cursor!r} is not a task in this list")
-        start = ids.index(cursor) + 1
-    rest = items[start:]
-    shown = rest if limit is None else rest[:limit]
-    more = len(rest) > len(shown)
-    return Page(shown, len(items), shown[-1].task_id if more and shown else None)
+def page_of(items: list[TaskStatus], total: int, more: bool) -> Page:
+    """The page ``items``; ``more``: tasks follow it, so the footer gives the cursor."""
+    return Page(items, total, items[-1].task_id if more and items else None)
+
+
+def index_cursor(task_id: str, created_at: str) -> str:
+    """The repository's cursor for the place just after ``task_id`` (created at
+    ``created_at``) in the newest-first order."""
+    from runyard.repository.index import encode_cursor
+    from runyard.repository.records import sort_instant
+
+    return encode_cursor((sort_instant(created_at), task_id))
+
+
+def list_cursor(task_id: str, created_at: str) -> str:
+    """The same place as a cursor of the server's task list (``GET /api/v1/tasks``) in its
+    default order, newest first."""
+    from runyard.repository.ordering import (
+        DEFAULT_ORDER,
+        DEFAULT_SORT,
+        Position,
+        encode_sorted_cursor,
+    )
+
+    position = Position(index_cursor(task_id, created_at), "")
+    return encode_sorted_cursor(DEFAULT_SORT, DEFAULT_ORDER, position)

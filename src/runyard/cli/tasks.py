@@ -25,7 +25,7 @@ from runyard.cli.connect import with_backend, with_client
 from runyard.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, plain
 from runyard.cli.interrupt import bounded_wait, cancel_foreground
 from runyard.cli.logtail import last_lines
-from runyard.cli.paging import DEFAULT_LIMIT, cut
+from runyard.cli.paging import DEFAULT_LIMIT
 from runyard.cli.render import definition_view, graph_tree, status_summary, status_table
 from runyard.errors import RunyardError
 
@@ -201,7 +201,7 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List tasks, newest first, 50 at a time unless --limit or --all says otherwise."""
-    page = cut(backend.statuses(None, state, task_type, text), None if show_all else limit, cursor)
+    page = backend.page(None if show_all else limit, cursor, state, task_type, text)
     footer = page.footer()
     if as_json:
         print_json([item.to_json() for item in page.items])

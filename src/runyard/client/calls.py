@@ -175,6 +175,21 @@ def list_statuses_call(
     return JobCall("list_task_statuses", args, list[TaskStatus], paged=True)
 
 
+TASK_LIST = "/api/v1/tasks"
+TASK_LIST_MAX = 1000  # the largest page the task list route gives
+
+
+def task_list_params(**query: str | int | None) -> dict[str, str | int]:
+    """The query of ``GET /api/v1/tasks``: the values given."""
+    return {name: value for name, value in query.items() if value is not None}
+
+
+def task_list_page(body: dict[str, Any]) -> Page[TaskStatus]:
+    """A page of ``GET /api/v1/tasks``, with its ``next_cursor`` and ``total``."""
+    items = TypeAdapter(list[TaskStatus]).validate_python(body["items"])
+    return Page(items, body.get("next_cursor"), int(body["total"]))
+
+
 def wait_call(
     task_id: str, run_id: str, poll_interval: float, timeout: float | None
 ) -> JobCall[TaskStatus]:

@@ -236,6 +236,26 @@ class Client:
                 return
             cursor = page.next_cursor
 
+    def task_page(
+        self, *, limit: int = 50, cursor: str | None = None, state: str | None = None,
+        task_type: str | None = None, task: str | None = None, text: str | None = None,
+        sort: str | None = None, order: str | None = None,
+    ) -> Page[TaskStatus]:  # fmt: skip
+        """One page of the task list as the Studio shows it (``GET /api/v1/tasks``): at most
+        ``limit`` (1-1000) statuses sorted by ``sort`` (default ``created_at``) in ``order``
+        (default ``desc``), filtered as :meth:`list_task_statuses` and by ``task`` (the
+        registered task name). ``page.total`` counts what the filters keep over all pages;
+        pass ``page.next_cursor`` back as ``cursor`` (same sort and order) for the next."""
+        query = calls.task_list_params(
+            limit=limit, cursor=cursor, state=state, task_type=task_type, task=task,
+            text=text, sort=sort, order=order,
+        )  # fmt: skip
+        try:
+            reply = self._http.get(calls.TASK_LIST, params=query)
+        except httpx.TransportError as exc:
+            raise calls.unreachable(self.url, exc) from exc
+        return calls.task_list_page(checked_json(reply))
+
     def status(self, task_id: str) -> TaskStatus:
         """The current status of ``task_id``."""
         return self._execute(calls.status_call(task_id))
