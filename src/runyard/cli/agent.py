@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -42,6 +42,10 @@ app = typer.Typer(
 )
 SessionOpt = Annotated[str, typer.Option("--session", "-s", help="Session id")]
 RunArg = Annotated[str, typer.Argument(help="Run id")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0, help="Give up after SECONDS: exit 124, the run keeps running"),
+]
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
@@ -49,7 +53,8 @@ class AgentApi:
     """A thin HTTP client of ``/api/v1`` that turns error answers into CLI failures."""
 
     def __init__(self, url: str, token: str | None) -> None:
-        self.base = url.rstrip("/") + "/api/v1"
+        self.url = url.rstrip("/")
+        self.base = self.url + "/api/v1"
         self.headers = {"authorization": f"Bearer {token}"} if token else {}
 
     def _client(self, timeout: httpx.Timeout | float | None = 60) -> httpx.Client:
@@ -68,8 +73,12 @@ class AgentApi:
             with self._client(timeout) as http:
                 reply = http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            fail(f"cannot reach the server: {exc}")
+            fail(self.unreachable(exc))
         return self.checked(reply).json()
+
+    def unreachable(self, exc: httpx.HTTPError) -> str:
+        """One plain sentence for a request that got no usable answer."""
+        return f"cannot reach the server at {self.url}: {_reason(exc)}"
 
     @staticmethod
     def checked(reply: httpx.Response) -> httpx.Response:
@@ -110,6 +119,14 @@ class AgentApi:
 
     def download(self, path: str, output: Path | None) -> None:
         """Stream ``path`` into ``output`` (stdout when None)."""
+        import httpx
+
+        try:
+            self._download(path, output)
+        except httpx.HTTPError as exc:
+            fail(self.unreachable(exc))
+
+    def _download(self, path: str, output: Path | None) -> None:
         with self._client(None) as http, http.stream("GET", path) as reply:
             self.checked(reply)
             if output is None:
@@ -122,6 +139,18 @@ class AgentApi:
                     fh.write(chunk)
 
     def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The server-sent events at ``path`` as (kind, data); losing the server raises
+        :class:`~runyard.errors.ServerUnreachable` (a wait says the run may go on)."""
+        import httpx
+
+        from runyard.errors import ServerUnreachable
+
+        try:
+            yield from self._events(path)
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(self.url, _reason(exc)) from exc
+
+    def _events(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         import httpx
 
         timeout = httpx.Timeout(60, read=None)
@@ -136,6 +165,27 @@ class AgentApi:
                 elif line == "" and kind:
                     yield kind, json.loads(data)
                     kind, data = "", ""
+
+
+def _reason(exc: httpx.HTTPError) -> str:
+    import httpx
+
+    from runyard.client.calls import transport_reason
+
+    if isinstance(exc, httpx.TransportError):
+        return transport_reason(exc)
+    return "its answer could not be read"
+
+
+def _waited(run_id: str, follow: Callable[[], Any], timeout: float | None) -> Any:
+    """``follow()`` as a wait on ``run_id``: Ctrl-C (130) and ``timeout`` (124) say the run
+    goes on and how to cancel it; a lost server says it may go on."""
+    from runyard.cli.interrupt import bounded_wait
+
+    return bounded_wait(
+        run_id, follow, timeout,
+        cancel=f"runyard agent cancel {run_id}", status=f"runyard agent run-info {run_id}",
+    )  # fmt: skip
 
 
 def _api(
@@ -387,6 +437,7 @@ def run(
     package: Annotated[str | None, typer.Option(help="Agent package name")] = None,
     enqueue: Annotated[bool, typer.Option(help="Queue behind the session's active run")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it ends")] = False,
+    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
@@ -399,7 +450,8 @@ def run(
     if not wait:
         _show(created, as_json, lambda r: print(f"{r['id']} {r['state']}"))
         return
-    ended = _follow(api, created["id"], as_json)
+    run_id = created["id"]
+    ended = _waited(run_id, lambda: _follow(api, run_id, as_json), timeout)
     text = answer_of(api, ended)
     _show({**ended, "answer": text}, as_json, lambda r: _print_ended(r, text))
     if ended["state"] != "succeeded":
@@ -530,17 +582,22 @@ def fetch(
 
 @app.command()
 def events(
-    run_id: RunArg, as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    run_id: RunArg, timeout: TimeoutOpt = None, as_json: JsonOpt = False,
+    url: UrlOpt = None, token: TokenOpt = None,
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Follow a run's events (state changes and log) until it ends."""
     api = _api(url, token, workspace_dir, config)
     if as_json:
-        for kind, data in api.stream(f"/runs/{run_id}/events"):
-            print(json.dumps({"event": kind, "data": data}), flush=True)
+        _waited(run_id, lambda: _print_events(api, run_id), timeout)
         return
-    final = _follow(api, run_id, False)
+    final = _waited(run_id, lambda: _follow(api, run_id, False), timeout)
     print(f"{final['id']} {final['state']}")
+
+
+def _print_events(api: AgentApi, run_id: str) -> None:
+    for kind, data in api.stream(f"/runs/{run_id}/events"):
+        print(json.dumps({"event": kind, "data": data}), flush=True)
 
 
 @app.command()

@@ -3,6 +3,7 @@
 A wait, a ``submit --wait`` or a ``watch`` only looks at a task; stopping the look never
 stops the task. So on Ctrl-C (exit 130) or when ``--timeout`` runs out (exit 124, as
 coreutils ``timeout``) the command says the task is still running and how to cancel it.
+Agent runs are waited on the same way (``cancel``/``status`` name their commands).
 A foreground ``runyard run`` is different: the task is this command's own work, so Ctrl-C
 cancels it (see :func:`cancel_foreground`).
 """
@@ -29,30 +30,40 @@ T = TypeVar("T")
 CANCEL_WAIT_EXTRA = 5.0  # seconds past the cancel grace to see the worker's end recorded
 
 
-def still_running(task_id: str, code: int, why: str | None = None) -> NoReturn:
-    """Say the task runs on and how to stop it, then exit with ``code``."""
+def still_running(
+    task_id: str, code: int, why: str | None = None, *, cancel: str | None = None
+) -> NoReturn:
+    """Say the task runs on and how to stop it (``cancel``: the command, default
+    ``runyard cancel TASK``), then exit with ``code``."""
     if why:
         err_console.print(why, highlight=False, soft_wrap=True)
-    err_console.print(f"still running: runyard cancel {task_id}", highlight=False, soft_wrap=True)
+    command = cancel or f"runyard cancel {task_id}"
+    err_console.print(f"still running: {command}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 @contextmanager
-def looking_at(task_id: str) -> Iterator[None]:
-    """Turn Ctrl-C, or losing the server, while following ``task_id`` into a plain exit."""
+def looking_at(
+    task_id: str, *, cancel: str | None = None, status: str | None = None
+) -> Iterator[None]:
+    """Turn Ctrl-C, or losing the server, while following ``task_id`` into a plain exit;
+    ``cancel``/``status`` are the commands to name (default: the task commands)."""
     try:
         yield
     except KeyboardInterrupt:
-        still_running(task_id, EXIT_INTERRUPTED)
+        still_running(task_id, EXIT_INTERRUPTED, cancel=cancel)
     except ServerUnreachable as exc:
         fail(
             f"Lost the server at {exc.url} while waiting; {task_id} may still be running "
-            f"(see `runyard status {task_id}`)",
+            f"(see `{status or f'runyard status {task_id}'}`)",
             EXIT_FAILED,
         )
 
 
-def bounded_wait(task_id: str, wait: Callable[[], T], timeout: float | None) -> T:
+def bounded_wait(
+    task_id: str, wait: Callable[[], T], timeout: float | None, *,
+    cancel: str | None = None, status: str | None = None,
+) -> T:  # fmt: skip
     """``wait()`` for at most ``timeout`` seconds (None: as long as it takes).
 
     The wait runs in a helper thread so that the main thread stays free for Ctrl-C and
@@ -71,9 +82,9 @@ def bounded_wait(task_id: str, wait: Callable[[], T], timeout: float | None) -> 
             done.set()
 
     threading.Thread(target=run, name=f"wait-{task_id}", daemon=True).start()
-    with looking_at(task_id):
+    with looking_at(task_id, cancel=cancel, status=status):
         if not done.wait(timeout):
-            still_running(task_id, EXIT_TIMEOUT, f"timed out after {timeout:g}s")
+            still_running(task_id, EXIT_TIMEOUT, f"timed out after {timeout:g}s", cancel=cancel)
         if "error" in box:
             raise box["error"]  # type: ignore[misc]
     return box["value"]  # type: ignore[return-value]
