@@ -102,12 +102,14 @@ def start_server(
     env: dict[str, str] | None = None,
     workspace: Path | None = None,
     auth: bool = True,
+    wait_ready: bool = True,
 ) -> ServerProcess:
     """Start ``runyard serve`` with its workspace, logs and config under ``root``.
 
     Without ``token`` the server generates one; it is read from ``server.json`` into
     ``server.token`` (so ``headers``, ``client()``, ``call()`` and ``cli_env()`` carry it).
-    ``auth=False`` serves with ``--no-auth``.
+    ``auth=False`` serves with ``--no-auth``. It returns once ``/health`` says the start-up
+    is over (no ``indexing``); with ``wait_ready=False`` as soon as the port answers.
     """
     root.mkdir(parents=True, exist_ok=True)
     workspace = workspace or root / "ws"
@@ -146,7 +148,7 @@ def start_server(
     server = ServerProcess(
         url, root, workspace, log_dir, config_path, proc, token, output, pump_thread
     )
-    _await_health(server)
+    _await_health(server, wait_ready)
     return server
 
 
@@ -165,14 +167,18 @@ def _await_url(proc: subprocess.Popen[str], lines: queue.Queue[str], output: lis
     raise RuntimeError("server did not start in time:\n" + "".join(output))
 
 
-def _await_health(server: ServerProcess) -> None:
+def _await_health(server: ServerProcess, wait_ready: bool = True) -> None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            if httpx.get(server.url + "/health", timeout=2).status_code == 200:
+            reply = httpx.get(server.url + "/health", timeout=2)
+            if reply.status_code == 200 and not (
+                wait_ready and "indexing" in reply.json()["answer"]
+            ):
                 return
         except httpx.HTTPError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     raise RuntimeError("server never became healthy:\n" + "".join(server.output))
 
 

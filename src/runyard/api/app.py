@@ -21,7 +21,7 @@ from runyard.api.auth import BearerAuth
 from runyard.api.docs_page import mount_docs
 from runyard.api.envelope import job_response
 from runyard.api.guard import HostPolicy, RequestGuard
-from runyard.api.mcp import mount_mcp
+from runyard.api.mcp_lazy import mount_lazy_mcp
 from runyard.api.metrics import install_metrics
 from runyard.api.notify import ChangeHub
 from runyard.api.pathlimits import PathLimits
@@ -33,6 +33,7 @@ from runyard.api.routes_runs import build_runs_router
 from runyard.api.routes_sync import mount_sync
 from runyard.api.routes_tasks import build_tasks_router
 from runyard.api.services import Services
+from runyard.api.startup import Startup, StartupGate
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
 from runyard.config import Settings
@@ -48,10 +49,11 @@ def runyard_version() -> str:
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     services = services or Services.build(settings)
     hub = ChangeHub(services.repository)
+    startup = Startup(services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await run_in_threadpool(services.start)
+        startup.begin()  # in the background: the port opens now (see api/startup.py)
         hub.attach(asyncio.get_running_loop())
         app.state.metrics.attach()
         try:
@@ -60,6 +62,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         finally:
             app.state.metrics.detach()
             hub.detach()
+            await run_in_threadpool(startup.join)
             await run_in_threadpool(services.stop)
 
     # /docs is ours (docs_page: Swagger UI shipped in the package); ReDoc would load a CDN
@@ -76,7 +79,11 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:
-        return job_response(health_answer(services), True)
+        answer = health_answer(services)
+        indexing = startup.indexing()
+        if indexing is not None:
+            answer["indexing"] = indexing
+        return job_response(answer, True)
 
     router, schemas = build_jobs_router(services, hub)
     app.include_router(router)
@@ -90,10 +97,11 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
         app.include_router(build_agents_router(services), prefix="/api/v1")
     mount_gc(app, services)
-    app.state.mcp = mount_mcp(app, services, hub, runyard_version())
+    app.state.mcp = mount_lazy_mcp(app, services, hub, runyard_version())  # SDK: imported later
     mount_docs(app)
     mount_studio(app)
     _install_openapi(app, schemas)
+    app.add_middleware(StartupGate, startup=startup)  # inside auth, as the next one
     app.add_middleware(PathLimits)  # inside auth: a stranger gets a 401 first
     app.add_middleware(
         BearerAuth, token=settings.token, verify_run_token=run_token_verifier(services)

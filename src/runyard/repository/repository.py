@@ -87,6 +87,10 @@ class TaskRepository:
         self._subscribers_lock = threading.Lock()
         self._started = False
         self._overlay: Callable[[str], TaskStatus | None] | None = None
+        # set once the first scan is in the index: until then reads go to the files only
+        self.ready = threading.Event()
+        self.progress = (0, 0)  # folders (indexed, found) of the first scan
+        self._indexing = False  # the scan is filling the index: nothing else may change it
 
     def set_overlay(self, overlay: Callable[[str], TaskStatus | None] | None) -> None:
         """Serve ``overlay(task_id)``, when not None, instead of the status file: the truth a
@@ -122,10 +126,12 @@ class TaskRepository:
         if self._started:
             return
         self._index = TaskIndex()
+        self.ready.clear()
         if watch:
             self._make_type_dirs()
         since = time.time_ns()
         folders = list_task_folders(self.workspace.root)
+        self.progress = (0, len(folders))
         self._load(folders)
         if watch:
             self._watcher = TaskWatcher(self.workspace.root, self._on_changes, self._active_ids)
@@ -133,12 +139,14 @@ class TaskRepository:
             self._catch_up(folders, since, everything=mode == RECURSIVE)
             self._watcher.start()
         self._started = True
+        self.ready.set()
 
     def stop(self) -> None:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
         self._started = False
+        self.ready.clear()
 
     def refresh(self, task_id: str) -> None:
         """Re-read one task's records into the index now."""
@@ -152,7 +160,9 @@ class TaskRepository:
             raw = self._held(task_id) or raw
             parsed = parse_status(raw, task_id)
             record = parsed[0] if parsed else None
-            if record != self._index.statuses.get(task_id):
+            if self._indexing:
+                pass  # the scan under way will take it in (or its catch-up, if it changed)
+            elif record != self._index.statuses.get(task_id):
                 self._active_changed(self._index.apply(task_id, status=record, exists=exists))
         return parsed[1] if parsed else None
 
@@ -163,7 +173,9 @@ class TaskRepository:
             exists, raw = read_one(task_dir, METADATA_FILE)
             parsed = parse_metadata(raw, task_id)
             record = parsed[0] if parsed else None
-            if record != self._index.metadata.get(task_id):
+            if self._indexing:
+                pass  # as in get
+            elif record != self._index.metadata.get(task_id):
                 self._active_changed(self._index.apply(task_id, metadata=record, exists=exists))
         return parsed[1] if parsed else None
 
@@ -284,8 +296,21 @@ class TaskRepository:
                 log.warning("cannot create %s; it is not watched", task_type)
 
     def _load(self, folders: list[TaskFolder]) -> None:
-        with _gc_paused():
-            self._index.load(scan_all(folders))
+        total = len(folders)
+
+        def scanned(count: int) -> None:
+            self.progress = (min(self.progress[0] + count, total), total)
+
+        self._indexing = True
+        try:
+            with _gc_paused():
+                found = scan_all(folders, on_scanned=scanned)
+                with self._index.lock:  # reads wait this short moment, then apply again
+                    self._index.load(found)
+                    self._indexing = False
+        finally:
+            self._indexing = False
+        self.progress = (total, total)
 
     def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:
         """Take in what changed between the scan and the watches.
@@ -321,6 +346,8 @@ class TaskRepository:
     def _refresh(self, task_id: str, task_dir: Path | str) -> bool:
         with self._index.lock:
             found = read_folder(task_dir, task_id)
+            if self._indexing:
+                return found.exists  # the scan takes it in, or its catch-up
             held = self._held(task_id)
             if held is not None and found.exists:
                 parsed = parse_status(held, task_id)

@@ -19,9 +19,11 @@ import pickle
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, TypeGuard
 
 from runyard.repository.records import FolderRecords, TaskFolder, scan_folder
+from runyard.runtime.faults import fault_delay
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ HELPER_EXIT_SECONDS = 10
 HERE_SHARE = 0.55
 HELPER = "from runyard.repository.scan import main; main()"
 Scanned = list[tuple[str, FolderRecords]]
+Progress = Callable[[int], None]
+PROGRESS_EVERY = 1000  # folders between two progress reports
 
 
 def scan_all(
@@ -38,18 +42,29 @@ def scan_all(
     *,
     parallel_min: int = PARALLEL_MIN_FOLDERS,
     python: str = sys.executable,
+    on_scanned: Progress | None = None,
 ) -> Scanned:
-    """``(task_id, FolderRecords)`` of every folder, in the order given."""
+    """``(task_id, FolderRecords)`` of every folder, in the order given; ``on_scanned(n)``
+    is told of each batch of ``n`` folders read (for the progress ``/health`` shows)."""
     if len(folders) < parallel_min or _cores() < 2:
-        return _scan(folders)
+        return _scan(folders, on_scanned)
     split = int(len(folders) * HERE_SHARE)
     helper = _start_helper(python, folders[split:])
-    mine = _scan(folders[:split])
-    return mine + _collect(helper, folders[split:])
+    mine = _scan(folders[:split], on_scanned)
+    theirs = _collect(helper, folders[split:], on_scanned)
+    return mine + theirs
 
 
-def _scan(folders: list[TaskFolder]) -> Scanned:
-    return [(task_id, scan_folder(path, task_id)) for task_id, path, _ in folders]
+def _scan(folders: list[TaskFolder], on_scanned: Progress | None = None) -> Scanned:
+    if on_scanned is None:
+        return [(task_id, scan_folder(path, task_id)) for task_id, path, _ in folders]
+    found: Scanned = []
+    for start in range(0, len(folders), PROGRESS_EVERY):
+        batch = folders[start : start + PROGRESS_EVERY]
+        found += [(task_id, scan_folder(path, task_id)) for task_id, path, _ in batch]
+        on_scanned(len(batch))
+        fault_delay("index.batch")
+    return found
 
 
 def _cores() -> int:
@@ -84,13 +99,19 @@ def _send(stream: IO[bytes], pairs: list[tuple[str, str]]) -> None:
         pass
 
 
-def _collect(helper: subprocess.Popen[bytes] | None, folders: list[TaskFolder]) -> Scanned:
+def _collect(
+    helper: subprocess.Popen[bytes] | None,
+    folders: list[TaskFolder],
+    on_scanned: Progress | None = None,
+) -> Scanned:
     found = _receive(helper) if helper is not None else None
     expected = [task_id for task_id, _, _ in folders]
     if found is None or not _matches(found, expected):
         if helper is not None:
             log.warning("the scan helper failed; scanning its half here")
-        return _scan(folders)
+        return _scan(folders, on_scanned)
+    if on_scanned is not None:
+        on_scanned(len(found))
     return found
 
 

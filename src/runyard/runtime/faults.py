@@ -12,6 +12,10 @@ states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.c
 ``idempotency.answer`` (a keyed request's work done, its answer not yet kept),
 ``history.staged`` / ``history.kept`` (a replaced run's records copied to a temp folder /
 renamed into ``.history``, its task folder not yet replaced).
+
+``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
+that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
+batch of folders the start-up scan reads).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import time
 
 KILL_VAR = "RUNYARD_FAULT_POINT"
 ENOSPC_VAR = "RUNYARD_FAULT_ENOSPC"
@@ -39,6 +44,14 @@ POINTS = (
 _KILL_AT = os.environ.get(KILL_VAR) or None
 _ENOSPC_AT, _, _ENOSPC_FLAG = (os.environ.get(ENOSPC_VAR) or "").partition(":")
 ACTIVE = _KILL_AT is not None or bool(_ENOSPC_AT)
+DELAY_VAR = "RUNYARD_FAULT_DELAY"
+_DELAY_AT, _, _DELAY_SECONDS = (os.environ.get(DELAY_VAR) or "").partition(":")
+
+
+def fault_delay(name: str) -> None:
+    """Sleep here when a test asked point ``name`` to be slow."""
+    if _DELAY_AT and name == _DELAY_AT:
+        time.sleep(float(_DELAY_SECONDS or 0))
 
 
 def fault_point(name: str) -> None:

@@ -1,0 +1,126 @@
+"""Start-up in the background: the port opens at once, whatever the workspace holds.
+
+Building the index reads every task folder (seconds at 100,000 tasks). The server starts
+its services in a thread of their own and listens meanwhile; the order inside stays what
+it was: the index is built, then the supervisor reconciles the unfinished tasks (from the
+files) and launches what is queued, then the agent-run service sweeps and adopts its runs.
+
+Until that is done, :class:`StartupGate` lets through only what needs none of it:
+``/health`` (which shows ``indexing: {done, total}``), the Studio's and the docs' files, the
+job catalogue and the single-task reads answered from the task's own files (``status``,
+``wait_task``, ``read_task_log``, ``stream_task``, the definitions). Everything else --
+lists, graph and context (the index), submit, cancel, delete (the supervisor), the agent
+API and MCP -- waits for the start-up up to :data:`WAIT_SECONDS`, then is answered 503 with
+``Retry-After``: a Job API envelope on ``/jobs``, ``{"error": {code, message}}`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runyard.api.envelope import job_response
+from runyard.api.services import Services
+
+log = logging.getLogger("runyard.api")
+
+WAIT_SECONDS = 10.0
+RETRY_AFTER = "2"
+# answered from the task's own files (or from nothing), never from the index
+READS_WITHOUT_INDEX = frozenset(
+    f"/jobs/{name}{suffix}"
+    for name in (
+        "status",
+        "wait_task",
+        "read_task_log",
+        "stream_task",
+        "list_installed_task_definitions",
+        "get_task_definition",
+    )
+    for suffix in ("", "/events")
+)
+OPEN_PATHS = frozenset({"/health", "/jobs", "/", "/index.html", "/favicon.svg", "/docs"})
+OPEN_PREFIXES = ("/css/", "/js/", "/docs/")
+
+
+class Startup:
+    """``services.start()`` in a thread; ``ready`` once it returned."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.ready = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def begin(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="runyard-start", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the start-up to end (before the services are stopped)."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def indexing(self) -> dict[str, int] | None:
+        """``{"done", "total"}`` folders of the first index until the start-up is over (it
+        shows ``done == total`` while the supervisor reconciles), then None."""
+        if self.ready.is_set():
+            return None
+        done, total = self.services.repository.progress
+        return {"done": done, "total": total}
+
+    async def wait(self, timeout: float = WAIT_SECONDS) -> bool:
+        if self.ready.is_set():
+            return True
+        return await asyncio.to_thread(self.ready.wait, timeout)
+
+    def _run(self) -> None:
+        try:
+            self.services.start()
+        except BaseException:
+            # what failing before listening did: the server ends, the reason in its log
+            log.exception("the server could not start its services; stopping")
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.ready.set()
+
+
+class StartupGate:
+    """Holds back what needs the started services (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, startup: Startup) -> None:
+        self.app = app
+        self.startup = startup
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or self.startup.ready.is_set():
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if _needs_nothing(path) or await self.startup.wait():
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1013})  # try again later
+            return
+        await _unavailable(path)(scope, receive, send)
+
+
+def _needs_nothing(path: str) -> bool:
+    return path in OPEN_PATHS or path in READS_WITHOUT_INDEX or path.startswith(OPEN_PREFIXES)
+
+
+def _unavailable(path: str) -> JSONResponse:
+    message = "The server is starting (building its task index); retry shortly"
+    headers = {"retry-after": RETRY_AFTER}
+    if path.startswith("/jobs/"):
+        body: Any = job_response(f"ServiceUnavailable: {message}", False)
+    else:
+        body = {"error": {"code": "starting", "message": message}}
+    return JSONResponse(body, status_code=503, headers=headers)
