@@ -110,12 +110,13 @@ def run(root: Path, count: int) -> None:
     ]  # fmt: skip
     os.sync()
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errors = (root / "server.err").open("w")  # why a server that never listened died
+    proc = subprocess.Popen(argv, cwd=root, stdout=subprocess.DEVNULL, stderr=errors)
     try:
-        wait_port(port, start + 300)
+        wait_port(port, start + 900)
         listen = time.monotonic() - start
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
-            wait_ready(client, start + 600)
+            wait_ready(client, start + 900)
             ready = time.monotonic() - start
             print(f"\n{count:,} tasks: server pid {proc.pid}")
             print(f"  time to listen                      {listen:8.3f} s")
@@ -142,6 +143,7 @@ def run(root: Path, count: int) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+        errors.close()
 
 
 def main() -> None:
