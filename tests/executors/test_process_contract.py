@@ -48,9 +48,11 @@ def log_of(tmp_path: Path) -> str:
 
 
 def wait_for_line(tmp_path: Path, text: str) -> None:
+    """Wait for ``text`` in the log, which the launched child may not have opened yet."""
     deadline = time.monotonic() + 10
-    while text not in log_of(tmp_path):
-        assert time.monotonic() < deadline, log_of(tmp_path)
+    log = tmp_path / "logs" / "probe.log"
+    while not log.exists() or text not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text() if log.exists() else "no log yet"
         time.sleep(0.01)
 
 
