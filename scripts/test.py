@@ -3,7 +3,9 @@
 
 System packages (bubblewrap for sandboxed agent runs, chromium for the Studio's browser
 tests) are installed with apt-get when missing and we are root; Python packages go into
-``.venv``. Extra arguments are passed to pytest.
+``.venv``. Extra arguments are passed to pytest. Without ``-n``, the suite runs in two
+pytest-xdist workers, one test file at a time each (``--dist loadfile``), so a file's
+module-scoped server starts once: most tests wait on real servers and processes, not on CPU.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 SYSTEM_PACKAGES = {"bwrap": "bubblewrap", "chromium": "chromium"}
+WORKERS = 2
 
 
 def run(*argv: str | Path) -> None:
@@ -50,6 +53,8 @@ def main() -> int:
     python = python_packages()
     run(python, "-m", "ruff", "check", "src", "tests", "bench")
     args = sys.argv[1:]
+    if not any(arg == "-n" or arg.startswith(("-n", "--numprocesses")) for arg in args):
+        args = ["-n", str(WORKERS), "--dist", "loadfile", *args]
     return subprocess.run([str(python), "-m", "pytest", *args], cwd=ROOT).returncode
 
 
