@@ -56,7 +56,14 @@ class _Recorder(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
         self.seen.append(self.headers.get("authorization"))
         self.rfile.read(int(self.headers.get("content-length", 0)))
-        body = json.dumps({"answer": [], "success": True, "metadata": {}}).encode()
+        self._answer({"answer": [], "success": True, "metadata": {}})
+
+    def do_GET(self) -> None:  # noqa: N802 (``ls`` asks for one page of /api/v1/tasks)
+        self.seen.append(self.headers.get("authorization"))
+        self._answer({"items": [], "next_cursor": None, "total": 0})
+
+    def _answer(self, answer: dict[str, object]) -> None:
+        body = json.dumps(answer).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))

@@ -20,8 +20,11 @@ from runyard.workspace.layout import Workspace
 from serverproc import ServerProcess, start_server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
+    # per module, not per session: while Playwright's sync API runs, its event loop counts as
+    # running in this thread, and a later test's asyncio.run() (the async client's tests)
+    # would be refused; with parallel workers any file can follow a Studio file
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
