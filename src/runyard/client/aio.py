@@ -6,12 +6,11 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from runyard.client import calls
-from runyard.client.aio_agents import AsyncAgentsClient
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
@@ -34,6 +33,9 @@ from runyard.wire import (
     TaskLogChunk,
     TaskStatus,
 )
+
+if TYPE_CHECKING:  # the agents client loads on first use of ``.agents``
+    from runyard.client.aio_agents import AsyncAgentsClient
 
 T = TypeVar("T")
 
@@ -81,6 +83,8 @@ class AsyncClient:
     def agents(self) -> AsyncAgentsClient:
         """Sessions, uploads, runs and their files (``/api/v1``), as coroutines."""
         if self._agents is None:
+            from runyard.client.aio_agents import AsyncAgentsClient
+
             self._agents = AsyncAgentsClient(self._http, self.url)
         return self._agents
 

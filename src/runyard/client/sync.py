@@ -6,12 +6,11 @@ import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
 from runyard.client import calls
-from runyard.client.agents import AgentsClient
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
@@ -25,6 +24,9 @@ from runyard.wire import (
     TaskLogChunk,
     TaskStatus,
 )
+
+if TYPE_CHECKING:  # the agents client loads on first use of ``.agents``
+    from runyard.client.agents import AgentsClient
 
 T = TypeVar("T")
 MAX_RESUMES = 20
@@ -127,6 +129,8 @@ class Client:
     def agents(self) -> AgentsClient:
         """Sessions, uploads, runs and their files (``/api/v1``), over this connection."""
         if self._agents is None:
+            from runyard.client.agents import AgentsClient
+
             self._agents = AgentsClient(self._http, self.url)
         return self._agents
 
