@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import yaml
 
-START_TIMEOUT = 30.0
+START_TIMEOUT = 60.0  # two parallel test workers on a busy 2-core machine: starts can be slow
 
 
 @dataclass
@@ -66,8 +66,8 @@ class ServerProcess:
         if not keep_runs:
             kill_strays(self.root)
         if self.pump is not None:
-            self.pump.join(10)
-        if self.proc.stdout is not None and (self.pump is None or not self.pump.is_alive()):
+            self.pump.join(10)  # it closes the pipe at its end
+        elif self.proc.stdout is not None:
             self.proc.stdout.close()
         return self.proc.returncode
 
@@ -135,10 +135,15 @@ def start_server(
     output: list[str] = []
 
     def pump() -> None:
+        # the pump closes the pipe it reads at its end (workers kept for adoption may hold
+        # it open after the server stops), so no test leaves an unclosed file to be collected
         assert proc.stdout is not None
-        for line in proc.stdout:
-            output.append(line)
-            lines.put(line)
+        try:
+            for line in proc.stdout:
+                output.append(line)
+                lines.put(line)
+        finally:
+            proc.stdout.close()
 
     pump_thread = threading.Thread(target=pump, daemon=True)
     pump_thread.start()
@@ -164,6 +169,7 @@ def _await_url(proc: subprocess.Popen[str], lines: queue.Queue[str], output: lis
         if line.startswith("runyard serving") and " on http" in line:
             return line.rsplit(" on ", 1)[1].strip()
     proc.kill()
+    proc.wait(10)
     raise RuntimeError("server did not start in time:\n" + "".join(output))
 
 
