@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import logging.config
 import re
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn.config
 
 from runyard.api import serverlog
 from serverproc import start_server
@@ -92,6 +94,9 @@ def test_errors_keep_their_traceback_without_the_secrets(
     tmp_path: Path, root_logging: None
 ) -> None:
     secret = "s3cr3t-server-token-value"
+    # what an in-process uvicorn leaves behind ("uvicorn" with its own handler, propagation
+    # off): server.log must still get uvicorn's error lines
+    logging.config.dictConfig(uvicorn.config.LOGGING_CONFIG)
     path = serverlog.configure(tmp_path, "info", [secret])
     try:
         raise RuntimeError(f"call failed with Authorization: Bearer {secret} and ?token=abc123")

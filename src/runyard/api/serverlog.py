@@ -87,6 +87,11 @@ class _UtcFormatter(logging.Formatter):
         return f"{stamp}.{int(record.msecs):03d}Z"
 
 
+# uvicorn's loggers: a logging config applied earlier in this process (uvicorn's default one
+# gives "uvicorn" a handler of its own and stops propagation) must not bypass server.log
+UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
+
 def configure(log_dir: Path, level: str, secrets: Iterable[str] = ()) -> Path:
     """Send the process's logging to ``<log_dir>/server.log`` (rotated) at ``level``, and
     warnings and errors to standard error; returns the log file's path."""
@@ -104,6 +109,12 @@ def configure(log_dir: Path, level: str, secrets: Iterable[str] = ()) -> Path:
         handler.addFilter(scrub)
         root.addHandler(handler)
     root.setLevel(level.upper())
+    for name in UVICORN:  # their lines go through the root's handlers (and its redaction) only
+        own = logging.getLogger(name)
+        for stale in own.handlers[:]:
+            own.removeHandler(stale)
+        own.propagate = True
+        own.setLevel(logging.NOTSET)
     for name in QUIET:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     return path
