@@ -1,5 +1,5 @@
 """``runyard runs TASK_ID`` through the real CLI: one line per run (full run id, state,
-times labelled UTC, the current one marked), newest first, from the files and through a
+times in local time with the zone named, like ``status``, the current one marked), newest first, from the files and through a
 server (where ``--json`` is the API's answer); a missing task or a bad id exits non-zero."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from cli_proc import CLI, base_env, cli
 
 from serverproc import start_server
 
-WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST"  # the CLI runs with TZ=Asia/Tokyo
 LINE = re.compile(
     rf"^(?P<run>[0-9a-f]{{32}})  (?P<state>\w+) *  created {WHEN}  started {WHEN}"
     rf"  finished {WHEN}(?P<current>  current)?$"
@@ -23,7 +23,8 @@ LINE = re.compile(
 def local(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     where = ["--workspace-dir", str(tmp_path / "ws"), "--log-dir", str(tmp_path / "logs")]
     return subprocess.run(
-        [*CLI, *args, *where], cwd=tmp_path, env=base_env(), capture_output=True, text=True,
+        [*CLI, *args, *where], cwd=tmp_path, env={**base_env(), "TZ": "Asia/Tokyo"},
+        capture_output=True, text=True,
         timeout=90, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 

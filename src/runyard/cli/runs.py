@@ -2,13 +2,12 @@
 fixed-name reruns replaced (kept under ``<workspace>/.history``), newest first.
 
 Through the workspace's server when one answers (``GET /api/v1/tasks/{id}/runs``), else
-from the files. One line per run with its full run id, state and times (UTC); ``--json``
-prints the API's answer unchanged.
+from the files. One line per run with its full run id, state and times (local, zone
+named); ``--json`` prints the API's answer unchanged.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -54,7 +53,7 @@ def runs(
 
 
 def run_line(run: dict[str, Any]) -> str:
-    """``<run id>  <state>  created … UTC  started …  finished …  [current]``."""
+    """``<run id>  <state>  created …  started …  finished …  [current]``, local times."""
     parts = [
         run["run_id"],
         f"{run['state']:<9}",
@@ -68,15 +67,10 @@ def run_line(run: dict[str, Any]) -> str:
 
 
 def _when(text: str | None) -> str:
-    if not text:
-        return "-"
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return text
-    if moment.tzinfo is None:  # a seed record without a zone is UTC
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    """Local time with its zone, as ``status`` and the Studio show times; ``-`` when unset."""
+    from runyard.cli.render import local_time
+
+    return local_time(text) or "-"
 
 
 def _remote(
@@ -96,7 +90,9 @@ def _remote(
             reply = client.get(f"/api/v1/tasks/{quote(task_id, safe='')}/runs")
     except httpx.TransportError as exc:
         if url is not None:
-            fail(f"server {address} does not answer: {exc}")
+            from runyard.client.calls import transport_reason
+
+            fail(f"cannot reach the server at {address}: {transport_reason(exc)}")
         return None  # a recorded server that is gone: read the files
     if reply.status_code == 404:
         fail(f"no task {task_id}", 1)
