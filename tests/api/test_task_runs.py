@@ -93,6 +93,7 @@ def test_a_run_token_sees_only_its_own_sessions_runs(tmp_path: Path) -> None:
             ["own", "GET", runs_path(own_id), None],
             ["admin", "GET", runs_path(admin_id), None],
             ["none", "GET", runs_path(missing), None],
+            ["list", "GET", "/api/v1/tasks?limit=50", None],
         ]
         with api(server, timeout=120) as client:
             run = create_run(client, new_session(client), json.dumps(calls), package="scope_probe")
@@ -103,6 +104,10 @@ def test_a_run_token_sees_only_its_own_sessions_runs(tmp_path: Path) -> None:
         assert own["status"] == 200, own
         assert [r["current"] for r in own["body"]["runs"]] == [True, False]
         assert own["body"]["runs"][1]["run_id"] == replies["submit1"]["body"]["answer"]["run_id"]
+        listed = replies["list"]  # the task list too holds only this session's tasks
+        assert listed["status"] == 200, listed
+        assert [t["task_id"] for t in listed["body"]["items"]] == [own_id]
+        assert listed["body"]["total"] == 1
         admin, none = replies["admin"], replies["none"]
         assert admin["status"] == none["status"] == 404
         assert admin["body"] == json.loads(json.dumps(none["body"]).replace(missing, admin_id))
