@@ -39,7 +39,9 @@ def probe(tmp_path: Path, request: dict, **extra: object) -> LaunchSpec:
 
 
 def log_of(tmp_path: Path) -> str:
-    return (tmp_path / "logs" / "probe.log").read_text()
+    """The probe's log so far: empty until the launched child has opened it."""
+    log = tmp_path / "logs" / "probe.log"
+    return log.read_text() if log.exists() else ""
 
 
 def wait_for_line(tmp_path: Path, text: str) -> None:
