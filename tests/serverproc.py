@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -157,6 +158,9 @@ def start_server(
     return server
 
 
+_BANNER = re.compile(r"runyard serving .* on (http://127\.0\.0\.1:\d+)\s*$")
+
+
 def _await_url(proc: subprocess.Popen[str], lines: queue.Queue[str], output: list[str]) -> str:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -166,8 +170,9 @@ def _await_url(proc: subprocess.Popen[str], lines: queue.Queue[str], output: lis
             if proc.poll() is not None:
                 raise RuntimeError("server exited at start:\n" + "".join(output)) from None
             continue
-        if line.startswith("runyard serving") and " on http" in line:
-            return line.rsplit(" on ", 1)[1].strip()
+        found = _BANNER.match(line)
+        if found:
+            return found.group(1)
     proc.kill()
     proc.wait(10)
     raise RuntimeError("server did not start in time:\n" + "".join(output))

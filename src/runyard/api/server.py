@@ -121,9 +121,15 @@ def _announce(settings: Settings, record: dict[str, Any]) -> None:
     url, token = record["url"], record["token"]
     # the token rides in the fragment: a browser never sends that part of a URL anywhere
     studio = f"{url}/#token={token}" if token else f"{url}/"
-    print(f"runyard serving {settings.workspace_dir} on {url}", flush=True)
-    print(f"  Studio: {studio}", flush=True)
-    print("  try: runyard submit demo x=1 y=2 --wait", flush=True)
+    # one write: start-up runs beside this, and a log line on stderr (often the same pipe)
+    # must not land inside the banner, even with unbuffered output
+    banner = (
+        f"runyard serving {settings.workspace_dir} on {url}\n"
+        f"  Studio: {studio}\n"
+        "  try: runyard submit demo x=1 y=2 --wait\n"
+    )
+    sys.stdout.write(banner)
+    sys.stdout.flush()
 
 
 def _request_exit(main: uvicorn.Server) -> None:
