@@ -30,7 +30,7 @@ from runyard.agents.store import AgentStore
 from runyard.agents.tokens import RunScope
 from runyard.agents.uploads import ReceivedUpload, UploadSink
 from runyard.config import Settings
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 from runyard.workspace.records import utcnow
 
 MAX_PAGE = 1000

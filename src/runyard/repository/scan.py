@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, TypeGuard
 
+from runyard.faults import fault_delay
 from runyard.repository.records import FolderRecords, TaskFolder, scan_folder
-from runyard.runtime.faults import fault_delay
 
 log = logging.getLogger(__name__)
 

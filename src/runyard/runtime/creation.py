@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from runyard.errors import InvalidInput, RunyardError, TaskActive, TaskNameTaken
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 from runyard.runtime.liveness import settle, state_event, worker_alive
 from runyard.runtime.submitters import ADMIN, Submitter, record_submitter, session_of
 from runyard.tasks.base import TaskInput

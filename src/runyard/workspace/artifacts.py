@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 from runyard.workspace.safefs import open_under
 
 CHUNK = 1 << 20

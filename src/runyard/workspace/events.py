@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 
 
 def append_event(path: Path, event: dict[str, Any]) -> None:

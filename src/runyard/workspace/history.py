@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 from runyard.workspace.identity import is_task_id, parse_task_id
 from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskStatus, status_from_dict

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
 from runyard.workspace.identity import TASK_TYPES, TaskType, parse_task_id
 from runyard.workspace.records import (

@@ -27,7 +27,7 @@ from runyard.agents.names import paths_overlap
 from runyard.agents.store import rows
 from runyard.agents.store.base import AgentStore, state_event
 from runyard.agents.store.schema import migrate
-from runyard.runtime.faults import fault_point
+from runyard.faults import fault_point
 
 ACTIVE = "('queued', 'running')"
 
