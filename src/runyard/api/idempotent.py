@@ -32,12 +32,18 @@ Recover = Callable[[str], Any]
 
 
 def idempotency_store(services: Services) -> IdempotencyStore:
-    """The workspace's key store, opened once per server (it makes a folder and opens
-    SQLite: call it from the thread pool); ``Services.stop`` closes it."""
+    """The workspace's key store, opened once per server."""
     with _STORE_LOCK:
-        if services.idempotency is None:
-            services.idempotency = IdempotencyStore(services.workspace.root)
-        return services.idempotency
+        store = services.extras.get("idempotency")
+        if store is None:
+            store = services.extras["idempotency"] = IdempotencyStore(services.workspace.root)
+        return store
+
+
+def close_store(services: Services) -> None:
+    store = services.extras.pop("idempotency", None)
+    if store is not None:
+        store.close()
 
 
 def caller_route(route: str, scope: RunScope | None) -> str:
@@ -66,7 +72,7 @@ async def run_once(
     if key is None:
         return await work()
     check_key(key)
-    store = await run_in_threadpool(idempotency_store, services)
+    store = idempotency_store(services)
     async with store.held(route, key):
         try:
             stored = await run_in_threadpool(store.reserve, route, key, body_hash(body))
