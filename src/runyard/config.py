@@ -25,7 +25,7 @@ from pydantic_settings import (
 
 from runyard.configfile import read_config_file
 from runyard.errors import ConfigError
-from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings
 
 DEFAULT_ENV_ALLOWLIST = (
     "PATH",

@@ -16,7 +16,7 @@ from runyard.executors.base import LaunchSpec, Limits, Mount
 from runyard.executors.kubernetes.manifests import RESUME_PATCH, build_manifests, owned_by
 from runyard.executors.kubernetes.names import RUN_ID_LABEL, resource_name, run_id_of
 from runyard.executors.kubernetes.package import PackageTooLarge, read_package
-from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings
 
 TOKEN = "tok-3f9a-very-secret"
 

@@ -14,7 +14,7 @@ __all__ = ["KubernetesExecutor", "KubernetesExitInfo", "KubernetesSettings", "sw
 _WHERE = {
     "KubernetesExecutor": "runyard.executors.kubernetes.executor",
     "KubernetesExitInfo": "runyard.executors.kubernetes.status",
-    "KubernetesSettings": "runyard.executors.kubernetes.settings",
+    "KubernetesSettings": "runyard.kubernetes_settings",
     "sweep_leftovers": "runyard.executors.kubernetes.sweeper",
 }
 

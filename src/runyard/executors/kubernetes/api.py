@@ -14,7 +14,7 @@ from typing import Any
 
 from runyard.errors import ExecutorError
 from runyard.executors.kubernetes.names import CONTAINER_NAME
-from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings
 
 MISSING_CLIENT = (
     "The Kubernetes executor needs the official 'kubernetes' client, which is not "

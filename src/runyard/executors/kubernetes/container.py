@@ -13,7 +13,7 @@ from runyard.errors import ExecutorError
 from runyard.executors.base import Limits
 from runyard.executors.kubernetes.names import STDIN_ENV, STDIN_KEY, STDIN_PATH
 from runyard.executors.kubernetes.package import OBJECT_LIMIT
-from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings
 
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 SECRET_ENV_PREFIX = "env."

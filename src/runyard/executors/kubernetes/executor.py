@@ -36,10 +36,10 @@ from runyard.executors.kubernetes.manifests import (
 )
 from runyard.executors.kubernetes.names import managed_selector, run_id_of
 from runyard.executors.kubernetes.package import PackageFiles, read_package
-from runyard.executors.kubernetes.settings import KubernetesSettings
 from runyard.executors.kubernetes.status import KubernetesExitInfo, job_outcome, vanished
 from runyard.executors.kubernetes.sweeper import Swept, sweep_leftovers
 from runyard.executors.local import open_log
+from runyard.kubernetes_settings import KubernetesSettings
 
 if TYPE_CHECKING:
     from runyard.config import Settings

@@ -31,8 +31,8 @@ from runyard.executors.kubernetes.names import (
     split_labels,
 )
 from runyard.executors.kubernetes.package import PackageFiles
-from runyard.executors.kubernetes.settings import KubernetesSettings
 from runyard.executors.kubernetes.volumes import plan_volumes
+from runyard.kubernetes_settings import KubernetesSettings
 
 RESUME_PATCH: dict[str, Any] = {"spec": {"suspend": False}}
 

@@ -10,7 +10,7 @@ from typing import Any
 from runyard.errors import ExecutorError
 from runyard.executors.base import Mount
 from runyard.executors.kubernetes.names import PACKAGE_TARGET, RESERVED_TARGETS
-from runyard.executors.kubernetes.settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings
 
 PVC_VOLUME = "workspace"
 
