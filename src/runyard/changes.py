@@ -1,18 +1,48 @@
-"""Wake asyncio waiters when a task's records change (repository watcher thread -> loop)."""
+"""One change hub: wake asyncio waiters (event streams) when a record changes, from any thread.
+
+Producers call :meth:`ChangeHub.changed` with the id of what changed (a task id, a run id)
+from whatever thread they run on: the repository's watcher thread for task records (see
+:meth:`ChangeHub.follow`), the run service for agent runs. A change that touches several
+records at once (a session's queue moving on, a restart) is :meth:`ChangeHub.changed_all`.
+Consumers subscribe *before* reading state, so no change between the read and the wait is
+lost::
+
+    with hub.subscribe(task_id) as sub:
+        ...                       # read state, send it
+        await sub.wait(timeout)   # True: something changed; False: timed out
+
+A subscription wakes the loop it was made on. This module imports nothing of runyard's, so
+every layer can hold the hub it is handed.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
-from runyard.repository import TaskRepository
+Unsubscribe = Callable[[], None]
+
+
+class ChangeSource(Protocol):
+    """What :meth:`ChangeHub.follow` listens to (the task repository is one)."""
+
+    def subscribe(self, callback: Callable[[str, str], None]) -> Unsubscribe: ...
 
 
 class Subscription:
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self.event = asyncio.Event()
+
+    def wake(self) -> None:
+        """Set the event from any thread (a no-op once the loop is closed)."""
+        # a closed loop raises RuntimeError: nobody is waiting there any more
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.event.set)
 
     async def wait(self, timeout: float | None) -> bool:
         """Wait for a change (True) or the timeout (False); then re-arm."""
@@ -26,40 +56,49 @@ class Subscription:
 
 
 class ChangeHub:
-    def __init__(self, repository: TaskRepository) -> None:
-        self.repository = repository
-        self._subs: defaultdict[str, set[Subscription]] = defaultdict(set)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._unsubscribe: Callable[[], None] | None = None
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._subs: dict[str, set[Subscription]] = {}
+        self._unfollow: list[Unsubscribe] = []
 
-    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._unsubscribe = self.repository.subscribe(self._on_change)
+    def follow(self, source: ChangeSource) -> None:
+        """Turn each change ``source`` reports (``callback(id, name)``) into :meth:`changed`."""
+        self._unfollow.append(source.subscribe(lambda key, _name: self.changed(key)))
 
-    def detach(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+    def unfollow(self) -> None:
+        """Stop listening to every followed source. Idempotent."""
+        while self._unfollow:
+            self._unfollow.pop()()
+
+    def changed(self, key: str) -> None:
+        """Wake the subscribers of ``key``. Safe from any thread."""
+        with self._lock:
+            subs = list(self._subs.get(key, ()))
+        for sub in subs:
+            sub.wake()
+
+    def changed_all(self) -> None:
+        """Wake every subscriber (a change that touched several records at once)."""
+        with self._lock:
+            subs = [sub for group in self._subs.values() for sub in group]
+        for sub in subs:
+            sub.wake()
 
     @contextmanager
-    def subscribe(self, task_id: str) -> Iterator[Subscription]:
-        """Register before reading state, so no change between read and wait is lost."""
-        sub = Subscription()
-        self._subs[task_id].add(sub)
+    def subscribe(self, key: str) -> Iterator[Subscription]:
+        """Register before reading state, so no change between read and wait is lost.
+
+        Must be entered on the event loop that will wait.
+        """
+        sub = Subscription(asyncio.get_running_loop())
+        with self._lock:
+            self._subs.setdefault(key, set()).add(sub)
         try:
             yield sub
         finally:
-            subs = self._subs.get(task_id)
-            if subs is not None:
-                subs.discard(sub)
-                if not subs:
-                    del self._subs[task_id]
-
-    def _on_change(self, task_id: str, file_name: str) -> None:
-        loop = self._loop
-        if loop is not None and task_id in self._subs:
-            loop.call_soon_threadsafe(self._wake, task_id)
-
-    def _wake(self, task_id: str) -> None:
-        for sub in self._subs.get(task_id, ()):
-            sub.event.set()
+            with self._lock:
+                group = self._subs.get(key)
+                if group is not None:
+                    group.discard(sub)
+                    if not group:
+                        del self._subs[key]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from runyard.agents.errors import AgentInvalid, BadRequest, UploadTooLarge
-from runyard.agents.uploads import FLUSH_BYTES, UploadSink, receive_upload
+from runyard.agents.uploads import UploadSink
+from runyard.api.uploads import FLUSH_BYTES, receive_upload
 
 BOUNDARY = "xYzBoUnDaRy"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"

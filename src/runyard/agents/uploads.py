@@ -1,34 +1,23 @@
-"""Streaming multipart uploads: the file goes to disk as it arrives, memory stays flat.
+"""Where an upload is written while it arrives: a temp file in ``uploads/`` that hashes and
+counts what it is given and refuses more than the upload limit (:class:`UploadTooLarge`).
 
-The body is fed chunk by chunk to python-multipart's streaming parser. Small fields
-(``sessionId``, ``relativePath``) are kept in memory up to 64 KiB each; the ``file`` part
-is buffered up to 1 MiB at a time and written to a temp file in ``uploads/`` (hashing as
-it goes) by a worker thread while the next block is parsed. Past ``limit`` bytes the
-upload stops with :class:`UploadTooLarge` and the temp file is removed: nothing is left
-behind.
+The HTTP side (:mod:`runyard.api.uploads`) parses the multipart body and feeds the file part
+to an :class:`UploadSink`; the catalog then checks the form (:class:`ReceivedUpload`), moves
+the file into place and records it. A sink that is not finished is removed: nothing is left
+behind but ``.partial-*`` files of a crash, which the start-up sweep removes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from python_multipart.multipart import MultipartParser, parse_options_header
+from runyard.agents.errors import UploadTooLarge
 
-from runyard.agents.errors import AgentError, BadRequest, UploadTooLarge
-
-FLUSH_BYTES = 1 << 20
-MAX_FIELD_BYTES = 64 * 1024
-MAX_PARTS = 8
-MAX_BOUNDARY_BYTES = 70  # RFC 2046; the parser raises a bare error past 256
 PARTIAL_PREFIX = ".partial-"
-TEXT_FIELDS = ("sessionId", "relativePath")
 
 
 class UploadSink:
@@ -92,167 +81,3 @@ class ReceivedUpload:
     file_name: str
     content_type: str
     sink: UploadSink
-
-
-@dataclass
-class _Part:
-    name: str = ""
-    file_name: str | None = None
-    content_type: str = ""
-    headers: dict[str, bytes] = field(default_factory=dict)
-    value: bytearray = field(default_factory=bytearray)
-
-
-class _Receiver:
-    """python-multipart callbacks that route each part to memory or to the sink."""
-
-    def __init__(self, open_sink: Callable[[dict[str, str]], UploadSink]) -> None:
-        self.open_sink = open_sink
-        self.fields: dict[str, str] = {}
-        self.sink: UploadSink | None = None
-        self.file_name = ""
-        self.content_type = ""
-        self.part = _Part()
-        self.parts = 0
-        self._header_name = bytearray()
-        self._header_value = bytearray()
-
-    def callbacks(self) -> Any:
-        return {
-            "on_part_begin": self._part_begin,
-            "on_header_field": lambda d, s, e: self._header_name.extend(d[s:e]),
-            "on_header_value": lambda d, s, e: self._header_value.extend(d[s:e]),
-            "on_header_end": self._header_end,
-            "on_headers_finished": self._headers_finished,
-            "on_part_data": self._part_data,
-            "on_part_end": self._part_end,
-        }
-
-    def _part_begin(self) -> None:
-        self.parts += 1
-        if self.parts > MAX_PARTS:
-            raise BadRequest(f"Too many form parts (at most {MAX_PARTS})")
-        self.part = _Part()
-
-    def _header_end(self) -> None:
-        self.part.headers[bytes(self._header_name).lower().decode("latin-1")] = bytes(
-            self._header_value
-        )
-        self._header_name.clear()
-        self._header_value.clear()
-
-    def _headers_finished(self) -> None:
-        _, options = parse_options_header(self.part.headers.get("content-disposition"))
-        self.part.name = _utf8(options.get(b"name", b""), "form field name")
-        if b"filename" in options:
-            self.part.file_name = _utf8(options[b"filename"], "file name")
-        self.part.content_type = self.part.headers.get("content-type", b"").decode("latin-1")
-        if self.part.name == "file":
-            if self.sink is not None:
-                raise BadRequest("Send exactly one 'file' part per upload")
-            self.file_name = self.part.file_name or ""
-            self.content_type = self.part.content_type
-            self.sink = self.open_sink(self.fields)
-        elif self.part.name not in TEXT_FIELDS:
-            raise BadRequest(
-                f"Unexpected form field {self.part.name!r}; an upload has the fields "
-                "sessionId, file and relativePath"
-            )
-
-    def _part_data(self, data: bytes, start: int, end: int) -> None:
-        if self.part.name == "file":
-            assert self.sink is not None
-            self.sink.add(memoryview(data)[start:end])
-            return
-        self.part.value += data[start:end]
-        if len(self.part.value) > MAX_FIELD_BYTES:
-            limit = MAX_FIELD_BYTES
-            raise BadRequest(f"Form field {self.part.name!r} is longer than {limit} bytes")
-
-    def _part_end(self) -> None:
-        if self.part.name in TEXT_FIELDS:
-            self.fields[self.part.name] = _utf8(bytes(self.part.value), self.part.name)
-
-
-def _utf8(raw: bytes, what: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadRequest(f"The {what} is not valid UTF-8") from exc
-
-
-def multipart_boundary(content_type: str | None) -> bytes:
-    media, options = parse_options_header(content_type)
-    if media != b"multipart/form-data" or not options.get(b"boundary"):
-        raise BadRequest(
-            "An upload is a multipart/form-data body with the fields sessionId, file and "
-            "relativePath"
-        )
-    boundary: bytes = options[b"boundary"]
-    if len(boundary) > MAX_BOUNDARY_BYTES:
-        raise BadRequest(f"The multipart boundary is longer than {MAX_BOUNDARY_BYTES} bytes")
-    return boundary
-
-
-async def receive_upload(
-    chunks: AsyncIterator[bytes],
-    content_type: str | None,
-    open_sink: Callable[[dict[str, str]], UploadSink],
-) -> ReceivedUpload:
-    """Parse a multipart body from ``chunks``; the file part streams into ``open_sink(...)``.
-
-    ``open_sink`` gets the text fields seen so far (so it can refuse early, e.g. a closed
-    session). While one block is hashed and written in a worker thread the next one is
-    parsed, so at most two blocks are in memory. On any error the sink's temp file is
-    removed before the error propagates.
-    """
-    receiver = _Receiver(open_sink)
-    parser = MultipartParser(multipart_boundary(content_type), receiver.callbacks())
-    writer = _BlockWriter()
-    try:
-        async for chunk in chunks:
-            _feed(parser, chunk)
-            if receiver.sink is not None and len(receiver.sink.pending) >= FLUSH_BYTES:
-                await writer.hand_over(receiver.sink)
-        parser.finalize()
-        if receiver.sink is None:
-            raise BadRequest("The upload has no 'file' part")
-        await writer.drain()
-        await asyncio.to_thread(receiver.sink.finish)
-    except BaseException:
-        await writer.drain(suppress=True)
-        if receiver.sink is not None:
-            receiver.sink.discard()
-        raise
-    return ReceivedUpload(receiver.fields, receiver.file_name, receiver.content_type, receiver.sink)
-
-
-class _BlockWriter:
-    """One block in flight to a worker thread, in order."""
-
-    def __init__(self) -> None:
-        self.inflight: asyncio.Future[None] | None = None
-
-    async def hand_over(self, sink: UploadSink) -> None:
-        block = sink.take()
-        await self.drain()
-        self.inflight = asyncio.ensure_future(asyncio.to_thread(sink.write_block, block))
-
-    async def drain(self, suppress: bool = False) -> None:
-        inflight, self.inflight = self.inflight, None
-        if inflight is None:
-            return
-        try:
-            await inflight
-        except Exception:
-            if not suppress:
-                raise
-
-
-def _feed(parser: MultipartParser, chunk: bytes) -> None:
-    try:
-        parser.write(chunk)
-    except AgentError:
-        raise
-    except Exception as exc:
-        raise BadRequest(f"Malformed multipart body: {exc}") from exc

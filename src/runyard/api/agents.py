@@ -18,27 +18,27 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from runyard.agents.errors import AgentError, UploadTooLarge, error_code, http_status
+from runyard.agents.errors import AgentError, BadRequest, UploadTooLarge, error_code, http_status
 from runyard.agents.files import list_output_files, open_output, open_upload
 from runyard.agents.models import MountGrant, Page, SessionStatus, new_id, to_wire
 from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
-from runyard.agents.service import AgentService
-from runyard.agents.stream import RunCursor, run_events
 from runyard.agents.tokens import RunScope
-from runyard.agents.uploads import receive_upload
+from runyard.api.agentservice import AgentService
 from runyard.api.downloads import download
 from runyard.api.envelope import read_json_body
 from runyard.api.idempotent import caller_route, find_reserved, reserved_id, run_once
+from runyard.api.run_stream import RunCursor, run_events, run_stream_source
 from runyard.api.services import Services
+from runyard.api.sse import sse_response
 from runyard.api.storage import api_storage_response
+from runyard.api.uploads import receive_upload
 from runyard.errors import IdempotencyConflict, InsufficientStorage, InvalidInput
 from runyard.workspace.space import is_space_error, require_space, storage_error
 
 log = logging.getLogger("runyard.api.agents")
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 # where a run sees its session's folders: run tokens get these instead of host paths
 SANDBOX_STATE_DIR = "/workspace/state"
 SANDBOX_MOUNTS_DIR = "/workspace/mounts"
@@ -374,10 +374,12 @@ def _run_output_routes(router: APIRouter, service: AgentService) -> None:
 
     @router.get("/runs/{run_id}/events")
     async def events(request: Request, run_id: str) -> Any:
-        cursor = RunCursor.parse(request.headers.get("last-event-id"))
+        try:
+            cursor = RunCursor.parse(request.headers.get("last-event-id"))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
         run = await run_in_threadpool(runs.run, run_id, run_scope(request))
-        stream = run_events(service.stream_source(run), cursor)
-        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+        return sse_response(run_events(run_stream_source(service, run), cursor))
 
 
 def _checkpoint_routes(router: APIRouter, services: Services, service: AgentService) -> None:

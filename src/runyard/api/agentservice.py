@@ -23,14 +23,12 @@ from runyard.agents.catalog import Catalog
 from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.launch import SandboxChoice, choose_sandbox, user_prefix
 from runyard.agents.layout import AgentLayout, Ownership
-from runyard.agents.models import Run
-from runyard.agents.notify import ChangeSignal
 from runyard.agents.processes import RunProcesses
 from runyard.agents.runs import RunManager
 from runyard.agents.starter import RunStarter, StartContext
 from runyard.agents.store import AgentStore, SQLiteStore
-from runyard.agents.stream import RunStreamSource
 from runyard.agents.tokens import RunScope, hash_token, looks_like_run_token
+from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.executors.base import Executor
@@ -55,7 +53,7 @@ class AgentService:
         self.store = store
         self.owner = Ownership(settings.agent_run_uid, settings.agent_run_gid)
         _check_ownership(self.owner)
-        self.signal = ChangeSignal()
+        self.changes = ChangeHub()  # run streams wait on it (api/run_stream.py)
         self.processes = RunProcesses(executor or build_executor(settings))
         self.catalog = Catalog(settings, layout, store, self.owner)
         self._choice: SandboxChoice | None = None
@@ -65,7 +63,7 @@ class AgentService:
         self.checkpoints = Checkpoints(settings, layout, store, self.catalog, self.owner)
         self.runs = RunManager(
             settings, layout, store, self.catalog, self._starter, self.processes,
-            self.signal.notify, self.checkpoints,
+            self.changes.changed_all, self.checkpoints,
         )  # fmt: skip
 
     @classmethod
@@ -132,14 +130,6 @@ class AgentService:
         if run is None or run.state.terminal:
             return None
         return RunScope(run.id, run.session_id)
-
-    def stream_source(self, run: Run) -> RunStreamSource:
-        return RunStreamSource(
-            get_run=lambda: self.runs.run(run.id),
-            get_events=lambda after: self.store.run_events(run.id, after),
-            log_path=self.layout.log_path(run.id),
-            signal=self.signal,
-        )
 
 
 def build_executor(settings: Settings) -> Executor:

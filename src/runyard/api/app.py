@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -23,7 +22,6 @@ from runyard.api.envelope import job_response
 from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.mcp_lazy import mount_lazy_mcp
 from runyard.api.metrics import install_metrics
-from runyard.api.notify import ChangeHub
 from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_gc import mount_gc
@@ -36,6 +34,7 @@ from runyard.api.services import Services
 from runyard.api.startup import Startup, StartupGate
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
+from runyard.changes import ChangeHub
 from runyard.config import Settings
 
 
@@ -48,20 +47,20 @@ def runyard_version() -> str:
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     services = services or Services.build(settings)
-    hub = ChangeHub(services.repository)
+    hub = ChangeHub()
     startup = Startup(services)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         startup.begin()  # in the background: the port opens now (see api/startup.py)
-        hub.attach(asyncio.get_running_loop())
+        hub.follow(services.repository)
         app.state.metrics.attach()
         try:
             async with app.state.mcp.run():
                 yield
         finally:
             app.state.metrics.detach()
-            hub.detach()
+            hub.unfollow()
             await run_in_threadpool(startup.join)
             await run_in_threadpool(services.stop)
 

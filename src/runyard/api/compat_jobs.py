@@ -17,8 +17,8 @@ from pydantic import Field
 
 from runyard.api import job_args as a
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
-from runyard.api.notify import ChangeHub
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 from runyard.workspace.space import storage_report
 
 USAGE = (

@@ -19,7 +19,6 @@ from runyard.agents.tokens import RunScope
 from runyard.api import job_args as a
 from runyard.api.detail import with_detail
 from runyard.api.idempotency import current_key
-from runyard.api.notify import ChangeHub
 from runyard.api.scopes import (
     can_see,
     require_visible,
@@ -30,6 +29,7 @@ from runyard.api.scopes import (
     visible_ids,
 )
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.runtime.liveness import settle

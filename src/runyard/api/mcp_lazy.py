@@ -19,8 +19,8 @@ from typing import Any
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from runyard.api.notify import ChangeHub
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 
 log = logging.getLogger("runyard.api")
 MCP_PATH = "/mcp"  # runyard.api.mcp.server.MCP_PATH, without importing it

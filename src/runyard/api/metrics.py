@@ -41,7 +41,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from runyard.api.services import Services
-from runyard.api.sse_gauge import current_gauge
+from runyard.api.sse import current_gauge
 from runyard.sync.outbox import outbox_depth
 from runyard.workspace.identity import parse_task_id
 

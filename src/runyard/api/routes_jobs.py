@@ -23,19 +23,19 @@ from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once
 from runyard.api.jobs import JOBS, Job
-from runyard.api.notify import ChangeHub
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
+from runyard.api.sse import SSE_HEADERS
 from runyard.api.storage import job_storage_response
 from runyard.api.streaming import (
     parse_last_event_id,
     single_result,
     stream_task_events,
 )
+from runyard.changes import ChangeHub
 from runyard.errors import Forbidden, IdempotencyConflict, InsufficientStorage, InvalidInput
 
 log = logging.getLogger("runyard.api")
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, dict[str, Any]]:

@@ -1,18 +1,18 @@
 """Server-Sent Events for the Job API: ``progress``, ``log`` and one final ``result``.
 
-Every event carries a numeric ``id`` that encodes where the stream stands in the run's
-two files and which run it follows: ``run_tag << 80 | events_offset << 40 | log_offset``
-(``run_tag`` is the first 32 bits of the run id). A client reconnecting with
-``Last-Event-ID`` continues with no gap and no repeat; if the task was rerun meanwhile,
-the stream ends at once with a failed ``result`` instead of mixing two runs. An id whose
-run tag is 0 (a client that built it from offsets alone) follows the current run. A
-comment line is sent as a heartbeat when nothing else was sent for a while (15 s).
+Every event carries a numeric ``id`` (framed by :mod:`runyard.api.sse`) that encodes where
+the stream stands in the run's two files and which run it follows:
+``run_tag << 80 | events_offset << 40 | log_offset`` (``run_tag`` is the first 32 bits of
+the run id): the :mod:`~runyard.api.sse` position is ``run_tag << 40 | events_offset``. A
+client reconnecting with ``Last-Event-ID`` continues with no gap and no repeat; if the task
+was rerun meanwhile, the stream ends at once with a failed ``result`` instead of mixing two
+runs. An id whose run tag is 0 (a client that built it from offsets alone) follows the
+current run. A comment line is sent as a heartbeat when nothing else was sent for
+``sse_heartbeat_seconds``.
 """
 
 from __future__ import annotations
 
-import json
-import time
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -24,46 +24,30 @@ from runyard.agents.tokens import RunScope
 from runyard.api.envelope import error_answer
 from runyard.api.event_data import log_data, progress_data, result_data
 from runyard.api.jobs import current_status
-from runyard.api.notify import ChangeHub
 from runyard.api.scopes import scrub
 from runyard.api.services import Services
-from runyard.api.sse_gauge import sse_client
+from runyard.api.sse import (
+    LOG_SHIFT,
+    Heartbeat,
+    event_id,
+    format_event,
+    next_log_window,
+    parse_event_id,
+    sse_client,
+)
+from runyard.changes import ChangeHub
 from runyard.workspace.events import read_events
-from runyard.workspace.logs import MAX_LIMIT, read_log_window
+from runyard.workspace.logs import MAX_LIMIT
 from runyard.workspace.records import TaskStatus
 
-SHIFT = 40  # byte offsets below 1 TiB
-OFFSET_MASK = (1 << SHIFT) - 1
-RUN_SHIFT = 2 * SHIFT
-MAX_EVENT_ID = (1 << (RUN_SHIFT + 32)) - 1  # run tags are 32 bits
-MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
-LAST_EVENT_ID_RULE = f"Last-Event-ID must be an event id of this stream: 0 to {MAX_EVENT_ID}"
-
-
-def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
-    lines = [f"event: {kind}"]
-    if event_id is not None:
-        lines.append(f"id: {event_id}")
-    lines.append("data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-    return ("\n".join(lines) + "\n\n").encode()
+EVENTS_MASK = (1 << LOG_SHIFT) - 1  # events-file offsets below 1 TiB
+MAX_POSITION = (1 << (LOG_SHIFT + 32)) - 1  # run tags are 32 bits
 
 
 def parse_last_event_id(value: str | None) -> StreamCursor:
     """The position a Last-Event-ID names; ValueError unless it is an id we could send."""
-    text = (value or "").strip()
-    if not text:
-        return StreamCursor()
-    # ASCII digits only ("²".isdigit() is true) and few of them: int() refuses 5,000 digits
-    if not (text.isascii() and text.isdigit() and len(text) <= MAX_EVENT_ID_DIGITS):
-        raise ValueError(LAST_EVENT_ID_RULE)
-    number = int(text)
-    if number > MAX_EVENT_ID:
-        raise ValueError(LAST_EVENT_ID_RULE)
-    return StreamCursor(
-        events_offset=(number >> SHIFT) & OFFSET_MASK,
-        log_offset=number & OFFSET_MASK,
-        run_tag=number >> RUN_SHIFT,
-    )
+    position, log_offset = parse_event_id(value, MAX_POSITION)
+    return StreamCursor(position & EVENTS_MASK, log_offset, position >> LOG_SHIFT)
 
 
 def run_tag(run_id: str) -> int:
@@ -81,7 +65,7 @@ class StreamCursor:
 
     @property
     def event_id(self) -> int:
-        return (self.run_tag << RUN_SHIFT) | (self.events_offset << SHIFT) | self.log_offset
+        return event_id((self.run_tag << LOG_SHIFT) | self.events_offset, self.log_offset)
 
 
 async def single_result(
@@ -116,20 +100,18 @@ async def stream_task_events(
         yield format_event("result", result_data(message, False), cursor.event_id)
         return
     cursor.run_tag = run_tag(pinned)
-    heartbeat = services.settings.sse_heartbeat_seconds
+    heartbeat = Heartbeat(services.settings.sse_heartbeat_seconds)
     events_path = services.workspace.events_path(task_id)
-    last_sent = time.monotonic()
     with hub.subscribe(task_id) as sub, sse_client("task"):
         while True:
             for chunk in await run_in_threadpool(_drain, events_path, status, cursor):
                 yield chunk
-                last_sent = time.monotonic()
+                heartbeat.sent()
             if status.terminal:
                 break
-            wait = min(poll_interval, max(0.0, last_sent + heartbeat - time.monotonic()))
-            if not await sub.wait(wait) and time.monotonic() - last_sent >= heartbeat:
-                yield b": heartbeat\n\n"
-                last_sent = time.monotonic()
+            changed = await sub.wait(heartbeat.wait_time(poll_interval))
+            if not changed and (beat := heartbeat.due()) is not None:
+                yield beat
             latest = await run_in_threadpool(_status_or_none, services, task_id, scope)
             if latest is None or latest.run_id != pinned:
                 gone = "deleted" if latest is None else f"replaced by run {latest.run_id}"
@@ -141,9 +123,7 @@ async def stream_task_events(
     yield format_event("result", final, cursor.event_id)
 
 
-def _status_or_none(
-    services: Services, task_id: str, scope: RunScope | None
-) -> TaskStatus | None:
+def _status_or_none(services: Services, task_id: str, scope: RunScope | None) -> TaskStatus | None:
     try:
         return current_status(services, task_id, scope)
     except KeyError:
@@ -160,10 +140,7 @@ def _drain(events_path: Any, status: TaskStatus, cursor: StreamCursor) -> list[b
         if event.get("kind") == "progress":
             out.append(format_event("progress", progress_data(event), cursor.event_id))
     cursor.events_offset = next_offset
-    while status.log_path:
-        chunk = read_log_window(status.log_path, cursor.log_offset, MAX_LIMIT)
-        if chunk.reset or chunk.next_offset <= cursor.log_offset:
-            break
+    while (chunk := next_log_window(status.log_path, cursor.log_offset, MAX_LIMIT)) is not None:
         cursor.log_offset = chunk.next_offset
         data = log_data(chunk.model_dump(mode="json"))
         out.append(format_event("log", data, cursor.event_id))

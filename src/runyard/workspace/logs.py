@@ -20,9 +20,13 @@ MAX_LIMIT = 262144
 
 
 def read_log_window(
-    path: Path | str | None, offset: int = -1, limit: int = DEFAULT_LIMIT
+    path: Path | str | None, offset: int = -1, limit: int = DEFAULT_LIMIT, lines: bool = False
 ) -> TaskLogChunk:
-    """Read up to ``limit`` bytes from ``offset`` (-1: the tail; past the end: reset + tail)."""
+    """Read up to ``limit`` bytes from ``offset`` (-1: the tail; past the end: reset + tail).
+
+    With ``lines``, a window that reaches the end of the file stops after its last newline
+    (a line still being written is left for the next window).
+    """
     fd = _open_regular(path)
     if fd < 0:
         return TaskLogChunk(
@@ -43,6 +47,8 @@ def read_log_window(
     body = data[head : head + limit]
     body = body[: _complete_prefix(body)]
     begin = start + head
+    if lines and begin + limit >= size:
+        body = body[: body.rfind(b"\n") + 1]
     end = begin + len(body)
     return TaskLogChunk(
         content=body.decode("utf-8", errors="replace"),

@@ -30,9 +30,9 @@ from starlette.routing import Route
 from runyard.agents.tokens import RunScope
 from runyard.api.mcp.resources import definition_resources, read_resource, resource_templates
 from runyard.api.mcp.tools import call_tool, tool_list
-from runyard.api.notify import ChangeHub
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 
 MCP_PATH = "/mcp"
 INSTRUCTIONS = (

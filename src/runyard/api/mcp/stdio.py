@@ -26,8 +26,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from starlette.concurrency import run_in_threadpool
 
 from runyard.api.mcp.server import MCP_PATH, build_mcp_server
-from runyard.api.notify import ChangeHub
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.repository import TaskRepository
 from runyard.runtime.supervisor import Supervisor
@@ -75,19 +75,13 @@ def file_services(settings: Settings) -> Services:
 async def serve_files(settings: Settings, version: str = "") -> None:
     """Answer MCP on stdio from the workspace files until stdin closes."""
     services = file_services(settings)
-    hub = ChangeHub(services.repository)
+    hub = ChangeHub()
     await run_in_threadpool(services.start)
-    hub.attach(_running_loop())
+    hub.follow(services.repository)
     try:
         server = build_mcp_server(services, hub, version)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
     finally:
-        hub.detach()
+        hub.unfollow()
         await run_in_threadpool(services.stop)
-
-
-def _running_loop() -> Any:
-    import asyncio
-
-    return asyncio.get_running_loop()

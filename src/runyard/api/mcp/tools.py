@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from runyard.agents.tokens import RunScope
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jobs import JOBS, Job
-from runyard.api.notify import ChangeHub
 from runyard.api.scopes import scrub
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 
 log = logging.getLogger("runyard.api.mcp")
 
