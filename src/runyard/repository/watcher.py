@@ -25,6 +25,11 @@ in 80 % of the budget (the rest is left to other watchers of the same user), and
 for at most ``DEBOUNCE_MS`` and handed over ``STEP_MS`` after the last one, so a change
 reaches subscribers within a few ms.
 
+Watching goes through watchfiles' public generator (:func:`watchfiles.watch`), one per watch
+set, in the watcher thread. Each returns to the thread every ``WAIT_MS`` without changes, so
+a sparse watcher notices a resync request, and an old watch set can be drained quickly when
+it is replaced.
+
 The kernel also reports every open of a watched file, and drops events when its queue
 (``fs.inotify.max_queued_events``) overflows; so the index answers lists from memory and
 opens files only for ``get``, ``get_metadata`` and actual changes, and watches are placed
@@ -37,10 +42,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 
-from watchfiles._rust_notify import RustNotify
+import watchfiles
 
 from runyard.workspace.identity import TASK_TYPES, is_task_id
 from runyard.workspace.layout import RECORD_FILES
@@ -54,7 +59,7 @@ WATCH_MODES = frozenset({AUTO, RECURSIVE, SPARSE})
 FOLDER = ""
 DEBOUNCE_MS = 15
 STEP_MS = 3
-SPARSE_RESYNC_MS = 50
+WAIT_MS = 10
 REBUILD_SPACING = 9
 BUDGET_FILE = Path("/proc/sys/fs/inotify/max_user_watches")
 BUDGET_SHARE = 0.8
@@ -62,6 +67,11 @@ BUDGET_RESERVE = 1024
 RECURSIVE_MAX_FOLDERS = 20_000
 
 Changes = dict[str, set[str]]
+Feed = Generator[set[tuple[watchfiles.Change, str]], None, None]
+
+# watchfiles logs every batch at INFO; the index's changes are not news for a log.
+if logging.getLogger("watchfiles.main").level == logging.NOTSET:
+    logging.getLogger("watchfiles.main").setLevel(logging.WARNING)
 
 
 def watch_budget() -> int:
@@ -93,7 +103,8 @@ class TaskWatcher:
         self._active_ids = active_ids
         self._stop = threading.Event()
         self._resync = threading.Event()
-        self._notify: RustNotify | None = None
+        self._feed: Feed | None = None
+        self._pending: Changes = {}
         self._paths: frozenset[str] = frozenset()
         self._thread: threading.Thread | None = None
         self._next_rebuild = 0.0
@@ -106,7 +117,7 @@ class TaskWatcher:
         mode = choose_mode(requested, task_folders)
         if mode == RECURSIVE:
             try:
-                self._notify = self._build(type_dirs, recursive=True)
+                self._feed = self._build(type_dirs, recursive=True)
                 self._paths = frozenset(type_dirs)
             except OSError as exc:
                 log.warning("recursive watch refused (%s); watching active tasks only", exc)
@@ -114,7 +125,7 @@ class TaskWatcher:
         self.mode = mode
         if mode == SPARSE:
             self._paths = frozenset(type_dirs) | self._active_dirs().keys()
-            self._notify = self._build(sorted(self._paths), recursive=False)
+            self._feed = self._build(sorted(self._paths), recursive=False)
         return mode
 
     def start(self) -> None:
@@ -126,9 +137,9 @@ class TaskWatcher:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._notify is not None:
-            self._notify.close()
-            self._notify = None
+        if self._feed is not None:
+            self._feed.close()
+            self._feed = None
 
     def request_resync(self) -> None:
         """Tell a sparse watcher that the set of active tasks changed."""
@@ -136,14 +147,16 @@ class TaskWatcher:
             self._resync.set()
 
     def _run(self) -> None:
-        timeout = SPARSE_RESYNC_MS if self.mode == SPARSE else 0
-        while not self._stop.is_set() and self._notify is not None:
+        pending, self._pending = self._pending, {}
+        self._dispatch(pending)  # what came while the first watch set was being placed
+        while not self._stop.is_set() and self._feed is not None:
             if self._resync.is_set() and time.monotonic() >= self._next_rebuild:
                 self._resync.clear()
                 self._rebuild()
-            result = self._notify.watch(DEBOUNCE_MS, STEP_MS, timeout, self._stop)
-            if isinstance(result, set):
-                self._dispatch(self.translate(result))
+            batch = next(self._feed, None)
+            if batch is None:  # the stop event ended the watch
+                return
+            self._dispatch(self.translate(batch))
 
     def _dispatch(self, changes: Changes) -> None:
         if not changes:
@@ -169,30 +182,55 @@ class TaskWatcher:
     def _replace_watches(self) -> None:
         wanted = self._active_dirs()
         paths = frozenset(self._type_dirs()) | wanted.keys()
-        if paths == self._paths or self._notify is None:
+        if paths == self._paths or self._feed is None:
             return
         try:
             fresh = self._build(sorted(paths), recursive=False)
         except OSError as exc:
             log.warning("could not rebuild the watch set (%s)", exc)
             return
-        stale, self._notify = self._notify, fresh
-        leftover = stale.watch(1, 1, 1, None)
+        stale, self._feed = self._feed, fresh
+        changes, self._pending = self._pending, {}  # seen by the fresh set while it was placed
+        self._merge(changes, self.translate(next(stale, set())))  # the old set's last events
         stale.close()
-        changes = self.translate(leftover) if isinstance(leftover, set) else {}
         for path, task_id in wanted.items():
             if path not in self._paths:
                 changes.setdefault(task_id, set()).add(FOLDER)
         self._paths = paths
         self._dispatch(changes)
 
-    def _build(self, paths: list[str], *, recursive: bool) -> RustNotify:
+    def _build(self, paths: list[str], *, recursive: bool) -> Feed:
+        """A started watch of ``paths``; folders removed meanwhile are left out. The first
+        batch (the watches are placed when the generator first runs) goes to ``_pending``."""
         for _ in range(3):
             try:
-                return RustNotify(paths, False, False, 0, recursive, True)
+                return self._started(paths, recursive=recursive)
             except FileNotFoundError:
                 paths = [path for path in paths if os.path.isdir(path)]
-        return RustNotify(paths, False, False, 0, recursive, True)
+        return self._started(paths, recursive=recursive)
+
+    def _started(self, paths: list[str], *, recursive: bool) -> Feed:
+        feed = watchfiles.watch(
+            *paths,
+            watch_filter=None,
+            debounce=DEBOUNCE_MS,
+            step=STEP_MS,
+            stop_event=self._stop,
+            rust_timeout=WAIT_MS,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+            force_polling=False,
+            recursive=recursive,
+            ignore_permission_denied=True,
+        )
+        first = next(feed, set())
+        self._merge(self._pending, self.translate(first))
+        return feed
+
+    @staticmethod
+    def _merge(into: Changes, more: Changes) -> None:
+        for task_id, names in more.items():
+            into.setdefault(task_id, set()).update(names)
 
     def _type_dirs(self) -> list[str]:
         dirs = [os.path.join(self._root, task_type) for task_type in sorted(TASK_TYPES)]
@@ -201,7 +239,7 @@ class TaskWatcher:
     def _task_dir(self, task_id: str) -> str:
         return os.path.join(self._root, task_id.split("#", 1)[0], task_id)
 
-    def translate(self, raw: set[tuple[int, str]]) -> Changes:
+    def translate(self, raw: Iterable[tuple[int, str]]) -> Changes:
         """Group raw ``(change, path)`` events by task; other paths are dropped."""
         changes: Changes = {}
         for _, path in raw:
