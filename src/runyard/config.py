@@ -158,6 +158,8 @@ class Settings(BaseSettings):
     agent_run_gid: int | None = None
     agent_max_final_answer_bytes: int = Field(256 * 1024, ge=1024)
     agent_run_timeout_seconds: float = Field(3600.0, gt=0)
+    # agent runs running at once, all sessions together (one per session in any case)
+    max_concurrent_runs: int = Field(8, ge=1, le=1024)
     agent_executor: str = Field("local", pattern="^(local|kubernetes)$")
     kubernetes: KubernetesSettings | None = None
     agent_python: Path | None = None

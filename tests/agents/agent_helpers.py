@@ -8,8 +8,8 @@ from typing import Any
 
 from runyard.agents.models import Artifact, Run
 from runyard.agents.runs import RunRequest
-from runyard.agents.service import AgentService
 from runyard.agents.uploads import ReceivedUpload
+from runyard.api.agentservice import AgentService
 
 
 def add_artifact(

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from agent_support import agent_settings
 
-from runyard.agents.service import AgentService
+from runyard.api.agentservice import AgentService
 
 
 @pytest.fixture

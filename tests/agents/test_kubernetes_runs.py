@@ -17,8 +17,8 @@ from agent_support import agent_settings
 from runyard.agents.layout import AgentLayout
 from runyard.agents.models import Run, RunState
 from runyard.agents.runs import RunRequest
-from runyard.agents.service import AgentService
 from runyard.agents.store import SQLiteStore
+from runyard.api.agentservice import AgentService
 from runyard.executors.kubernetes.names import resource_name
 
 pytest.importorskip("kubernetes")

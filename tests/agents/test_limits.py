@@ -16,7 +16,7 @@ from agent_support import needs_bwrap
 
 from runyard.agents.models import RunState
 from runyard.agents.runs import RunRequest
-from runyard.agents.service import AgentService
+from runyard.api.agentservice import AgentService
 from runyard.config import ResourceLimits
 from runyard.executors.cgroups import detect_host
 from runyard.executors.containment import agent_cgroup_name

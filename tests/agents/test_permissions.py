@@ -15,7 +15,7 @@ from agent_helpers import add_artifact, probes, start, wait_done
 from agent_support import MODES, agent_settings
 
 from runyard.agents.models import RunState
-from runyard.agents.service import AgentService
+from runyard.api.agentservice import AgentService
 
 RUN_UID = RUN_GID = 1000
 SYSTEM_PYTHON = "/usr/bin/python3"

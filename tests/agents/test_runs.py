@@ -18,7 +18,7 @@ from agent_support import MODES, needs_bwrap
 from runyard.agents.answers import truncation_marker
 from runyard.agents.errors import AgentInvalid, RunActive, SessionClosed
 from runyard.agents.models import RunState
-from runyard.agents.service import AgentService
+from runyard.api.agentservice import AgentService
 
 Make = Callable[..., AgentService]
 

@@ -20,7 +20,7 @@ from runyard.agents.layout import RUN_DIR_MODE, AgentLayout, Ownership
 from runyard.agents.models import Run, RunState
 from runyard.agents.placement import place_input
 from runyard.agents.runs import RunRequest
-from runyard.agents.service import AgentService
+from runyard.api.agentservice import AgentService
 
 VICTIM_ID = 12345  # an owner neither the server nor the run user has
 RUN_USER = {"agent_run_uid": 65534, "agent_run_gid": 65534, "agent_python": "/usr/bin/python3"}

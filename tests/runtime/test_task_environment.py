@@ -6,7 +6,8 @@ import pytest
 from runtime_helpers import make_settings
 from test_worker import run_to_end
 
-from runyard.agents.launch import RunView, run_env
+from runyard.agents.context import RunView
+from runyard.runtime.agentlaunch import run_env
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
 

@@ -12,11 +12,34 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from runyard.agents.launch import RunView, SandboxChoice
 from runyard.agents.layout import Ownership
 from runyard.agents.models import Artifact, HistoryEntry, MountGrant, Run, to_wire
 
 CONTEXT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SandboxChoice:
+    """``bwrap``, ``kubernetes`` (a pod per run) or ``none``, and why ``none`` when
+    bubblewrap was wanted or missing."""
+
+    mode: str
+    bwrap: str | None = None
+    reason: str = ""
+    required: bool = False
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Paths as the run sees them."""
+
+    isolation: str
+    workspace: str
+    package_dir: str
+    api_socket: str
+
+    def path(self, relative: str) -> str:
+        return f"{self.workspace}/{relative}"
 
 
 @dataclass(frozen=True)

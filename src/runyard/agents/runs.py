@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from runyard.agents.answers import read_final_answer
 from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, visible
@@ -24,19 +25,9 @@ from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.errors import AgentInvalid, AgentNotFound, RunActive
 from runyard.agents.grants import check_still_granted
 from runyard.agents.layout import AgentLayout
-from runyard.agents.models import HistoryEntry, Page, Run, RunState, new_id
+from runyard.agents.models import HistoryEntry, Page, Run, RunState, Session, new_id
 from runyard.agents.packages import resolve_package
-from runyard.agents.processes import (
-    CANCELLED,
-    TIMED_OUT,
-    UNKNOWN_EXIT,
-    LiveRun,
-    RunProcesses,
-    handle_from_record,
-    read_exit_file,
-)
 from runyard.agents.snapshots import skipped
-from runyard.agents.starter import RunStarter
 from runyard.agents.store import AgentStore
 from runyard.agents.tokens import RunScope
 from runyard.config import Settings
@@ -44,6 +35,35 @@ from runyard.workspace.records import CANCEL_EXIT_CODE, utcnow
 
 log = logging.getLogger("runyard.agents")
 MAX_PROMPT_CHARS = 1_000_000
+CANCELLED = "cancelled"  # why a run was stopped: on request...
+TIMED_OUT = "timeout"  # ...or past agent_run_timeout_seconds
+UNKNOWN_EXIT = -1000  # what an earlier store may hold for "ended unwatched"
+
+
+class RunHost(Protocol):
+    """The supervisor's side of agent runs (:class:`runyard.runtime.agentruns.AgentRuns`):
+    it watches their processes or pods; this module decides what their ends mean."""
+
+    def has_slot(self) -> bool: ...
+
+    def of_session(self, session_id: str) -> list[str]: ...
+
+    def watched(self, run_id: str) -> bool: ...
+
+    def adopt(
+        self, run_id: str, session_id: str, record: dict[str, Any], exit_file: Path,
+        deadline: float,
+    ) -> bool: ...  # fmt: skip
+
+    def claim(self, run_id: str) -> tuple[int | None, str] | None: ...
+
+    def cancel(self, run_id: str, reason: str = CANCELLED) -> bool: ...
+
+
+class RunLauncher(Protocol):
+    """Prepares a queued run's folders and context and launches it (state ``running``)."""
+
+    def start(self, run: Run, session: Session) -> Run: ...
 
 
 @dataclass
@@ -86,8 +106,8 @@ class RunManager:
         layout: AgentLayout,
         store: AgentStore,
         catalog: Catalog,
-        starter: RunStarter,
-        processes: RunProcesses,
+        starter: RunLauncher,
+        host: RunHost,
         notify: Callable[[], None],
         checkpoints: Checkpoints | None = None,
     ) -> None:
@@ -97,11 +117,10 @@ class RunManager:
         self.store = store
         self.catalog = catalog
         self.starter = starter
-        self.processes = processes
+        self.host = host
         self.notify = notify
         self._lock = threading.RLock()
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
         self._locks_guard = threading.Lock()
         self._snapshot_locks: dict[str, threading.Lock] = {}
         if checkpoints is not None:
@@ -197,13 +216,23 @@ class RunManager:
 
     # dispatch
     def _dispatch(self, session_id: str) -> None:
-        """Start the session's oldest queued run unless one of its runs is running."""
+        """Start the session's oldest queued run unless one of its runs is running or
+        ``max_concurrent_runs`` runs are."""
         with self._lock:
-            while not self._stopping.is_set():
+            while not self._stopping.is_set() and self.host.has_slot():
                 active = [r for r in self.store.active_runs() if r.session_id == session_id]
                 if not active or any(r.state == RunState.RUNNING for r in active):
                     return
                 self._start(active[0])
+
+    def _dispatch_all(self) -> None:
+        """Dispatch every session with a queued run, the one waiting longest first."""
+        with self._lock:
+            sessions = list(dict.fromkeys(r.session_id for r in self.store.active_runs()))
+            for session_id in sessions:
+                if not self.host.has_slot():
+                    return
+                self._dispatch(session_id)
 
     def _start(self, run: Run) -> None:
         # _dispatch starts a run only once no run of its session is running, and every
@@ -225,23 +254,27 @@ class RunManager:
             error=error, answer=None,
         )  # fmt: skip
 
-    # watching and finishing
+    # exits
     def refresh_session(self, session_id: str) -> None:
         """Settle every run of the session whose process has ended (folding its answer)."""
-        for live in self.processes.all():
-            if live.session_id == session_id:
-                code = self.processes.exit_code(live)
-                if code is not None:
-                    self.finish(live, code)
+        for run_id in self.host.of_session(session_id):
+            self._claim(run_id)
 
-    def finish(self, live: LiveRun, code: int) -> None:
+    def _claim(self, run_id: str) -> bool:
+        ended = self.host.claim(run_id)
+        if ended is not None:
+            self.on_run_exit(run_id, *ended)
+        return ended is not None
+
+    def on_run_exit(self, run_id: str, code: int | None, reason: str) -> None:
+        """The supervisor saw the run end (``code`` None: unknown): settle it, start what
+        waited for it."""
         # the snapshot first, outside the manager's lock: copying a large state folder holds
         # up no other session (this one cannot start another run while this one is running)
-        self._snapshot(live.run_id)
+        self._snapshot(run_id)
         with self._lock:
-            self._settle(live.run_id, code, live.stop_reason)
-            self.processes.forget(live)
-            self._dispatch(live.session_id)
+            self._settle(run_id, code, reason)
+            self._dispatch_all()
         self.notify()
 
     def _settle(self, run_id: str, code: int | None, reason: str) -> None:
@@ -278,41 +311,17 @@ class RunManager:
         with self._locks_guard:
             return self._snapshot_locks.setdefault(session_id, threading.Lock())
 
-    def watch(self) -> None:
-        """The monitor loop: settle ended runs, stop runs past their deadline."""
-        while not self._stopping.is_set():
-            self.processes.wait(0.5)
-            for live in self.processes.all():
-                if self._stopping.is_set():
-                    return
-                self._check(live)
-
-    def _check(self, live: LiveRun) -> None:
-        try:
-            code = self.processes.exit_code(live)
-            if code is not None:
-                self.finish(live, code)
-            elif time.monotonic() > live.deadline and not live.stop_reason:
-                live.stop_reason = TIMED_OUT
-                grace = self.settings.cancel_grace_seconds
-                threading.Thread(
-                    target=self.processes.stop, args=(live, TIMED_OUT, grace), daemon=True
-                ).start()
-        except Exception:
-            log.exception("watching run %s failed", live.run_id)
-
     # cancel
     def cancel(self, run_id: str, scope: RunScope | None = None) -> Run:
         run = self.run(run_id, scope)
         if run.state.terminal:
             return run
         with self._lock:
-            live = self.processes.get(run_id)
-            if live is None:
+            if not self.host.watched(run_id):
                 self._settle(run_id, None, CANCELLED)
                 self.notify()
                 return self.run(run_id)
-        self.processes.stop(live, CANCELLED, self.settings.cancel_grace_seconds)
+        self.host.cancel(run_id, CANCELLED)
         return self._await_terminal(run_id, self.settings.cancel_grace_seconds + 10)
 
     def _await_terminal(self, run_id: str, timeout: float) -> Run:
@@ -321,58 +330,36 @@ class RunManager:
             run = self.run(run_id)
             if run.state.terminal:
                 return run
-            live = self.processes.get(run_id)
-            code = None if live is None else self.processes.exit_code(live)
-            if live is not None and code is not None:
-                self.finish(live, code)
+            self._claim(run_id)  # unless the supervisor's monitor did already
             time.sleep(0.02)
         return self.run(run_id)
 
     # lifecycle
     def start(self) -> None:
         self.reconcile()
-        self._thread = threading.Thread(target=self.watch, name="agent-runs", daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()
-        self.processes.wake()
-        if self._thread is not None:
-            self._thread.join(5)
 
     def reconcile(self) -> None:
         """Adopt runs a previous server left running; settle the ones that ended meanwhile."""
-        sessions = set()
         for run in self.store.active_runs():
-            sessions.add(run.session_id)
             if run.state == RunState.RUNNING:
                 self._adopt_or_settle(run)
             elif run.token_hash:
                 self._fail(run, "The server stopped while this run was being launched")
-        for session_id in sorted(sessions):
-            self._dispatch(session_id)
+        self._dispatch_all()
         self.notify()
 
     def _adopt_or_settle(self, run: Run) -> None:
-        pid = run.handle.get("pid")
-        live = LiveRun(
-            run_id=run.id,
-            session_id=run.session_id,
-            pid=pid if isinstance(pid, int) and pid > 0 else None,
-            start_time=run.handle.get("startTime"),
-            exit_file=self.layout.exit_file(run.id),
-            deadline=_deadline(run.started_at, self.settings.agent_run_timeout_seconds),
-            handle=handle_from_record(run.handle),
-        )
-        if self.processes.adopt(live):
-            code = self.processes.exit_code(live)
-            if code is not None:  # it ended just now: settle it before anyone asks
-                self.finish(live, code)
-            else:
-                log.info("adopted run %s (pid %s)", run.id, live.pid)
+        exit_file = self.layout.exit_file(run.id)
+        deadline = _deadline(run.started_at, self.settings.agent_run_timeout_seconds)
+        if self.host.adopt(run.id, run.session_id, run.handle, exit_file, deadline):
+            if not self._claim(run.id):  # it ended just now: settled before anyone asks
+                log.info("adopted run %s (%s)", run.id, run.handle)
             return
-        code = read_exit_file(live.exit_file)
-        self._settle(run.id, UNKNOWN_EXIT if code is None else code, "")
+        code = _read_exit_file(exit_file)
+        self._settle(run.id, code, "")
 
 
 def _check_prompt(prompt: str) -> str:
@@ -393,3 +380,10 @@ def _deadline(started_at: str | None, timeout: float) -> float:
         return time.monotonic() + timeout
     started = datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp()
     return time.monotonic() + (started + timeout - time.time())
+
+
+def _read_exit_file(path: Path) -> int | None:
+    try:
+        return int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None

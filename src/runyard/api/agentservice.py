@@ -1,14 +1,17 @@
 """The agent-run backend as the server holds it: one object per workspace.
 
-    service = AgentService.from_services(services)
-    service.start()                                  # reconcile, then watch runs
+    service = AgentService.for_workspace(settings, workspace, supervisor)
+    service.start()                                  # reconcile: adopt or settle runs
     session = service.catalog.create_session("demo")
     run = service.runs.create(RunRequest(session.id, "summarise the data"))
     service.verify_run_token(token)                  # RunScope(run_id, session_id) or None
     service.stop()                                   # runs keep going; the next server adopts them
 
 ``socket_path`` is the Unix socket the server binds for sandboxed runs; requests on it
-must carry a run token.
+must carry a run token. The runs' processes and pods are the supervisor's
+(:class:`runyard.runtime.supervisor.Supervisor`, whose one monitor thread watches tasks and
+agent runs alike); a service opened on its own (:meth:`AgentService.open`) starts a
+supervisor of its own that watches agent runs only.
 """
 
 from __future__ import annotations
@@ -17,25 +20,24 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from runyard.agents.catalog import Catalog
 from runyard.agents.checkpoints import Checkpoints
-from runyard.agents.launch import SandboxChoice, choose_sandbox, user_prefix
+from runyard.agents.context import SandboxChoice
 from runyard.agents.layout import AgentLayout, Ownership
-from runyard.agents.processes import RunProcesses
 from runyard.agents.runs import RunManager
-from runyard.agents.starter import RunStarter, StartContext
 from runyard.agents.store import AgentStore, SQLiteStore
 from runyard.agents.tokens import RunScope, hash_token, looks_like_run_token
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import ConfigError
-from runyard.executors.base import Executor
 from runyard.executors.local import LocalExecutor
-
-if TYPE_CHECKING:
-    from runyard.api.services import Services
+from runyard.runtime.agentlaunch import choose_sandbox, user_prefix
+from runyard.runtime.agentstart import RunStarter, StartContext
+from runyard.runtime.executor import WorkerExecutor
+from runyard.runtime.supervisor import Supervisor
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.layout import Workspace
 
 log = logging.getLogger("runyard.agents")
 
@@ -46,7 +48,8 @@ class AgentService:
         settings: Settings,
         layout: AgentLayout,
         store: AgentStore,
-        executor: Executor | None = None,
+        executor: WorkerExecutor | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.settings = settings
         self.layout = layout
@@ -54,7 +57,11 @@ class AgentService:
         self.owner = Ownership(settings.agent_run_uid, settings.agent_run_gid)
         _check_ownership(self.owner)
         self.changes = ChangeHub()  # run streams wait on it (api/run_stream.py)
-        self.processes = RunProcesses(executor or build_executor(settings))
+        # without a server's supervisor: one of our own, watching agent runs only
+        self._own_supervisor = supervisor is None
+        self.supervisor = supervisor or _agents_only_supervisor(settings)
+        self.executor = executor or build_executor(settings)
+        self.run_host = self.supervisor.agent_runs(self.executor, self._run_ended)
         self.catalog = Catalog(settings, layout, store, self.owner)
         self._choice: SandboxChoice | None = None
         self._stopped = False
@@ -62,17 +69,19 @@ class AgentService:
         self._starter = RunStarter(self._start_context())
         self.checkpoints = Checkpoints(settings, layout, store, self.catalog, self.owner)
         self.runs = RunManager(
-            settings, layout, store, self.catalog, self._starter, self.processes,
+            settings, layout, store, self.catalog, self._starter, self.run_host,
             self.changes.changed_all, self.checkpoints,
         )  # fmt: skip
 
     @classmethod
-    def from_services(cls, services: Services) -> AgentService:
-        settings = services.settings
-        root = Path(os.path.abspath(services.workspace.root)) / "agent"
-        layout = AgentLayout(root, Path(services.workspace.log_dir))
+    def for_workspace(
+        cls, settings: Settings, workspace: Workspace, supervisor: Supervisor
+    ) -> AgentService:
+        """The server's service: its runs are watched by the server's ``supervisor``."""
+        root = Path(os.path.abspath(workspace.root)) / "agent"
+        layout = AgentLayout(root, Path(workspace.log_dir))
         layout.ensure()
-        return cls(settings, layout, SQLiteStore(layout.db_path))
+        return cls(settings, layout, SQLiteStore(layout.db_path), supervisor=supervisor)
 
     @classmethod
     def open(cls, settings: Settings) -> AgentService:
@@ -99,7 +108,7 @@ class AgentService:
     def _start_context(self) -> StartContext:
         return StartContext(
             settings=self.settings, layout=self.layout, store=self.store, owner=self.owner,
-            executor=self.processes.executor, processes=self.processes,
+            executor=self.executor, runs=self.run_host,
             socket_path=self.socket_path, sandbox=lambda: self.sandbox,
         )  # fmt: skip
 
@@ -111,7 +120,11 @@ class AgentService:
         if swept:
             log.info("removed %d unfinished state snapshots", swept)
         self.sandbox  # noqa: B018 - probe before the first run, not during it
+        self.supervisor.start_monitor()  # the server's supervisor has started it already
         self.runs.start()
+
+    def _run_ended(self, run_id: str, code: int | None, reason: str) -> None:
+        self.runs.on_run_exit(run_id, code, reason)
 
     def stop(self) -> None:
         """Stop watching (runs keep going; the next server adopts them). Idempotent."""
@@ -119,7 +132,10 @@ class AgentService:
             return
         self._stopped = True
         self.runs.stop()
-        self.processes.close()
+        self.run_host.close()
+        if self._own_supervisor:
+            self.supervisor.stop()
+        self.executor.close()
         self.store.close()
 
     def verify_run_token(self, token: str) -> RunScope | None:
@@ -132,7 +148,12 @@ class AgentService:
         return RunScope(run.id, run.session_id)
 
 
-def build_executor(settings: Settings) -> Executor:
+def _agents_only_supervisor(settings: Settings) -> Supervisor:
+    workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
+    return Supervisor(settings, workspace, TaskRegistry.load(plugins=False))
+
+
+def build_executor(settings: Settings) -> WorkerExecutor:
     """Local processes (sandboxed where bubblewrap works), or one Kubernetes Job per run."""
     if settings.agent_executor == "kubernetes":
         from runyard.executors.kubernetes import KubernetesExecutor

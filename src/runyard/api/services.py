@@ -12,7 +12,7 @@ from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
 
 if TYPE_CHECKING:
-    from runyard.agents.service import AgentService
+    from runyard.api.agentservice import AgentService
 
 
 @dataclass
@@ -51,6 +51,6 @@ class Services:
 
 
 def _build_agents(services: Services) -> AgentService:
-    from runyard.agents.service import AgentService
+    from runyard.api.agentservice import AgentService
 
-    return AgentService.from_services(services)
+    return AgentService.for_workspace(services.settings, services.workspace, services.supervisor)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from runyard.agents.context import RunView, SandboxChoice
 from runyard.agents.layout import Ownership
 from runyard.config import Settings
 from runyard.errors import ConfigError
@@ -39,17 +40,6 @@ SANDBOX_SOCKET_DIR = "/run/runyard"
 POD_SOCKET_DIR = "/var/run/runyard-api"  # /run/runyard is the Kubernetes executor's
 EXIT_RECORDER = 'f=$1; shift; umask 007; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
-
-
-@dataclass(frozen=True)
-class SandboxChoice:
-    """``bwrap``, ``kubernetes`` (a pod per run) or ``none``, and why ``none`` when
-    bubblewrap was wanted or missing."""
-
-    mode: str
-    bwrap: str | None = None
-    reason: str = ""
-    required: bool = False
 
 
 def user_prefix(owner: Ownership) -> list[str]:
@@ -74,19 +64,6 @@ def choose_sandbox(settings: Settings, owner: Ownership) -> SandboxChoice:
     if problem is not None:
         return SandboxChoice("none", bwrap, problem, required)
     return SandboxChoice("bwrap", bwrap, "", required)
-
-
-@dataclass(frozen=True)
-class RunView:
-    """Paths as the run sees them."""
-
-    isolation: str
-    workspace: str
-    package_dir: str
-    api_socket: str
-
-    def path(self, relative: str) -> str:
-        return f"{self.workspace}/{relative}"
 
 
 @dataclass

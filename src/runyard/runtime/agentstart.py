@@ -17,29 +17,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runyard.agents.context import PlacedInput, env_facts, run_context
+from runyard.agents.context import PlacedInput, RunView, SandboxChoice, env_facts, run_context
 from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
 from runyard.agents.grants import check_still_granted
-from runyard.agents.launch import (
-    RunPlan,
-    RunView,
-    SandboxChoice,
-    launch_spec,
-    limits_report,
-    run_env,
-    view_for,
-)
 from runyard.agents.layout import AgentLayout, Ownership
 from runyard.agents.models import Artifact, HistoryEntry, MountGrant, Run, Session, SessionState
 from runyard.agents.packages import AgentPackage, package_for_run, python_root, run_python
 from runyard.agents.placement import place_input
-from runyard.agents.processes import LiveRun, RunProcesses, deadline_after
 from runyard.agents.store import AgentStore
 from runyard.agents.tokens import hash_token, new_run_token
 from runyard.config import Settings
 from runyard.executors.base import Executor
 from runyard.executors.containment import to_limits
-from runyard.executors.local import process_start_time
+from runyard.runtime.agentlaunch import (
+    RunPlan,
+    launch_spec,
+    limits_report,
+    run_env,
+    view_for,
+)
+from runyard.runtime.agentruns import AgentRuns
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.records import utcnow
 
@@ -53,7 +50,7 @@ class StartContext:
     store: AgentStore
     owner: Ownership
     executor: Executor
-    processes: RunProcesses
+    runs: AgentRuns
     socket_path: Path
     sandbox: Callable[[], SandboxChoice]
 
@@ -188,16 +185,7 @@ class RunStarter:
         ctx = self.ctx
         timeout = ctx.settings.agent_run_timeout_seconds
         spec = launch_spec(plan, choice, ctx.owner, timeout)
-        handle = ctx.executor.launch(spec)
-        live = LiveRun(
-            run_id=run.id,
-            session_id=run.session_id,
-            pid=handle.pid,
-            start_time=None if handle.pid is None else process_start_time(handle.pid),
-            exit_file=plan.exit_file,
-            deadline=deadline_after(timeout),
-            handle=handle,
-        )
-        started = ctx.store.mark_running(run.id, started_at=utcnow(), handle=live.handle_record())
-        ctx.processes.launched(live)
+        watched = ctx.runs.launch(run.id, run.session_id, spec, plan.exit_file, timeout)
+        started = ctx.store.mark_running(run.id, started_at=utcnow(), handle=watched.record())
+        ctx.runs.watch(watched)  # only now: its end is settled after it is seen running
         return started

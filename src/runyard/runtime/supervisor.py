@@ -30,6 +30,7 @@ from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
 from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
+from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
 from runyard.runtime.creation import claim, create_task, remove_task_dir
 from runyard.runtime.deletion import LogReferences, delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
@@ -116,6 +117,7 @@ class Supervisor:
         self._queue: deque[tuple[str, str]] = deque()
         self._active: dict[str, _Active] = {}
         self._monitor: ExitMonitor | None = None
+        self._agent_runs: AgentRuns | None = None
         self._executor: WorkerExecutor | None = None
         self._sandbox_executor = LocalExecutor()  # sandboxed workers never use the zygote
         self._sandbox_problem: str | None = None
@@ -132,19 +134,38 @@ class Supervisor:
     def start(self) -> None:
         """Reconcile every unfinished task, start the monitor, launch queued work FIFO."""
         with self._lock:
-            if self._monitor is not None:
+            if self._executor is not None:
                 return
             self.workspace.ensure()
             for rel in reconcile_orphans(self.workspace):  # each removal is logged there
                 if not Path(rel).name.startswith("."):
                     self._changed(Path(rel).name)
             self._executor = make_executor(self.settings, self.registry, self.workspace)
-            self._monitor = ExitMonitor(self._on_exit)
-            self._monitor.start()
+            self.start_monitor()
             self._queue.clear()  # the queued statuses on disk are the queue
             for status in unfinished_statuses(self.workspace):
                 self._reconcile(status)
         self._pump()
+
+    def start_monitor(self) -> ExitMonitor:
+        """Start the one thread that watches every run's exit, tasks and agent runs alike
+        (:meth:`start` does; an agent service without task supervision calls it alone)."""
+        with self._lock:
+            if self._monitor is None:
+                self._monitor = ExitMonitor(self._on_exit)
+                self._monitor.start()
+            return self._monitor
+
+    def exit_monitor(self) -> ExitMonitor | None:
+        with self._lock:
+            return self._monitor
+
+    def agent_runs(self, executor: WorkerExecutor, on_exit: ExitReport) -> AgentRuns:
+        """The agent-run side of this supervisor, launching through ``executor`` and
+        reporting each run's end to ``on_exit(run_id, code, reason)`` (once)."""
+        with self._lock:
+            self._agent_runs = AgentRuns(self.settings, executor, self, on_exit)
+            return self._agent_runs
 
     def stop(self) -> None:
         """Stop watching and launching; live workers keep running."""
@@ -199,7 +220,7 @@ class Supervisor:
 
     def _pump(self) -> None:
         with self._lock:
-            while self._monitor is not None and self._queue and self._has_slot():
+            while self._executor is not None and self._queue and self._has_slot():
                 self._launch(*self._queue.popleft())
 
     def sandbox_problem(self) -> str | None:
@@ -279,7 +300,7 @@ class Supervisor:
         if act is None:
             act = _Active(status.task_id, status.run_id, ref.pid, ref.start_time)
         act.pid, act.start_time = ref.pid, ref.start_time
-        if self._monitor is not None:
+        if self._executor is not None and self._monitor is not None:  # tasks supervised here
             if act.supervision_fd is None:
                 path = supervision_path(self.workspace, status.task_id)
                 act.supervision_fd = hold_supervision(path)
@@ -288,6 +309,10 @@ class Supervisor:
         return act
 
     def _on_exit(self, run_id: str, pidfd: int | None) -> None:
+        if run_id.startswith(KEY_PREFIX):
+            if self._agent_runs is not None:
+                self._agent_runs.exited(run_id.removeprefix(KEY_PREFIX))
+            return
         with self._lock:
             act = self._active.get(run_id)
             if act is None:

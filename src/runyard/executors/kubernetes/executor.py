@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from runyard.config import Settings
 
 logger = logging.getLogger(__name__)
+WAIT_POLL_SECONDS = 1.0  # how often wait_exit asks the API; a pod has no pidfd
 _HANDLE_KEYS = ("namespace", "job_name", "job_uid", "run_id", "log_path", "log_offset")
 
 
@@ -162,6 +164,17 @@ class KubernetesExecutor:
             info = outcome.info
         self._drain_log(handle)
         handle.data["exit"] = {"exit_code": info.exit_code, "reason": info.reason}
+        return info
+
+    def wait_exit(self, handle: Handle, timeout: float | None = None) -> KubernetesExitInfo | None:
+        """The exit of ``handle`` within ``timeout`` seconds, else None: a pod has no pidfd,
+        so the API is polled every :data:`WAIT_POLL_SECONDS`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (info := self.poll(handle)) is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            time.sleep(WAIT_POLL_SECONDS if left is None else min(WAIT_POLL_SECONDS, left))
         return info
 
     def _discard_job(self, namespace: str, name: str) -> None:

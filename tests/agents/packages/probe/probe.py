@@ -100,6 +100,12 @@ def spawn(seconds: str) -> None:
     (WORKSPACE / "out" / "spawned.pid").write_text(str(proc.pid))
 
 
+def child(seconds: str) -> None:
+    """A child in the run's own process group (no setsid): the group kill must reach it."""
+    proc = subprocess.Popen(["sleep", seconds])
+    (WORKSPACE / "out" / "child.pid").write_text(str(proc.pid))
+
+
 def leave(code: str) -> None:
     save()
     sys.exit(int(code))
@@ -119,7 +125,7 @@ def huge(size: str) -> None:
 
 PLAIN = {"sleep": lambda a, r: time.sleep(float(a)), "wait-for": lambda a, r: wait_for(a),
          "answer": lambda a, r: answer(r), "huge": lambda a, r: huge(a),
-         "spawn": lambda a, r: spawn(a), "exit": lambda a, r: leave(a),
+         "spawn": lambda a, r: spawn(a), "child": lambda a, r: child(a), "exit": lambda a, r: leave(a),
          "token": lambda a, r: token()}  # fmt: skip
 PROBES = {
     "write": lambda arg, text: write(resolve(arg), text),

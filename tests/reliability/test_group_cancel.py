@@ -1,0 +1,135 @@
+"""Cancel kills the whole process group of a run the server did not launch itself: a task
+started by ``runyard run --detach``, a task adopted after a server restart, an agent run
+adopted after a restart. Each run leaves a child in its group; after the cancel, no
+process of that group is alive."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from reliability_helpers import until
+
+from runyard.workspace.layout import Workspace
+from serverproc import ServerProcess, start_server
+
+# the command task's shell runs in the worker's group; so do both sleeps it starts
+FAMILY = "sleep 300 & sleep 301; wait"
+
+
+def group_members(pgid: int) -> list[int]:
+    """Every live (not zombie) process whose process group is ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if fields[0] != b"Z" and int(fields[2]) == pgid:
+            found.append(int(entry))
+    return found
+
+
+def detached_task(server: ServerProcess) -> str:
+    """Start a ``command`` task with ``runyard run --detach`` beside the server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    env.update(RUNYARD_WORKSPACE_DIR=str(server.workspace), RUNYARD_LOG_DIR=str(server.log_dir))
+    started = subprocess.run(
+        [sys.executable, "-m", "runyard", "run", "command", f"command={FAMILY}", "shell=true",
+         "--detach"],
+        capture_output=True, text=True, timeout=60, env=env, cwd=server.root,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+    return started.stdout.strip().splitlines()[-1]
+
+
+def worker_group(server: ServerProcess, task_id: str) -> int:
+    """The worker's pid (its group id) once the worker and both sleeps run."""
+    workspace = Workspace.open(server.workspace, server.log_dir)
+
+    def ready() -> int | None:
+        status = workspace.read_status(task_id)
+        pid = status.pid if status is not None else None
+        return pid if pid and len(group_members(pid)) >= 4 else None
+
+    return int(until(ready))
+
+
+def cancel_task(server: ServerProcess, task_id: str) -> None:
+    reply = server.call("cancel", task_id=task_id)
+    assert reply["success"] is True and reply["answer"] is True, reply
+
+
+def state_of(server: ServerProcess, task_id: str) -> str:
+    status = Workspace.open(server.workspace, server.log_dir).read_status(task_id)
+    assert status is not None
+    return status.state
+
+
+def test_cancel_of_a_detached_task_kills_its_whole_group(tmp_path: Path) -> None:
+    server = start_server(tmp_path)
+    try:
+        task_id = detached_task(server)
+        pgid = worker_group(server, task_id)
+        cancel_task(server, task_id)
+        until(lambda: not group_members(pgid), timeout=20)
+        until(lambda: state_of(server, task_id) == "cancelled")
+    finally:
+        server.stop()
+
+
+def test_cancel_of_a_task_adopted_after_a_restart_kills_its_whole_group(tmp_path: Path) -> None:
+    server = start_server(tmp_path)
+    try:
+        task_id = detached_task(server)
+        pgid = worker_group(server, task_id)
+    finally:
+        server.stop(keep_runs=True)
+    assert len(group_members(pgid)) >= 4  # the workers outlive the server
+    again = start_server(tmp_path)
+    try:
+        cancel_task(again, task_id)
+        until(lambda: not group_members(pgid), timeout=20)
+        until(lambda: state_of(again, task_id) == "cancelled")
+    finally:
+        again.stop()
+
+
+def test_cancel_of_an_agent_run_adopted_after_a_restart_kills_its_whole_group(
+    tmp_path: Path,
+) -> None:
+    packages = Path(__file__).parents[1] / "agents" / "packages"
+    config = {"agent_packages_dir": str(packages), "agent_sandbox": "none",
+              "cancel_grace_seconds": 1.0}  # fmt: skip
+    server = start_server(tmp_path, config=config)
+    headers = {"content-type": "application/json"}
+    try:
+        with server.client() as client:
+            session = client.post("/api/v1/sessions", json={"title": "g"}, headers=headers)
+            assert session.status_code in (200, 201), session.text
+            body = {"sessionId": session.json()["id"], "userPrompt": "child 300\nsleep 301",
+                    "package": "probe"}  # fmt: skip
+            run = client.post("/api/v1/runs", json=body, headers=headers)
+            assert run.status_code in (200, 201), run.text
+        run_id = run.json()["id"]
+        child_file = server.workspace / "agent" / "workspaces" / run_id / "out" / "child.pid"
+        child = int(until(lambda: child_file.exists() and child_file.read_text()))
+        pgid = os.getpgid(child)
+        assert pgid != child and len(group_members(pgid)) >= 2
+    finally:
+        server.stop(keep_runs=True)
+    again = start_server(tmp_path, config=config)
+    try:
+        with again.client() as client:
+            reply = client.post(f"/api/v1/runs/{run_id}/cancel", headers=headers)
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["state"] == "cancelled"
+        until(lambda: not group_members(pgid), timeout=20)
+    finally:
+        again.stop()
