@@ -109,8 +109,8 @@ def test_run_stream_ids_are_bounded(client: httpx.Client, server: ServerProcess)
     wait_run(client, run["id"])
     largest = ((1 << 63) << 40) - 1
     assert events_of(client, run["id"], str(largest))[-1]["event"] == "end"
-    for bad in (str(largest + 1), "²".encode(), "-1", "1" * 40):
-        reply = client.get(f"/runs/{run['id']}/events", headers={"last-event-id": bad})
+    for bad in (str(largest + 1).encode(), "²".encode(), b"-1", b"1" * 40):
+        reply = client.get(f"/runs/{run['id']}/events", headers={b"last-event-id": bad})
         assert reply.status_code == 400, (bad, reply.text)
         assert str(largest) in reply.json()["error"]["message"]
 
