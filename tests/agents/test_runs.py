@@ -267,3 +267,19 @@ def test_unfinished_uploads_are_swept_at_start(make_service: Make) -> None:
     service.stop()
     make_service("none")
     assert sorted(p.name for p in uploads.iterdir()) == [kept.stored_name]
+
+
+def test_max_concurrent_runs_holds_runs_of_other_sessions_queued_in_order(
+    make_service: Make,
+) -> None:
+    service = make_service("none", max_concurrent_runs=1)
+    first, second, third = (service.catalog.create_session(name) for name in "abc")
+    running = start(service, first.id, "wait-for go\nanswer a")
+    waiting = [start(service, second.id, "answer b"), start(service, third.id, "answer c")]
+    # create() starts a run before it returns, when it may: these were held back
+    assert service.runs.run(running.id).state == RunState.RUNNING
+    assert [service.runs.run(run.id).state for run in waiting] == [RunState.QUEUED] * 2
+    (service.layout.state_dir(first.id) / "go").touch()
+    done = [wait_done(service, run.id) for run in [running, *waiting]]
+    assert [run.state for run in done] == [RunState.SUCCEEDED] * 3
+    assert done[0].finished_at <= done[1].started_at <= done[1].finished_at <= done[2].started_at
