@@ -25,6 +25,7 @@ from pydantic_settings import (
 
 from runyard.configfile import read_config_file
 from runyard.errors import ConfigError
+from runyard.findconfig import config_path
 from runyard.kubernetes_settings import KubernetesSettings
 
 DEFAULT_ENV_ALLOWLIST = (
@@ -207,7 +208,7 @@ class Settings(BaseSettings):
         """``load``, plus where each setting came from: ``command line``, the config file's
         path, ``env RUNYARD_X``, ``.env`` or ``default``."""
         overrides = {k: v for k, v in (cli or {}).items() if v is not None}
-        path = _config_path(config_file)
+        path = config_path(config_file)
         from_file = read_config_file(cls, path) if path is not None else {}
         try:
             settings = cls(**{**from_file, **overrides})
@@ -219,18 +220,6 @@ class Settings(BaseSettings):
     @property
     def agent_root(self) -> Path:
         return self.workspace_dir / "agent"
-
-
-def _config_path(explicit: Path | None) -> Path | None:
-    if explicit is not None:
-        if not explicit.is_file():
-            raise ConfigError(f"Config file {explicit} does not exist")
-        return explicit
-    from_env = os.environ.get("RUNYARD_CONFIG")
-    if from_env:
-        return _config_path(Path(from_env))
-    default = Path("runyard.yaml")
-    return default if default.is_file() else None
 
 
 def _origins(cls: type[Settings], given: list[tuple[str, set[str]]]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.errors import ServerNotFound
+from runyard.findconfig import CONFIG_ENV, CONFIG_FILE, config_path, plain_settings
 
 __all__ = [
     "CONFIG_FILE",
@@ -44,7 +45,6 @@ __all__ = [
 
 SERVER_FILE = "server.json"
 WORKSPACE_FOLDER = ".runyard"
-CONFIG_FILE = "runyard.yaml"
 
 
 @dataclass(frozen=True)
@@ -156,21 +156,21 @@ def _configured(
 ) -> tuple[Path | None, str | None]:
     """(workspace_dir, token) of the settings from ``config`` (else the named or local
     one); relative folders count from ``folder``. A named config that leaves the workspace
-    at its default lets the walk find it, as for the command."""
-    from runyard.config import Settings
-
-    explicit = env.get("RUNYARD_CONFIG")
+    at its default lets the walk find it, as for the command. Only the two settings the
+    client needs are read, with the settings model's precedence (:mod:`runyard.findconfig`),
+    so finding a server loads no settings model."""
+    explicit = env.get(CONFIG_ENV)
     if config is None and explicit:
         config = Path(explicit)
-    settings, origins = Settings.load_with_origins(
-        config_file=config if config is not None and config.is_file() else None
-    )
-    if origins.get("workspace_dir") == "default" and explicit:
+    chosen = config_path(config if config is not None and config.is_file() else None, env)
+    found_settings = plain_settings(("workspace_dir", "token"), chosen, env)
+    (workspace_dir, origin), (token, _) = found_settings["workspace_dir"], found_settings["token"]
+    if origin == "default" and explicit:
         found = find_upwards(folder, config_named=True)
         if found is not None and found.workspace is not None:
-            return found.workspace, settings.token
-    workspace = Path(settings.workspace_dir)
-    return (workspace if workspace.is_absolute() else folder / workspace), settings.token
+            return found.workspace, token
+    workspace = Path(workspace_dir or "")
+    return (workspace if workspace.is_absolute() else folder / workspace), token
 
 
 def _same(left: str, right: str) -> bool:
