@@ -50,13 +50,15 @@ class AgentService:
         store: AgentStore,
         executor: WorkerExecutor | None = None,
         supervisor: Supervisor | None = None,
+        changes: ChangeHub | None = None,
     ) -> None:
         self.settings = settings
         self.layout = layout
         self.store = store
         self.owner = Ownership(settings.agent_run_uid, settings.agent_run_gid)
         _check_ownership(self.owner)
-        self.changes = ChangeHub()  # run streams wait on it (api/run_stream.py)
+        # run streams wait on it (api/run_stream.py); a server's is shared with task streams
+        self.changes = changes if changes is not None else ChangeHub()
         # without a server's supervisor: one of our own, watching agent runs only
         self._own_supervisor = supervisor is None
         self.supervisor = supervisor or _agents_only_supervisor(settings)
@@ -75,13 +77,19 @@ class AgentService:
 
     @classmethod
     def for_workspace(
-        cls, settings: Settings, workspace: Workspace, supervisor: Supervisor
+        cls,
+        settings: Settings,
+        workspace: Workspace,
+        supervisor: Supervisor,
+        changes: ChangeHub | None = None,
     ) -> AgentService:
-        """The server's service: its runs are watched by the server's ``supervisor``."""
+        """The server's service: its runs are watched by the server's ``supervisor`` and
+        reported to the server's change hub."""
         root = Path(os.path.abspath(workspace.root)) / "agent"
         layout = AgentLayout(root, Path(workspace.log_dir))
         layout.ensure()
-        return cls(settings, layout, SQLiteStore(layout.db_path), supervisor=supervisor)
+        store = SQLiteStore(layout.db_path)
+        return cls(settings, layout, store, supervisor=supervisor, changes=changes)
 
     @classmethod
     def open(cls, settings: Settings) -> AgentService:

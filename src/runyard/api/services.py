@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from runyard.api.idempotency import IdempotencyStore
+from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.repository import TaskRepository
 from runyard.runtime.supervisor import Supervisor
@@ -23,7 +25,10 @@ class Services:
     repository: TaskRepository
     supervisor: Supervisor
     agents: AgentService | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # one hub for every event stream: task records and agent runs alike (runyard.changes)
+    changes: ChangeHub = field(default_factory=ChangeHub)
+    # The Idempotency-Key store, opened on the first keyed request (api/idempotent.py).
+    idempotency: IdempotencyStore | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -48,9 +53,14 @@ class Services:
             self.agents.stop()
         self.supervisor.stop()
         self.repository.stop()
+        if self.idempotency is not None:
+            self.idempotency.close()
+            self.idempotency = None
 
 
 def _build_agents(services: Services) -> AgentService:
     from runyard.api.agentservice import AgentService
 
-    return AgentService.for_workspace(services.settings, services.workspace, services.supervisor)
+    return AgentService.for_workspace(
+        services.settings, services.workspace, services.supervisor, services.changes
+    )

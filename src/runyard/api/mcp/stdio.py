@@ -27,7 +27,6 @@ from starlette.concurrency import run_in_threadpool
 
 from runyard.api.mcp.server import MCP_PATH, build_mcp_server
 from runyard.api.services import Services
-from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.repository import TaskRepository
 from runyard.runtime.supervisor import Supervisor
@@ -75,7 +74,7 @@ def file_services(settings: Settings) -> Services:
 async def serve_files(settings: Settings, version: str = "") -> None:
     """Answer MCP on stdio from the workspace files until stdin closes."""
     services = file_services(settings)
-    hub = ChangeHub()
+    hub = services.changes
     await run_in_threadpool(services.start)
     hub.follow(services.repository)
     try:
