@@ -31,19 +31,17 @@ from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
 from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
-from runyard.runtime.creation import claim, create_task, remove_task_dir
+from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import LogReferences, delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
+from runyard.runtime.heldends import HeldEnds
 from runyard.runtime.launch import TaskHandle, worker_spec
 from runyard.runtime.liveness import (
-    RecordUnwritten,
-    end_dead_run,
     record_limits,
     request_cancel,
     settle,
     supervision_path,
     worker_alive,
-    write_final,
 )
 from runyard.runtime.monitor import ExitMonitor
 from runyard.runtime.orphans import reconcile_orphans
@@ -74,8 +72,6 @@ __all__ = ["Supervisor", "TaskHandle"]
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.05
 RECHECK_MAX_SECONDS = 2.0
-UNWRITTEN_RETRY_SECONDS = 0.2
-UNWRITTEN_RETRY_MAX_SECONDS = 5.0
 
 
 @dataclass
@@ -122,8 +118,8 @@ class Supervisor:
         self._sandbox_executor = LocalExecutor()  # sandboxed workers never use the zygote
         self._sandbox_problem: str | None = None
         self._sandbox_probed = False
-        # final statuses a full disk kept from being written, by task id (see _hold)
-        self._unwritten: dict[str, RecordUnwritten] = {}
+        # final statuses a full disk kept from being written: served, retried
+        self._held = HeldEnds(workspace, self._lock, self._changed, self.exit_monitor)
         # called with a task id after its run ended and was recorded (continuous sync)
         self.on_finished: Callable[[str], object] | None = None
         # which logs remaining tasks still name, from an index (None: deletion reads them)
@@ -210,7 +206,7 @@ class Supervisor:
             self.workspace, self.registry, task, inputs, submitted_by, idempotency_key
         )
         with self._lock:
-            self._unwritten.pop(status.task_id, None)  # an earlier run's held end: replaced
+            self._held.discard(status.task_id)  # an earlier run's held end: replaced
         self._changed(status.task_id)
         with self._lock:
             self._queue.append((status.task_id, status.run_id))
@@ -252,7 +248,7 @@ class Supervisor:
         except (UnknownTask, ExecutorError, Forbidden, OSError) as exc:
             if supervision is not None:
                 os.close(supervision)
-            self._end(task_id, run_id, error=f"{type(exc).__name__}: {exc}")
+            self._held.end(task_id, run_id, error=f"{type(exc).__name__}: {exc}")
             self._changed(task_id)
             return
         assert handle.pid is not None
@@ -318,7 +314,7 @@ class Supervisor:
             if act is None:
                 return
             info = self._exit_info(act, pidfd)
-            status = self._end(act.task_id, run_id, info, cancelled=act.cancelling)
+            status = self._held.end(act.task_id, run_id, info, cancelled=act.cancelling)
             if status is not None and status.run_id == run_id and not status.terminal:
                 self._still_held(act, status)
                 return
@@ -370,7 +366,7 @@ class Supervisor:
         except InvalidInput:
             return False
         with self._lock:
-            if task_id in self._unwritten:  # it ended; only its record waits for space
+            if self._held.holds(task_id):  # it ended; only its record waits for space
                 return False
             queued = next((item for item in self._queue if item[0] == task_id), None)
             if queued is not None:
@@ -383,7 +379,7 @@ class Supervisor:
         return self._cancel_untracked(task_id)
 
     def _cancel_queued(self, task_id: str, run_id: str) -> bool:
-        final = self._end(task_id, run_id, cancelled=True)
+        final = self._held.end(task_id, run_id, cancelled=True)
         if final is not None and final.run_id == run_id and final.state is TaskState.CANCELLED:
             self._changed(task_id)
             return True
@@ -415,7 +411,7 @@ class Supervisor:
             ).start()
         else:
             self._terminate(act)
-            self._end(act.task_id, act.run_id, cancelled=True)
+            self._held.end(act.task_id, act.run_id, cancelled=True)
             self._changed(act.task_id)
         return True
 
@@ -435,8 +431,8 @@ class Supervisor:
     def delete(self, task_ids: list[str]) -> list[str]:
         """Delete finished, metadata-only or broken tasks; the ids really deleted."""
         with self._lock:
-            held = [task_id for task_id in task_ids if task_id in self._unwritten]
-        deleted = [task_id for task_id in held if self._delete_unwritten(task_id)]
+            held = [task_id for task_id in task_ids if self._held.holds(task_id)]
+        deleted = [task_id for task_id in held if self._held.delete(task_id)]
         rest = [task_id for task_id in task_ids if task_id not in held]
         deleted += delete_tasks(self.workspace, rest, self.log_references)
         for task_id in deleted:
@@ -444,74 +440,14 @@ class Supervisor:
             self._changed(task_id)
         return deleted
 
-    def _delete_unwritten(self, task_id: str) -> bool:
-        """Delete a task whose end only memory holds (it is final: deletable)."""
-        with claim(self.workspace, task_id), self._lock:
-            if self._unwritten.pop(task_id, None) is None:
-                return False
-            return remove_task_dir(self.workspace, task_id)
-
     # -- a full disk -----------------------------------------------------------------------
 
     def unwritten_status(self, task_id: str) -> TaskStatus | None:
         """The final status of ``task_id`` a full disk keeps from its file, as served."""
-        held = self._unwritten.get(task_id)
-        return held.shown if held is not None else None
+        return self._held.shown(task_id)
 
     def unwritten_count(self) -> int:
-        return len(self._unwritten)
-
-    def _end(
-        self,
-        task_id: str,
-        run_id: str,
-        exit_info: ExitInfo | None = None,
-        *,
-        cancelled: bool = False,
-        error: str | None = None,
-    ) -> TaskStatus | None:
-        """:func:`end_dead_run`; on a full disk the end is held in memory (served, and
-        retried with backoff) and returned as it is served."""
-        try:
-            return end_dead_run(
-                self.workspace, task_id, run_id, exit_info, cancelled=cancelled, error=error
-            )
-        except RecordUnwritten as held:
-            log.warning("Cannot record the end of %s yet: %s", task_id, held.__cause__)
-            with self._lock:
-                self._unwritten[task_id] = held
-            self._changed(task_id)
-            self._retry_later(task_id, 0)
-            return held.shown
-
-    def _retry_later(self, task_id: str, attempt: int) -> None:
-        delay = min(UNWRITTEN_RETRY_MAX_SECONDS, UNWRITTEN_RETRY_SECONDS * 2**attempt)
-        with self._lock:
-            monitor = self._monitor
-        if monitor is not None:
-            monitor.call_later(delay, lambda: self._write_unwritten(task_id, attempt + 1))
-
-    def _write_unwritten(self, task_id: str, attempt: int) -> None:
-        with self._lock:
-            held = self._unwritten.get(task_id)
-        if held is None:
-            return
-        try:
-            with claim(self.workspace, task_id):
-                write_final(self.workspace, held)
-        except RecordUnwritten as again:
-            with self._lock:
-                if self._unwritten.get(task_id) is held:
-                    self._unwritten[task_id] = again
-            self._retry_later(task_id, attempt)
-            return
-        except FileNotFoundError:
-            pass  # the folder is gone: nothing left to record
-        with self._lock:
-            if self._unwritten.get(task_id) is held:
-                del self._unwritten[task_id]
-        log.warning("Recorded the end of %s now that space was freed", task_id)
-        self._changed(task_id)
+        return self._held.count()
 
     def _worker_ref(self, status: TaskStatus) -> WorkerRef | None:
         """The process to watch and signal for a live worker of ``status``.
