@@ -11,9 +11,13 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── InvalidInput (ValueError)        bad ids, names, inputs, paths
     │   ├── InvalidTaskId
     │   ├── UnknownTask                  a registered name that does not exist
-    │   └── UnsafePath                   a path that would leave its folder
+    │   ├── UnsafePath                   a path that would leave its folder
+    │   ├── InvalidLimit                 a row or item count outside its allowed range
+    │   ├── BadIdempotencyKey            an Idempotency-Key header that breaks its rule
+    │   └── NotParquet                   a file to preview that Parquet cannot read
     ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
+    │   └── NoTaskFolder                 no folder (or none the caller may see) for it
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
     ├── TaskNameTaken (FileExistsError)  a fixed name a run token may not replace
     ├── Forbidden (PermissionError)      an action the caller's token may not take
@@ -21,6 +25,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── ExecutorError                    a worker could not be launched or controlled
     ├── InsufficientStorage (OSError)    no room for new work (HTTP 507); nothing was made
     ├── IdempotencyConflict              a reused Idempotency-Key with another body (409)
+    ├── PreviewUnavailable               previews need an optional package not installed
     ├── AgentError                       agent-run backend (see runyard.agents.errors)
     └── ClientError                      raised by runyard.client
         ├── ServerUnreachable            no answer from the server
@@ -74,6 +79,18 @@ class UnsafePath(InvalidInput):
         super().__init__(f"Unsafe path {path!r}: {reason}")
 
 
+class InvalidLimit(InvalidInput):
+    """A count (rows, items) outside the range its route allows."""
+
+
+class BadIdempotencyKey(InvalidInput):
+    """An ``Idempotency-Key`` header that is empty, too long or not printable ASCII."""
+
+
+class NotParquet(InvalidInput):
+    """A file asked for as a table that is not a Parquet file that can be read."""
+
+
 class NoSuchFile(RunyardError, FileNotFoundError):
     """No regular file at ``path`` under its folder (missing, a folder, a device...)."""
 
@@ -93,6 +110,13 @@ class TaskNotFound(RunyardError, KeyError):
 
     def __str__(self) -> str:
         return f"No status for task {self.task_id!r}"
+
+
+class NoTaskFolder(TaskNotFound):
+    """No task folder for a task id, or one the caller may not see (answered the same)."""
+
+    def __str__(self) -> str:
+        return f"No task folder for {self.task_id}"
 
 
 class TaskActive(RunyardError, FileExistsError):
@@ -142,6 +166,10 @@ class InsufficientStorage(RunyardError, OSError):
 
 class IdempotencyConflict(RunyardError):
     """An ``Idempotency-Key`` already used with a different request body (HTTP 409)."""
+
+
+class PreviewUnavailable(RunyardError):
+    """A preview needs an optional package the server's environment does not have."""
 
 
 class AgentError(RunyardError):

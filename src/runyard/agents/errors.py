@@ -1,15 +1,18 @@
-"""Errors of the agent-run backend. Each carries the HTTP status and code it answers with::
+"""Errors of the agent-run backend, in the :class:`runyard.errors.RunyardError` family.
+
+They say what went wrong, not how HTTP answers it: :mod:`runyard.api.errormap` holds the
+one table from these classes to statuses and codes::
 
 AgentError (runyard.errors)
-├── AgentNotFound          404  not_found        a session, artifact, grant, run or file
-│   └── PackageNotFound    404  package_not_found
-├── AgentConflict          409  conflict         closed session, active run, duplicate name
-│   ├── SessionClosed      409  session_closed
-│   └── RunActive          409  run_active
-├── AgentForbidden         403  forbidden        a run token outside its own session
-├── AgentInvalid           422  invalid          bad names, paths, grants, packages
-│   └── BadRequest         400  bad_request      a malformed request (multipart, JSON)
-└── UploadTooLarge         413  too_large        an upload over ``upload_max_bytes``
+├── AgentNotFound          a session, artifact, grant, run or file
+│   └── PackageNotFound    an agent package that is not installed
+├── AgentConflict          closed session, active run, duplicate name
+│   ├── SessionClosed
+│   └── RunActive
+├── AgentForbidden         a run token outside its own session
+├── AgentInvalid           bad names, paths, grants, packages
+│   └── BadRequest         a malformed request (multipart, JSON, Last-Event-ID)
+└── UploadTooLarge         an upload over ``upload_max_bytes``
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ from runyard.errors import AgentError
 
 
 class AgentNotFound(AgentError):
-    status = 404
-    code = "not_found"
+    """No such session, artifact, grant, run or file (or none the caller may see)."""
 
     def __init__(self, kind: str, ident: str) -> None:
         self.kind = kind
@@ -28,7 +30,7 @@ class AgentNotFound(AgentError):
 
 
 class PackageNotFound(AgentNotFound):
-    code = "package_not_found"
+    """An agent package name that is not among the installed ones."""
 
     def __init__(self, name: str, available: list[str]) -> None:
         super().__init__("agent package", name)
@@ -38,12 +40,11 @@ class PackageNotFound(AgentNotFound):
 
 
 class AgentConflict(AgentError):
-    status = 409
-    code = "conflict"
+    """The state forbids it now: a closed session, an active run, a name in use."""
 
 
 class SessionClosed(AgentConflict):
-    code = "session_closed"
+    """A change to a closed session."""
 
     def __init__(self, session_id: str, action: str) -> None:
         self.session_id = session_id
@@ -54,7 +55,7 @@ class SessionClosed(AgentConflict):
 
 
 class RunActive(AgentConflict):
-    code = "run_active"
+    """A second run in a session that already has an active one."""
 
     def __init__(self, session_id: str, run_id: str) -> None:
         self.session_id = session_id
@@ -66,32 +67,20 @@ class RunActive(AgentConflict):
 
 
 class AgentForbidden(AgentError):
-    status = 403
-    code = "forbidden"
+    """A run token acting outside its own session."""
 
 
 class AgentInvalid(AgentError):
-    status = 422
-    code = "invalid"
+    """Bad names, paths, grants or packages; the message says the rule."""
 
 
 class BadRequest(AgentInvalid):
-    status = 400
-    code = "bad_request"
+    """A malformed request: multipart framing, JSON, a Last-Event-ID."""
 
 
 class UploadTooLarge(AgentError):
-    status = 413
-    code = "too_large"
+    """An upload over ``upload_max_bytes``."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(f"Upload exceeds the limit of {limit} bytes (upload_max_bytes)")
-
-
-def http_status(exc: AgentError) -> int:
-    return int(getattr(exc, "status", 500))
-
-
-def error_code(exc: AgentError) -> str:
-    return str(getattr(exc, "code", "internal"))

@@ -18,9 +18,9 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
-from runyard.agents.errors import AgentError, BadRequest, UploadTooLarge, error_code, http_status
+from runyard.agents.errors import BadRequest, UploadTooLarge
 from runyard.agents.files import list_output_files, open_output, open_upload
 from runyard.agents.models import MountGrant, Page, SessionStatus, new_id, to_wire
 from runyard.agents.packages import available_packages, resolve_package
@@ -29,13 +29,13 @@ from runyard.agents.tokens import RunScope
 from runyard.api.agentservice import AgentService
 from runyard.api.downloads import download
 from runyard.api.envelope import read_json_body
+from runyard.api.errormap import api_error, api_error_response, http_exception_response
 from runyard.api.idempotent import caller_route, find_reserved, reserved_id, run_once
 from runyard.api.run_stream import RunCursor, run_events, run_stream_source
 from runyard.api.services import Services
 from runyard.api.sse import sse_response
-from runyard.api.storage import api_storage_response
 from runyard.api.uploads import receive_upload
-from runyard.errors import IdempotencyConflict, InsufficientStorage, InvalidInput
+from runyard.errors import RunyardError
 from runyard.workspace.space import is_space_error, require_space, storage_error
 
 log = logging.getLogger("runyard.api.agents")
@@ -43,15 +43,12 @@ log = logging.getLogger("runyard.api.agents")
 SANDBOX_STATE_DIR = "/workspace/state"
 SANDBOX_MOUNTS_DIR = "/workspace/mounts"
 UPLOAD_SLACK = 1 << 20  # multipart framing and the small fields around the file
-HTTP_CODES = {400: "bad_request", 404: "not_found", 409: "conflict", 413: "too_large"}
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 class AgentRoute(APIRoute):
-    """A route whose failures answer the agent API's error shape."""
+    """A route whose failures answer the agent API's error shape: family errors through the
+    app's handler (:mod:`runyard.api.errormap`), the shared helpers' HTTPExceptions and a
+    full disk here."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -59,30 +56,21 @@ class AgentRoute(APIRoute):
         async def guarded(request: Request) -> Response:
             try:
                 return await handler(request)
-            except AgentError as exc:
-                return error_response(http_status(exc), error_code(exc), str(exc))
             except RequestValidationError as exc:
-                return error_response(422, "invalid", _describe(exc.errors()))
+                return api_error(422, "invalid", _describe(exc.errors()))
             except HTTPException as exc:
-                code = HTTP_CODES.get(exc.status_code, "invalid")
-                return error_response(exc.status_code, code, _detail(exc.detail))
+                return http_exception_response(exc, _detail(exc.detail))
+            except RunyardError:
+                raise
             except Exception as exc:
-                refused = _no_room(exc, request)
-                if refused is None:
+                if not is_space_error(exc):  # sqlite3's "database or disk is full", ENOSPC
                     raise
-                return refused
+                log.warning(
+                    "%s %s refused, the disk is full: %s", request.method, request.url.path, exc
+                )
+                raise storage_error(exc, "complete this request") from exc
 
         return guarded
-
-
-def _no_room(exc: Exception, request: Request) -> Response | None:
-    """A 507 for a creation a full disk (or the low-space guard) refused, else None."""
-    if isinstance(exc, InsufficientStorage):
-        return api_storage_response(exc)
-    if is_space_error(exc):  # sqlite3's "database or disk is full" and ENOSPC alike
-        log.warning("%s %s refused, the disk is full: %s", request.method, request.url.path, exc)
-        return api_storage_response(storage_error(exc, "complete this request"))
-    return None
 
 
 def _require_room(services: Services) -> None:
@@ -304,10 +292,6 @@ def _grant_routes(router: APIRouter, services: Services, service: AgentService) 
         return _grant_wire(await run_in_threadpool(catalog.revoke_grant, grant_id, scope), scope)
 
 
-def _run_conflict(exc: IdempotencyConflict) -> Response:
-    return error_response(409, "conflict", str(exc))
-
-
 def _run_routes(router: APIRouter, services: Services, service: AgentService) -> None:
     runs = service.runs
 
@@ -326,14 +310,11 @@ def _run_routes(router: APIRouter, services: Services, service: AgentService) ->
             run = find_reserved(services, marked, service.store.get_run)
             return None if run is None else to_wire(run)
 
-        try:
-            return await run_once(
-                request, services, caller_route("api/runs", scope),
-                body.model_dump(mode="json"), work, conflict=_run_conflict, success_status=201,
-                recover=recover,
-            )
-        except InvalidInput as exc:
-            raise HTTPException(400, str(exc)) from exc
+        return await run_once(
+            request, services, caller_route("api/runs", scope),
+            body.model_dump(mode="json"), work, conflict=api_error_response, success_status=201,
+            recover=recover,
+        )  # fmt: skip
 
     @router.get("/runs")
     async def list_runs(

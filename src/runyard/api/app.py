@@ -19,6 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 from runyard.api.auth import BearerAuth
 from runyard.api.docs_page import mount_docs
 from runyard.api.envelope import job_response
+from runyard.api.errormap import family_handler
 from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.mcp_lazy import mount_lazy_mcp
 from runyard.api.metrics import install_metrics
@@ -35,6 +36,7 @@ from runyard.api.startup import Startup, StartupGate
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
 from runyard.config import Settings
+from runyard.errors import RunyardError
 
 
 def runyard_version() -> str:
@@ -74,6 +76,8 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.state.services = services
     services.repository.set_overlay(services.supervisor.unwritten_status)
     app.state.hub = hub
+    # every route's family errors answer through the one table (api/errormap.py)
+    app.add_exception_handler(RunyardError, family_handler)
 
     @app.get("/health", tags=["health"])
     async def health() -> dict[str, Any]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runyard.errors import IdempotencyConflict, InvalidInput
+from runyard.errors import BadIdempotencyKey, IdempotencyConflict
 
 HEADER = "idempotency-key"
 TTL_SECONDS = 24 * 3600
@@ -64,7 +64,7 @@ class Stored:
 
 def check_key(key: str) -> str:
     if not key or len(key) > MAX_KEY_LENGTH or not key.isprintable() or not key.isascii():
-        raise InvalidInput(
+        raise BadIdempotencyKey(
             f"Idempotency-Key must be 1 to {MAX_KEY_LENGTH} printable ASCII characters"
         )
     return key

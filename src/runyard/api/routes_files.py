@@ -14,34 +14,25 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 
 from runyard.agents.tokens import RunScope
 from runyard.api.downloads import download
 from runyard.api.scopes import can_see, request_scope
 from runyard.api.services import Services
-from runyard.errors import InvalidInput, NoSuchFile, UnsafePath
+from runyard.errors import NoSuchFile, NoTaskFolder, UnsafePath
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.safefs import OpenedFile, open_under, walk_files
 
 MAX_LISTED = 10_000
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-def task_dir_or_error(
-    services: Services, task_id: str, scope: RunScope | None = None
-) -> Path | JSONResponse:
-    try:
-        parse_task_id(task_id)
-    except InvalidInput as exc:
-        return error_response(400, "invalid_task_id", str(exc))
+def task_dir(services: Services, task_id: str, scope: RunScope | None = None) -> Path:
+    """The folder of a task the caller may see. InvalidTaskId for a malformed id;
+    NoTaskFolder for a missing one and for another session's (answered alike)."""
+    parse_task_id(task_id)
     folder = services.workspace.task_dir(task_id)
-    # another session's task answers as one that does not exist
     if not folder.is_dir() or folder.is_symlink() or not can_see(services, task_id, scope):
-        return error_response(404, "task_not_found", f"No task folder for {task_id}")
+        raise NoTaskFolder(task_id)
     return folder
 
 
@@ -56,34 +47,28 @@ def build_files_router(services: Services) -> APIRouter:
 
     @router.get("/tasks/{task_id}/files")
     async def task_files(request: Request, task_id: str) -> Any:
-        folder = task_dir_or_error(services, task_id, request_scope(request))
-        if isinstance(folder, JSONResponse):
-            return folder
+        folder = task_dir(services, task_id, request_scope(request))
         try:
             items = await run_in_threadpool(list_files, folder)
-        except (NoSuchFile, UnsafePath):
-            return error_response(404, "task_not_found", f"No task folder for {task_id}")
+        except (NoSuchFile, UnsafePath) as exc:  # the folder went away while listed
+            raise NoTaskFolder(task_id) from exc
         return {"items": items, "nextCursor": None}
 
     @router.get("/tasks/{task_id}/files/{path:path}")
     async def task_file(request: Request, task_id: str, path: str) -> Any:
-        opened = await open_task_file(services, request, task_id, path)
-        return opened if isinstance(opened, JSONResponse) else download(opened)
+        return download(await open_task_file(services, request, task_id, path))
 
     return router
 
 
 async def open_task_file(
     services: Services, request: Request, task_id: str, path: str
-) -> OpenedFile | JSONResponse:
-    """A file of a task the request may see, opened race-free (regular, singly linked),
-    or the error answer: 400 for a refused path, 404 for a missing task or file."""
-    folder = task_dir_or_error(services, task_id, request_scope(request))
-    if isinstance(folder, JSONResponse):
-        return folder
+) -> OpenedFile:
+    """A file of a task the request may see, opened race-free (regular, singly linked).
+    Raises what :func:`task_dir` raises, UnsafePath for a refused path (400) and
+    NoSuchFile for a missing file (404)."""
+    folder = task_dir(services, task_id, request_scope(request))
     try:
         return await run_in_threadpool(open_under, folder, path, single_link=True)
-    except UnsafePath as exc:
-        return error_response(400, "unsafe_path", str(exc))
-    except NoSuchFile as exc:
-        return error_response(404, "file_not_found", f"{exc} in {task_id}")
+    except NoSuchFile as exc:  # the message names the task
+        raise NoSuchFile(exc.path, f"{exc.reason} in {task_id}") from exc

@@ -15,20 +15,16 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 
 from runyard.api.envelope import read_json_body
 from runyard.api.lifespan import run_beside
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
+from runyard.errors import Forbidden, InvalidInput
 from runyard.retention import GcContext, collect
 from runyard.retention.periodic import PeriodicCollector
 
 OPTIONS = ("dryRun", "includeUpstreams")
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def gc_context(services: Services) -> GcContext:
@@ -43,15 +39,15 @@ def gc_context(services: Services) -> GcContext:
     )
 
 
-def _options(body: Any) -> dict[str, bool] | str:
-    """The two flags, or what is wrong with the body."""
+def _options(body: Any) -> dict[str, bool]:
+    """The two flags; InvalidInput says what is wrong with the body (422 invalid_request)."""
     if not isinstance(body, dict):
-        return "The body must be a JSON object"
+        raise InvalidInput("The body must be a JSON object")
     unknown = sorted(set(body) - set(OPTIONS))
     if unknown:
-        return f"Unknown field(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}"
+        raise InvalidInput(f"Unknown field(s) {', '.join(unknown)}; allowed: {', '.join(OPTIONS)}")
     if any(not isinstance(body.get(name, False), bool) for name in OPTIONS):
-        return "dryRun and includeUpstreams must be true or false"
+        raise InvalidInput("dryRun and includeUpstreams must be true or false")
     return {name: bool(body.get(name, False)) for name in OPTIONS}
 
 
@@ -61,10 +57,8 @@ def build_gc_router(services: Services, context: GcContext) -> APIRouter:
     @router.post("/gc")
     async def gc(request: Request) -> Any:
         if request_scope(request) is not None:
-            return _error(403, "forbidden", "Garbage collection needs the server (admin) token")
+            raise Forbidden("Garbage collection needs the server (admin) token")
         options = _options(await read_json_body(request, services.settings.max_body_bytes))
-        if isinstance(options, str):
-            return _error(422, "invalid_request", options)
         report = await run_in_threadpool(
             collect,
             context,

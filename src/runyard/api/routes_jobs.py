@@ -7,18 +7,18 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from runyard.agents.tokens import RunScope
 from runyard.api.compat_jobs import all_jobs
 from runyard.api.envelope import (
     JobResponse,
     envelope_model,
-    error_answer,
     job_response,
     read_json_body,
     validate_envelope,
 )
+from runyard.api.errormap import job_error_response, job_failure
 from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once
@@ -26,16 +26,17 @@ from runyard.api.jobs import JOBS, Job
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
 from runyard.api.sse import SSE_HEADERS
-from runyard.api.storage import job_storage_response
 from runyard.api.streaming import (
     parse_last_event_id,
     single_result,
     stream_task_events,
 )
 from runyard.changes import ChangeHub
-from runyard.errors import Forbidden, IdempotencyConflict, InsufficientStorage, InvalidInput
+from runyard.errors import Forbidden
 
 log = logging.getLogger("runyard.api")
+# failures a caller causes: answered, not logged as a server fault
+EXPECTED_FAILURES = (HTTPException, ValueError, KeyError, LookupError, OSError)
 
 
 def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, dict[str, Any]]:
@@ -84,18 +85,15 @@ def _add_job_routes(
             return await full_list_response(services, job.name, envelope.arguments)
 
         async def work() -> Any:
-            return await _run_or_507(job, services, envelope.arguments, hub, scope)
+            return await _run(job, services, envelope.arguments, hub, scope)
 
         if job.name != "submit":
             return await work()
-        try:
-            return await run_once(
-                request, services, caller_route("jobs/submit", scope), raw, work,
-                conflict=_job_conflict,
-                recover=lambda mark: _recovered(services, mark),
-            )
-        except InvalidInput as exc:
-            raise HTTPException(422, str(exc)) from exc
+        return await run_once(
+            request, services, caller_route("jobs/submit", scope), raw, work,
+            conflict=job_error_response,
+            recover=lambda mark: _recovered(services, mark),
+        )  # fmt: skip
 
     async def events(request: Request) -> Response:
         envelope, raw = await _parse(request, services, model)
@@ -114,7 +112,7 @@ def _add_job_routes(
                 services, hub, args.task_id, args.poll_interval, cursor, scope
             )
         else:
-            answer = await _run_or_507(job, services, envelope.arguments, hub, scope)
+            answer = await _run(job, services, envelope.arguments, hub, scope)
             if isinstance(answer, Response):
                 return answer
             stream = single_result(**answer)
@@ -159,45 +157,29 @@ async def _parse(
 def _allowed_target(name: str, scope: RunScope | None) -> str:
     """Forwarding sends the target's own token: never on behalf of a run token."""
     if scope is not None:
-        raise HTTPException(403, "A run token may not forward calls to a target")
+        raise Forbidden("A run token may not forward calls to a target")
     return name
 
 
 async def _run(
     job: Job, services: Services, arguments: Any, hub: ChangeHub, scope: RunScope | None
-) -> dict[str, Any]:
+) -> dict[str, Any] | Response:
+    """The job's Job envelope; a failure as the error table says (api/errormap.py): mostly
+    HTTP 200 with ``success: false``, a 507 envelope for a full disk, a 403 for a run token."""
     try:
         answer, success, *rest = await job.run(services, arguments, hub, scope)
-    except (HTTPException, InsufficientStorage):
-        raise
-    except Forbidden as exc:
-        raise HTTPException(403, scrub(services, str(exc), scope)) from exc
     except Exception as exc:
-        if not isinstance(exc, (ValueError, KeyError, LookupError, OSError)):
+        if not isinstance(exc, EXPECTED_FAILURES):
             log.exception("job %s failed", job.name)
-        return job_response(scrub(services, error_answer(exc), scope), False)
+        return job_failure(exc, lambda text: scrub(services, text, scope))
     answer = scrub(services, answer, scope)
     return job_response(answer, success, rest[0] if rest else None)
-
-
-async def _run_or_507(
-    job: Job, services: Services, arguments: Any, hub: ChangeHub, scope: RunScope | None
-) -> Any:
-    """The job's envelope; a Job envelope with HTTP 507 when there is no room to create."""
-    try:
-        return await _run(job, services, arguments, hub, scope)
-    except InsufficientStorage as exc:
-        return job_storage_response(exc)
 
 
 def _recovered(services: Services, mark: str) -> dict[str, Any] | None:
     """The submit answer of the task a crashed first attempt made, as a Job envelope."""
     handle = find_keyed_task(services, mark)
     return job_response(handle, True) if handle is not None else None
-
-
-def _job_conflict(exc: IdempotencyConflict) -> Response:
-    return JSONResponse(job_response(error_answer(exc), False), status_code=409)
 
 
 def _request_body(model: type[BaseModel]) -> dict[str, Any]:

@@ -22,10 +22,10 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 
-from runyard.api.routes_files import error_response, open_task_file
+from runyard.api.routes_files import open_task_file
 from runyard.api.services import Services
+from runyard.errors import InvalidLimit, NotParquet, PreviewUnavailable
 from runyard.workspace.safefs import OpenedFile
 
 DEFAULT_ROWS = 50
@@ -34,14 +34,6 @@ MAX_COLUMNS = 200
 MAX_CELL_CHARS = 500
 MAX_BYTES_CELL = 32
 MAX_GROUP_BYTES = 256 * 1024 * 1024
-
-
-class PreviewUnavailable(Exception):
-    """pyarrow is not installed in the server's environment."""
-
-
-class NotParquet(Exception):
-    """The file is not a Parquet file pyarrow can read."""
 
 
 def _parquet() -> Any:
@@ -106,15 +98,8 @@ def build_preview_router(services: Services) -> APIRouter:
     @router.get("/tasks/{task_id}/preview/{path:path}")
     async def task_preview(request: Request, task_id: str, path: str, limit: int = DEFAULT_ROWS):
         if not 1 <= limit <= MAX_ROWS:
-            return error_response(422, "invalid_limit", f"limit must be 1-{MAX_ROWS}, got {limit}")
+            raise InvalidLimit(f"limit must be 1-{MAX_ROWS}, got {limit}")
         opened = await open_task_file(services, request, task_id, path)
-        if isinstance(opened, JSONResponse):
-            return opened
-        try:
-            return await run_in_threadpool(read_preview, opened, limit)
-        except PreviewUnavailable as exc:
-            return error_response(501, "preview_unavailable", str(exc))
-        except NotParquet as exc:
-            return error_response(422, "not_parquet", str(exc))
+        return await run_in_threadpool(read_preview, opened, limit)
 
     return router

@@ -18,17 +18,11 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 
 from runyard.api.jobs import current_status
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
-from runyard.errors import InvalidInput, TaskNotFound
 from runyard.workspace.history import kept_runs, runs_answer
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def task_runs(services: Services, task_id: str, scope: Any) -> dict[str, Any]:
@@ -40,13 +34,8 @@ def task_runs(services: Services, task_id: str, scope: Any) -> dict[str, Any]:
 def build_runs_router(services: Services) -> APIRouter:
     router = APIRouter(tags=["task runs"])
 
-    @router.get("/tasks/{task_id}/runs")
+    @router.get("/tasks/{task_id}/runs", name="task_runs")
     async def runs(request: Request, task_id: str) -> Any:
-        try:
-            return await run_in_threadpool(task_runs, services, task_id, request_scope(request))
-        except InvalidInput as exc:
-            return _error(400, "invalid_task_id", str(exc))
-        except TaskNotFound:
-            return _error(404, "task_not_found", f"No task {task_id}")
+        return await run_in_threadpool(task_runs, services, task_id, request_scope(request))
 
     return router

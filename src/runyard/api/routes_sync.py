@@ -25,31 +25,25 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
-from starlette.responses import JSONResponse
 
 from runyard.api.envelope import read_json_body
 from runyard.api.lifespan import run_beside
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
-from runyard.errors import ConfigError, InvalidInput
+from runyard.errors import ConfigError, Forbidden, InvalidInput
 from runyard.sync.deletion import MAX_DELETES, delete_synced, held_from
 from runyard.sync.diff import diff, parse_candidates
-from runyard.sync.errors import SyncRefused
 from runyard.sync.outbox import SyncOutbox
 from runyard.sync.receiver import apply_task_stream
 from runyard.sync.sender import Receiver
 from runyard.workspace.identity import parse_task_id
 
 MAX_SOURCE_CHARS = 200
-REFUSAL_STATUS = {"active": 409, "newer": 409}  # the rest (members, hashes) are 422
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-
-
-def _forbidden() -> JSONResponse:
-    return _error(403, "forbidden", "Sync needs the server's admin token, not a run token")
+def _admin_only(request: Request) -> None:
+    if request_scope(request) is not None:
+        raise Forbidden("Sync needs the server's admin token, not a run token")
 
 
 class BlockingBody:
@@ -85,31 +79,25 @@ def build_sync_router(services: Services) -> APIRouter:
 
     @router.post("/sync/diff")
     async def sync_diff(request: Request) -> Any:
-        if request_scope(request) is not None:
-            return _forbidden()
+        _admin_only(request)
         data = await read_json_body(request, services.settings.max_body_bytes)
-        try:
-            candidates = parse_candidates(data)
-        except InvalidInput as exc:
-            return _error(422, "invalid_candidates", str(exc))
+        candidates = parse_candidates(data)  # InvalidInput: 422 invalid_candidates
         return await run_in_threadpool(diff, services.workspace, candidates)
 
     @router.post("/sync/tasks/{task_id}")
     async def sync_task(request: Request, task_id: str, source: str = "") -> Any:
-        if request_scope(request) is not None:
-            return _forbidden()
-        try:
-            parse_task_id(task_id)
-        except InvalidInput as exc:
-            return _error(400, "invalid_task_id", str(exc))
+        _admin_only(request)
+        parse_task_id(task_id)
         origin = {"server": source[:MAX_SOURCE_CHARS] or "unknown"}
         body = BlockingBody(request.stream().__aiter__())
-        try:
-            outcome = await run_in_threadpool(
-                apply_task_stream, services.workspace, task_id, body, origin  # type: ignore[arg-type]
-            )
-        except SyncRefused as exc:
-            return _error(REFUSAL_STATUS.get(exc.code, 422), exc.code, str(exc))
+        # a SyncRefused answers 409 or 422 with its own code (api/errormap.py)
+        outcome = await run_in_threadpool(
+            apply_task_stream,
+            services.workspace,
+            task_id,
+            body,  # type: ignore[arg-type]
+            origin,
+        )
         services.repository.refresh(task_id)
         return {
             "task_id": outcome.task_id,
@@ -125,25 +113,20 @@ def build_sync_router(services: Services) -> APIRouter:
 def _deletion_routes(router: APIRouter, services: Services) -> None:
     @router.post("/sync/held")
     async def sync_held(request: Request) -> Any:
-        if request_scope(request) is not None:
-            return _forbidden()
+        _admin_only(request)
         source = _source_of(await read_json_body(request, services.settings.max_body_bytes))
         if source is None:
-            return _error(422, "invalid_source", "'source' must be a non-empty string")
+            raise InvalidInput("'source' must be a non-empty string")
         return {"task_ids": await run_in_threadpool(held_from, services.workspace, source)}
 
     @router.post("/sync/delete")
     async def sync_delete(request: Request) -> Any:
-        if request_scope(request) is not None:
-            return _forbidden()
+        _admin_only(request)
         data = await read_json_body(request, services.settings.max_body_bytes)
         source = _source_of(data)
         task_ids = data.get("task_ids") if isinstance(data, dict) else None
         if source is None or not isinstance(task_ids, list) or not _id_list(task_ids):
-            return _error(
-                422, "invalid_delete",
-                f"expected {{source, task_ids}} with at most {MAX_DELETES} task ids",
-            )  # fmt: skip
+            raise InvalidInput(f"expected {{source, task_ids}} with at most {MAX_DELETES} task ids")
         answer = await run_in_threadpool(
             delete_synced, services.workspace, source, task_ids, services.supervisor.delete
         )

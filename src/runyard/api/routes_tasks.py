@@ -21,7 +21,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from runyard.api.routes_files import error_response
 from runyard.api.scopes import request_scope, status_filter
 from runyard.api.services import Services
 from runyard.errors import InvalidInput
@@ -142,11 +141,9 @@ def build_tasks_router(services: Services) -> APIRouter:
 
     @router.get("/tasks")
     async def list_tasks(request: Request) -> Any:
-        """Task statuses, filtered, sorted and paged (see the module docstring)."""
-        try:
-            listing = TaskListing(services, request)
-            return await run_in_threadpool(listing.answer)
-        except InvalidInput as exc:
-            return error_response(400, "invalid_query", str(exc))
+        """Task statuses, filtered, sorted and paged (see the module docstring); a bad
+        query value raises InvalidInput, answered 400 ``invalid_query`` (api/errormap.py)."""
+        listing = TaskListing(services, request)
+        return await run_in_threadpool(listing.answer)
 
     return router

@@ -5,37 +5,22 @@
 guard, ``low`` (new work is being refused) and ``unwritten`` (final statuses a full disk
 keeps in memory until space is freed).
 
-Creation refused for lack of space (:class:`InsufficientStorage`) answers HTTP 507: on
-the Job API with the Job envelope (``success: false``, ``"OSError: ..."`` in ``answer``),
-because nothing ran and the caller must act (free space) — unlike a task that fails while
-running, which is HTTP 200 ``success: false``; on ``/api/v1`` with ``{"error": {"code":
-"insufficient_storage", "message": ...}}``.
+Creation refused for lack of space (:class:`InsufficientStorage`) answers HTTP 507, by its
+row in :mod:`runyard.api.errormap`: on the Job API with the Job envelope (``success:
+false``, ``"OSError: ..."`` in ``answer``), because nothing ran and the caller must act
+(free space) — unlike a task that fails while running, which is HTTP 200 ``success:
+false``; on ``/api/v1`` with ``{"error": {"code": "insufficient_storage", "message": ...}}``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from starlette.responses import JSONResponse
-
-from runyard.api.envelope import error_answer, job_response
 from runyard.api.services import Services
-from runyard.errors import InsufficientStorage
 from runyard.workspace.space import storage_report
-
-INSUFFICIENT_STORAGE = 507
 
 
 def health_answer(services: Services) -> dict[str, Any]:
     storage = storage_report(services.workspace.root, services.settings.min_free_mb)
     storage["unwritten"] = services.supervisor.unwritten_count()
     return {"running": True, "storage": storage}
-
-
-def job_storage_response(exc: InsufficientStorage) -> JSONResponse:
-    return JSONResponse(job_response(error_answer(exc), False), status_code=INSUFFICIENT_STORAGE)
-
-
-def api_storage_response(exc: InsufficientStorage) -> JSONResponse:
-    body = {"error": {"code": "insufficient_storage", "message": str(exc)}}
-    return JSONResponse(body, status_code=INSUFFICIENT_STORAGE)

@@ -1,0 +1,216 @@
+"""The one table from the error family to HTTP answers, for both API surfaces.
+
+Domain code raises :class:`~runyard.errors.RunyardError` subclasses that say what went
+wrong; only this module says how HTTP answers them. A class without a row of its own
+answers as its nearest ancestor with one (the class's MRO is walked), so a new subclass
+never turns into a 500 unless its family is a server fault.
+
+``/api/v1`` answers ``{"error": {"code": ..., "message": str(exc)}}`` with the status of
+:data:`API_TABLE`. A few routes name their refusals of bad input after the route (their
+clients see ``invalid_query``, ``invalid_candidates``...): :data:`ROUTE_TABLE` holds those
+rows, keyed by the route's name, and is searched before the shared rows.
+
+The Job API keeps the seed's envelope: a job that fails answers HTTP 200 with
+``{"answer": "ErrorType: message", "success": false, "metadata": {}}``. :data:`JOB_TABLE`
+lists the refusals that change the status: with the envelope (:data:`ENVELOPE`, such as the
+507 of a full disk) or, for a request refused before any job ran, FastAPI's own
+``{"detail": message}`` (:data:`DETAIL`, such as the 403 of a run token).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import HTTPException, Request
+from starlette.responses import JSONResponse, Response
+
+from runyard.agents.errors import (
+    AgentConflict,
+    AgentForbidden,
+    AgentInvalid,
+    AgentNotFound,
+    BadRequest,
+    PackageNotFound,
+    RunActive,
+    SessionClosed,
+    UploadTooLarge,
+)
+from runyard.api.envelope import error_answer, job_response
+from runyard.api.scopes import request_scope, scrub
+from runyard.backup.errors import BackupError
+from runyard.errors import (
+    AgentError,
+    BadIdempotencyKey,
+    ClientError,
+    ConfigError,
+    ExecutorError,
+    Forbidden,
+    IdempotencyConflict,
+    InsufficientStorage,
+    InvalidInput,
+    InvalidLimit,
+    InvalidTaskId,
+    NoSuchFile,
+    NotParquet,
+    PreviewUnavailable,
+    RunMismatch,
+    RunyardError,
+    TaskActive,
+    TaskNameTaken,
+    TaskNotFound,
+    UnsafePath,
+)
+from runyard.runtime.liveness import RecordUnwritten
+from runyard.sync.errors import SyncError, SyncRefused
+
+log = logging.getLogger("runyard.api")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one error class answers: the HTTP status and the code its clients read."""
+
+    status: int
+    code: str
+
+
+OWN_CODE = ""  # the code is the error's own machine code (SyncRefused.code)
+ENVELOPE = "envelope"  # Job API: the seed's envelope, success false
+DETAIL = "detail"  # Job API: {"detail": message}, the request was refused before any job ran
+
+API_TABLE: dict[type[BaseException], Rule] = {
+    # server faults: the operator must act, the request was fine
+    RunyardError: Rule(500, "internal"),
+    ConfigError: Rule(500, "config_error"),
+    ExecutorError: Rule(500, "executor_error"),
+    RecordUnwritten: Rule(507, "insufficient_storage"),
+    BackupError: Rule(500, "backup_failed"),
+    SyncError: Rule(502, "sync_failed"),
+    ClientError: Rule(502, "upstream_error"),
+    InsufficientStorage: Rule(507, "insufficient_storage"),
+    PreviewUnavailable: Rule(501, "preview_unavailable"),
+    # the caller's request
+    InvalidInput: Rule(400, "bad_request"),
+    InvalidTaskId: Rule(400, "invalid_task_id"),
+    UnsafePath: Rule(400, "unsafe_path"),
+    InvalidLimit: Rule(422, "invalid_limit"),
+    NotParquet: Rule(422, "not_parquet"),
+    NoSuchFile: Rule(404, "file_not_found"),
+    TaskNotFound: Rule(404, "task_not_found"),
+    TaskActive: Rule(409, "conflict"),
+    TaskNameTaken: Rule(409, "conflict"),
+    RunMismatch: Rule(409, "conflict"),
+    Forbidden: Rule(403, "forbidden"),
+    IdempotencyConflict: Rule(409, "conflict"),
+    SyncRefused: Rule(422, OWN_CODE),
+    # the agent-run backend
+    AgentError: Rule(500, "internal"),
+    AgentNotFound: Rule(404, "not_found"),
+    PackageNotFound: Rule(404, "package_not_found"),
+    AgentConflict: Rule(409, "conflict"),
+    SessionClosed: Rule(409, "session_closed"),
+    RunActive: Rule(409, "run_active"),
+    AgentForbidden: Rule(403, "forbidden"),
+    AgentInvalid: Rule(422, "invalid"),
+    BadRequest: Rule(400, "bad_request"),
+    UploadTooLarge: Rule(413, "too_large"),
+}
+
+# the refusals a receiver answers 409 (the rules refuse it); the rest (members, hashes) 422
+SYNC_CONFLICTS = frozenset({"active", "newer"})
+
+ROUTE_TABLE: dict[str, dict[type[BaseException], Rule]] = {
+    "list_tasks": {InvalidInput: Rule(400, "invalid_query")},
+    "task_runs": {InvalidInput: Rule(400, "invalid_task_id")},
+    "sync_diff": {InvalidInput: Rule(422, "invalid_candidates")},
+    "sync_held": {InvalidInput: Rule(422, "invalid_source")},
+    "sync_delete": {InvalidInput: Rule(422, "invalid_delete")},
+    "gc": {InvalidInput: Rule(422, "invalid_request")},
+}
+
+JOB_TABLE: dict[type[BaseException], Rule] = {
+    BaseException: Rule(200, ENVELOPE),  # the seed: a job that failed is a 200 answer
+    InsufficientStorage: Rule(507, ENVELOPE),
+    IdempotencyConflict: Rule(409, ENVELOPE),
+    Forbidden: Rule(403, DETAIL),
+    BadIdempotencyKey: Rule(422, DETAIL),
+}
+
+# HTTPExceptions of shared helpers (body reading, the guard) as /api/v1 codes (agents' routes)
+HTTP_CODES = {400: "bad_request", 404: "not_found", 409: "conflict", 413: "too_large"}
+HTTP_DEFAULT_CODE = "invalid"
+
+
+def _find(table: dict[type[BaseException], Rule], klass: type[BaseException]) -> Rule | None:
+    for ancestor in klass.__mro__:
+        rule = table.get(ancestor)
+        if rule is not None:
+            return rule
+    return None
+
+
+def api_rule(klass: type[BaseException], route: str | None = None) -> Rule:
+    """The ``/api/v1`` status and code of ``klass`` raised in the route named ``route``."""
+    specific = _find(ROUTE_TABLE.get(route or "", {}), klass)
+    return specific or _find(API_TABLE, klass) or API_TABLE[RunyardError]
+
+
+def job_rule(klass: type[BaseException]) -> Rule:
+    """The Job API's status and answer form (:data:`ENVELOPE` or :data:`DETAIL`)."""
+    return _find(JOB_TABLE, klass) or JOB_TABLE[BaseException]
+
+
+def api_error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def api_error_response(exc: BaseException, route: str | None = None) -> JSONResponse:
+    """The ``/api/v1`` answer to ``exc``."""
+    rule = api_rule(type(exc), route)
+    code = rule.code
+    status = rule.status
+    if isinstance(exc, SyncRefused):
+        code = exc.code
+        status = 409 if exc.code in SYNC_CONFLICTS else rule.status
+    if status >= 500 and status != 507:
+        log.error("%s answered %d: %s", type(exc).__name__, status, exc)
+    return api_error(status, code, str(exc))
+
+
+def http_exception_response(exc: HTTPException, message: str) -> JSONResponse:
+    """An HTTPException of a shared helper in the ``/api/v1`` error shape."""
+    code = HTTP_CODES.get(exc.status_code, HTTP_DEFAULT_CODE)
+    return api_error(exc.status_code, code, message)
+
+
+def job_error_response(exc: BaseException, scrub: Callable[[str], str] = str) -> JSONResponse:
+    """The Job API's answer to ``exc`` with the status of its row (the envelope or detail)."""
+    rule = job_rule(type(exc))
+    if rule.code == DETAIL:
+        return JSONResponse({"detail": scrub(str(exc))}, status_code=rule.status)
+    return JSONResponse(job_response(scrub(error_answer(exc)), False), status_code=rule.status)
+
+
+def job_failure(exc: Exception, scrub: Callable[[str], str]) -> dict[str, Any] | Response:
+    """What a Job route answers for a job that raised ``exc``: the seed's 200 envelope with
+    ``success: false`` as a plain dict, or the full response when the row changes the status.
+    HTTPExceptions (already an answer) are raised again."""
+    if isinstance(exc, HTTPException):
+        raise exc
+    if job_rule(type(exc)).status == 200:
+        return job_response(scrub(error_answer(exc)), False)
+    return job_error_response(exc, scrub)
+
+
+async def family_handler(request: Request, exc: Exception) -> Response:
+    """The app's handler for a family error a route did not answer itself: ``/api/v1``
+    routes answer the error object (the route's own rows first), the rest the Job API's."""
+    if request.url.path.startswith("/api/v1/"):
+        route = getattr(request.scope.get("route"), "name", None)
+        return api_error_response(exc, route)
+    services = request.app.state.services
+    scope = request_scope(request)
+    return job_error_response(exc, lambda text: scrub(services, text, scope))

@@ -1,0 +1,234 @@
+"""The one error table (runyard.api.errormap): every class of the RunyardError family reaches
+a row, an unknown subclass answers as its base, only server faults answer 5xx, and each row
+is the status and code its clients see; then both surfaces through a real server."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import runyard
+from runyard.agents.errors import (
+    AgentConflict,
+    AgentForbidden,
+    AgentInvalid,
+    AgentNotFound,
+    BadRequest,
+    PackageNotFound,
+    RunActive,
+    SessionClosed,
+    UploadTooLarge,
+)
+from runyard.api import errormap
+from runyard.api.errormap import (
+    API_TABLE,
+    DETAIL,
+    ENVELOPE,
+    JOB_TABLE,
+    OWN_CODE,
+    ROUTE_TABLE,
+    api_error_response,
+    api_rule,
+    job_rule,
+)
+from runyard.api.idempotency import MAX_KEY_LENGTH
+from runyard.backup.errors import BackupError
+from runyard.errors import (
+    AgentError,
+    BadIdempotencyKey,
+    ClientError,
+    ConfigError,
+    ExecutorError,
+    Forbidden,
+    IdempotencyConflict,
+    InsufficientStorage,
+    InvalidInput,
+    InvalidLimit,
+    InvalidTaskId,
+    NoSuchFile,
+    NotParquet,
+    PreviewUnavailable,
+    RunMismatch,
+    RunyardError,
+    TaskActive,
+    TaskNameTaken,
+    TaskNotFound,
+    UnsafePath,
+)
+from runyard.runtime.liveness import RecordUnwritten
+from runyard.sync.errors import SyncError, SyncRefused
+from serverproc import start_server
+
+# What clients read today, row by row: (status, code). A row removed, or changed, is red.
+API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
+    RunyardError: (500, "internal"),
+    ConfigError: (500, "config_error"),
+    ExecutorError: (500, "executor_error"),
+    RecordUnwritten: (507, "insufficient_storage"),
+    BackupError: (500, "backup_failed"),
+    SyncError: (502, "sync_failed"),
+    ClientError: (502, "upstream_error"),
+    InsufficientStorage: (507, "insufficient_storage"),
+    PreviewUnavailable: (501, "preview_unavailable"),
+    InvalidInput: (400, "bad_request"),
+    InvalidTaskId: (400, "invalid_task_id"),
+    UnsafePath: (400, "unsafe_path"),
+    InvalidLimit: (422, "invalid_limit"),
+    NotParquet: (422, "not_parquet"),
+    NoSuchFile: (404, "file_not_found"),
+    TaskNotFound: (404, "task_not_found"),
+    TaskActive: (409, "conflict"),
+    TaskNameTaken: (409, "conflict"),
+    RunMismatch: (409, "conflict"),
+    Forbidden: (403, "forbidden"),
+    IdempotencyConflict: (409, "conflict"),
+    SyncRefused: (422, OWN_CODE),
+    AgentError: (500, "internal"),
+    AgentNotFound: (404, "not_found"),
+    PackageNotFound: (404, "package_not_found"),
+    AgentConflict: (409, "conflict"),
+    SessionClosed: (409, "session_closed"),
+    RunActive: (409, "run_active"),
+    AgentForbidden: (403, "forbidden"),
+    AgentInvalid: (422, "invalid"),
+    BadRequest: (400, "bad_request"),
+    UploadTooLarge: (413, "too_large"),
+}
+ROUTE_CONTRACT = {
+    ("list_tasks", InvalidInput): (400, "invalid_query"),
+    ("task_runs", InvalidInput): (400, "invalid_task_id"),
+    ("sync_diff", InvalidInput): (422, "invalid_candidates"),
+    ("sync_held", InvalidInput): (422, "invalid_source"),
+    ("sync_delete", InvalidInput): (422, "invalid_delete"),
+    ("gc", InvalidInput): (422, "invalid_request"),
+}
+JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
+    BaseException: (200, ENVELOPE),
+    InsufficientStorage: (507, ENVELOPE),
+    IdempotencyConflict: (409, ENVELOPE),
+    Forbidden: (403, DETAIL),
+    BadIdempotencyKey: (422, DETAIL),
+}
+# families whose errors are the server's to fix: the only ones that may answer 5xx
+SERVER_FAULTS = (
+    ConfigError, ExecutorError, RecordUnwritten, BackupError, SyncError, ClientError,
+    InsufficientStorage, PreviewUnavailable,
+)  # fmt: skip
+
+
+def _family() -> list[type[RunyardError]]:
+    """Every RunyardError subclass runyard defines (all its modules imported first)."""
+    for info in pkgutil.walk_packages(runyard.__path__, "runyard."):
+        if not info.name.endswith("__main__"):  # runs the CLI
+            importlib.import_module(info.name)
+
+    def below(klass: type[RunyardError]) -> Iterator[type[RunyardError]]:
+        for sub in klass.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    found = {k for k in below(RunyardError) if k.__module__.startswith("runyard.")}
+    return sorted(found, key=lambda k: f"{k.__module__}.{k.__qualname__}")
+
+
+FAMILY = _family()
+
+
+def _row_owner(klass: type[BaseException]) -> type[BaseException]:
+    return next(ancestor for ancestor in klass.__mro__ if ancestor in API_TABLE)
+
+
+def test_the_family_is_walked() -> None:
+    names = {k.__qualname__ for k in FAMILY}
+    assert {"SessionClosed", "SyncRefused", "BackupError", "KubeApiError", "NoTaskFolder"} <= names
+
+
+@pytest.mark.parametrize("klass", FAMILY, ids=lambda k: k.__qualname__)
+def test_every_family_class_reaches_a_row_and_only_faults_answer_5xx(
+    klass: type[RunyardError],
+) -> None:
+    owner = _row_owner(klass)
+    assert owner is not RunyardError, f"{klass.__qualname__} has no row of its own family"
+    rule = api_rule(klass)
+    assert rule == API_TABLE[owner]
+    if rule.status >= 500:
+        assert issubclass(klass, SERVER_FAULTS) or klass is AgentError, klass
+    assert job_rule(klass).status in (200, 403, 409, 422, 507)
+
+
+@pytest.mark.parametrize("klass", list(API_CONTRACT), ids=lambda k: k.__qualname__)
+def test_each_api_row_answers_what_its_clients_read(klass: type[BaseException]) -> None:
+    rule = api_rule(klass)
+    assert (rule.status, rule.code) == API_CONTRACT[klass]
+
+
+def test_the_tables_hold_exactly_the_contracted_rows() -> None:
+    assert set(API_TABLE) == set(API_CONTRACT)
+    routes = {(route, k): (r.status, r.code) for route, rows in ROUTE_TABLE.items()
+              for k, r in rows.items()}  # fmt: skip
+    assert routes == ROUTE_CONTRACT
+    assert {k: (r.status, r.code) for k, r in JOB_TABLE.items()} == JOB_CONTRACT
+
+
+@pytest.mark.parametrize(
+    ("base", "route"),
+    [(SessionClosed, None), (InvalidInput, None), (TaskNotFound, None), (NoSuchFile, None),
+     (AgentInvalid, None), (InvalidInput, "list_tasks"), (InvalidTaskId, "sync_diff")],
+)  # fmt: skip
+def test_an_unknown_subclass_answers_as_its_base(
+    base: type[BaseException], route: str | None
+) -> None:
+    odd = type("Odd", (base,), {"__init__": Exception.__init__, "__str__": Exception.__str__})
+    assert api_rule(odd, route) == api_rule(base, route)
+    assert job_rule(odd) == job_rule(base)
+    answer = api_error_response(odd("odd"), route)
+    assert answer.status_code == api_rule(base, route).status < 500
+
+
+def test_a_route_row_beats_a_shared_row_and_sync_refusals_keep_their_code() -> None:
+    # a bad candidate id in a sync diff is a bad candidate list, as its clients read it
+    assert api_rule(InvalidTaskId, "sync_diff").code == "invalid_candidates"
+    assert api_rule(InvalidTaskId, "sync_task").code == "invalid_task_id"
+    assert api_error_response(SyncRefused("t", "active", "busy")).status_code == 409
+    refused = api_error_response(SyncRefused("t", "bad_member", "a link"))
+    assert refused.status_code == 422 and b'"code":"bad_member"' in refused.body
+    assert errormap.job_error_response(Forbidden("no")).body == b'{"detail":"no"}'
+
+
+def _v1_error(reply: Any, status: int) -> dict[str, Any]:
+    assert reply.status_code == status, reply.text
+    error: dict[str, Any] = reply.json()["error"]
+    return error
+
+
+def test_both_surfaces_answer_through_the_table_on_a_real_server(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "srv")
+    try:
+        with server.client() as client:
+            bad_id = client.get("/api/v1/tasks/not-an-id/runs")
+            assert _v1_error(bad_id, 400)["code"] == "invalid_task_id"
+            missing = client.get("/api/v1/tasks/base%23demo%23nope/runs")
+            assert _v1_error(missing, 404)["code"] == "task_not_found"
+            listed = client.get("/api/v1/tasks", params={"limit": "0"})
+            assert _v1_error(listed, 400)["code"] == "invalid_query"
+            gc = client.post("/api/v1/gc", json={"dryRun": "yes"})
+            assert _v1_error(gc, 422)["code"] == "invalid_request"
+            held = client.post("/api/v1/sync/held", json={"source": ""})
+            assert _v1_error(held, 422)["code"] == "invalid_source"
+            preview = client.get("/api/v1/tasks/base%23demo%23nope/preview/a.parquet?limit=0")
+            assert _v1_error(preview, 422)["code"] == "invalid_limit"
+            key = {"idempotency-key": "k" * (MAX_KEY_LENGTH + 1)}
+            submit = client.post("/jobs/submit", json={"arguments": {"task": "demo"}},
+                                 headers=key)  # fmt: skip
+            assert submit.status_code == 422 and "Idempotency-Key" in submit.json()["detail"]
+            status = client.post("/jobs/status", json={"arguments": {"task_id": "base#demo#x"}})
+            assert status.status_code == 200
+            assert status.json()["success"] is False
+            assert status.json()["answer"].startswith("KeyError: ")
+    finally:
+        server.stop()
