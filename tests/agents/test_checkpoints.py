@@ -19,11 +19,12 @@ from agent_support import MODES, PACKAGES
 from api_helpers import agent_server, api, create_run, error_of, new_session, upload, wait_run
 from typer.testing import CliRunner
 
-from runyard.agents.models import HistoryEntry, Run, RunState, Session, SessionStatus
+from runyard.agents.models import HistoryEntry, Run, Session, SessionStatus
 from runyard.agents.snapshots import FAULT_PAUSE_ENV
 from runyard.agents.store import MemoryStore, SQLiteStore
 from runyard.agents.store.schema import MIGRATIONS
 from runyard.cli.main import app
+from runyard.wire import TaskState
 from serverproc import ServerProcess, start_server
 
 PACKAGE = "state_counter"
@@ -321,7 +322,7 @@ def test_an_old_database_loads_with_the_new_columns(tmp_path: Path) -> None:
         store.set_checkpoint("run-1", {"state": "present", "files": 0, "bytes": 0})
         listed = store.list_checkpoints("ses-1", 10).items
         assert [r.id for r in listed] == ["run-1"] and isinstance(listed[0], Run)
-        assert listed[0].state == RunState.SUCCEEDED
+        assert listed[0].state == TaskState.SUCCEEDED
     finally:
         store.close()
 
@@ -361,7 +362,7 @@ def test_both_stores_keep_checkpoints_and_fork_history(tmp_path: Path, kind: str
     try:
         store.create_session(Session("ses-a", "a", SessionStatus.OPEN, "now", "now"))
         for index in range(3):
-            run = Run(f"run-{index}", "ses-a", RunState.QUEUED, "p", "now")
+            run = Run(f"run-{index}", "ses-a", TaskState.QUEUED, "p", "now")
             store.add_run(run, exclusive=False)
         store.set_checkpoint("run-0", {"state": "present", "files": 1, "bytes": 1})
         store.set_checkpoint("run-1", {"state": "skipped", "reason": "too large"})

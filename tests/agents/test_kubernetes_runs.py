@@ -15,11 +15,12 @@ from agent_helpers import add_artifact, wait_done
 from agent_support import agent_settings
 
 from runyard.agents.layout import AgentLayout
-from runyard.agents.models import Run, RunState
+from runyard.agents.models import Run
 from runyard.agents.runs import RunRequest
 from runyard.agents.store import SQLiteStore
 from runyard.api.agentservice import AgentService
 from runyard.executors.kubernetes.names import resource_name
+from runyard.wire import TaskState
 
 pytest.importorskip("kubernetes")
 sys.path.insert(0, str(Path(__file__).parent.parent / "executors"))
@@ -74,7 +75,7 @@ def test_a_run_becomes_a_job_with_the_pod_layout(
     session = service.catalog.create_session()
     add_artifact(service, session.id, b"a,b\n", rel="data/prices.csv")
     run = service.runs.create(RunRequest(session.id, "summarise", package="probe"))
-    assert run.state == RunState.RUNNING and run.isolation == "kubernetes"
+    assert run.state == TaskState.RUNNING and run.isolation == "kubernetes"
     worker = container(fake, run)
     assert worker["command"][:1] == ["python3"] or worker["args"][:1] == ["python3"]
     targets = {m["mountPath"] for m in worker["volumeMounts"]}
@@ -90,7 +91,7 @@ def test_a_run_becomes_a_job_with_the_pod_layout(
     fake.start_container(job_of(run))
     fake.terminate(job_of(run), 0)
     done = wait_done(service, run.id)
-    assert done.state == RunState.SUCCEEDED and done.exit_code == 0
+    assert done.state == TaskState.SUCCEEDED and done.exit_code == 0
     assert service.catalog.session(session.id).history[-1].content == "from the pod"
 
 
@@ -103,14 +104,14 @@ def test_a_job_is_adopted_after_a_restart_and_can_be_cancelled(
     fake.start_container(job_of(first))
     service.stop()
     restarted = make()
-    assert restarted.runs.run(first.id).state == RunState.RUNNING
+    assert restarted.runs.run(first.id).state == TaskState.RUNNING
     fake.terminate(job_of(first), 3)
     failed = wait_done(restarted, first.id)
-    assert failed.state == RunState.FAILED and failed.exit_code == 3
+    assert failed.state == TaskState.FAILED and failed.exit_code == 3
     second = restarted.runs.create(RunRequest(session.id, "two", package="probe"))
     fake.start_container(job_of(second))
     cancelled = restarted.runs.cancel(second.id)
-    assert cancelled.state == RunState.CANCELLED
+    assert cancelled.state == TaskState.CANCELLED
     deadline = time.monotonic() + 5
     while job_of(second) in {name for (kind, _, name) in fake.objects if kind == "Job"}:
         assert time.monotonic() < deadline, "the Job was not deleted"

@@ -14,12 +14,12 @@ import pytest
 from agent_helpers import wait_done
 from agent_support import needs_bwrap
 
-from runyard.agents.models import RunState
 from runyard.agents.runs import RunRequest
 from runyard.api.agentservice import AgentService
 from runyard.config import ResourceLimits
 from runyard.executors.cgroups import detect_host
 from runyard.executors.containment import agent_cgroup_name
+from runyard.wire import TaskState
 
 Make = Callable[..., AgentService]
 sandboxed = [pytest.mark.sandbox, needs_bwrap]
@@ -29,7 +29,7 @@ def run_probe(service: AgentService, script: str, timeout: float = 90.0) -> dict
     session = service.catalog.create_session("limits")
     run = service.runs.create(RunRequest(session.id, script, package="limits_probe"))
     done = wait_done(service, run.id, timeout)
-    assert done.state == RunState.SUCCEEDED, done
+    assert done.state == TaskState.SUCCEEDED, done
     out = service.layout.run_subdir(run.id, "out") / "limits.json"
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
@@ -77,7 +77,7 @@ def test_a_double_forked_grandchild_dies_with_its_run(make_service: Make) -> Non
     service = make_service("none")
     session = service.catalog.create_session("escape")
     run = service.runs.create(RunRequest(session.id, "double-fork", package="limits_probe"))
-    assert wait_done(service, run.id).state == RunState.SUCCEEDED
+    assert wait_done(service, run.id).state == TaskState.SUCCEEDED
     pid = int((service.layout.run_subdir(run.id, "out") / "grandchild.pid").read_text())
     try:
         assert wait_dead(pid), "the run's grandchild outlived it"
@@ -102,7 +102,7 @@ def test_an_adopted_runs_leftovers_die_when_it_is_cancelled(make_service: Make) 
     first.stop()  # the run goes on; the next service adopts it
     try:
         second = make_service("none")
-        assert second.runs.cancel(run.id).state == RunState.CANCELLED
+        assert second.runs.cancel(run.id).state == TaskState.CANCELLED
         assert wait_dead(pid), "the adopted run's grandchild outlived its cancel"
     finally:
         if alive(pid):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from runyard.agents.errors import AgentInvalid
-from runyard.agents.names import (
+from runyard.agents.models import (
     check_file_name,
     check_grant_name,
     check_relative_path,

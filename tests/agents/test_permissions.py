@@ -14,8 +14,8 @@ import pytest
 from agent_helpers import add_artifact, probes, start, wait_done
 from agent_support import MODES, agent_settings
 
-from runyard.agents.models import RunState
 from runyard.api.agentservice import AgentService
+from runyard.wire import TaskState
 
 RUN_UID = RUN_GID = 1000
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -50,7 +50,7 @@ def test_runs_execute_as_the_run_user_in_its_group(root: Path, mode: str) -> Non
         session = service.catalog.create_session()
         add_artifact(service, session.id, b"data\n", rel="data/x.csv")
         run = wait_done(service, start(service, session.id, "checkpoint\nanswer mine").id)
-        assert run.state == RunState.SUCCEEDED, run
+        assert run.state == TaskState.SUCCEEDED, run
         found = probes(service, run.id)
         assert (found["uid"], found["gid"]) == (RUN_UID, RUN_GID)
         _check_folders(service, run.id, session.id)

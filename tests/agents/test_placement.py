@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from runyard.agents.answers import read_final_answer, truncation_marker
-from runyard.agents.layout import RUN_DIR_MODE, AgentLayout, Ownership
+from runyard.agents.layout import (
+    RUN_DIR_MODE,
+    AgentLayout,
+    Ownership,
+    read_final_answer,
+    truncation_marker,
+)
 from runyard.agents.placement import place_input, reflink
 
 # A reflink-capable folder (XFS/btrfs) to test cloning on, when the machine has one.

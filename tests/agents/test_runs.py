@@ -15,10 +15,10 @@ import pytest
 from agent_helpers import add_artifact, probes, results, start, wait_done
 from agent_support import MODES, needs_bwrap
 
-from runyard.agents.answers import truncation_marker
 from runyard.agents.errors import AgentInvalid, RunActive, SessionClosed
-from runyard.agents.models import RunState
+from runyard.agents.layout import truncation_marker
 from runyard.api.agentservice import AgentService
+from runyard.wire import TaskState
 
 Make = Callable[..., AgentService]
 
@@ -29,12 +29,12 @@ def test_three_runs_share_history_and_state_across_a_restart(make_service: Make,
     session = service.catalog.create_session("continuity")
     add_artifact(service, session.id, b"a,b\n1,2\n", rel="data/prices.csv")
     first = wait_done(service, start(service, session.id, "checkpoint\nanswer first answer").id)
-    assert first.state == RunState.SUCCEEDED and first.isolation == mode
+    assert first.state == TaskState.SUCCEEDED and first.isolation == mode
     second = wait_done(service, start(service, session.id, "checkpoint\nanswer second").id)
     service.stop()
     service = make_service(mode)
     third = wait_done(service, start(service, session.id, "checkpoint\nread in/data/prices.csv").id)
-    assert third.state == RunState.FAILED  # it wrote no answer
+    assert third.state == TaskState.FAILED  # it wrote no answer
     context = probes(service, third.id)["context"]
     assert [(t["role"], t["content"]) for t in context["history"]] == [
         ("user", "checkpoint\nanswer first answer"), ("assistant", "first answer"),
@@ -65,10 +65,10 @@ def test_one_active_run_per_session_and_enqueue(make_service: Make) -> None:
     with pytest.raises(RunActive):
         start(service, session.id, "answer two")
     queued = start(service, session.id, "answer two", enqueue=True)
-    assert queued.state == RunState.QUEUED
+    assert queued.state == TaskState.QUEUED
     (service.layout.state_dir(session.id) / "go").touch()
-    assert wait_done(service, first.id).state == RunState.SUCCEEDED
-    assert wait_done(service, queued.id).state == RunState.SUCCEEDED
+    assert wait_done(service, first.id).state == TaskState.SUCCEEDED
+    assert wait_done(service, queued.id).state == TaskState.SUCCEEDED
     history = probes(service, queued.id)["context"]["history"]
     assert history[-1] == {
         "role": "assistant", "content": "one", "runId": first.id,
@@ -87,15 +87,15 @@ def test_cancel_running_and_queued(make_service: Make, mode: str) -> None:
     deadline = time.monotonic() + 10
     while not (out / "spawned.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert service.runs.cancel(queued.id).state == RunState.CANCELLED
+    assert service.runs.cancel(queued.id).state == TaskState.CANCELLED
     cancelled = service.runs.cancel(running.id)
-    assert cancelled.state == RunState.CANCELLED and cancelled.exit_code == 130
+    assert cancelled.state == TaskState.CANCELLED and cancelled.exit_code == 130
     if mode == "bwrap":  # the whole sandbox goes, even a process in its own session
         assert _wait_gone(marker, timeout=5) == []
     else:  # a plain run's process that left its group is beyond reach: only bwrap can
         for pid in _sleepers(marker):
             os.kill(pid, signal.SIGKILL)
-    assert service.runs.cancel(running.id).state == RunState.CANCELLED
+    assert service.runs.cancel(running.id).state == TaskState.CANCELLED
 
 
 def _wait_gone(marker: str, timeout: float) -> list[int]:
@@ -123,10 +123,10 @@ def test_a_running_run_is_adopted_by_the_next_server(make_service: Make) -> None
     run = start(service, session.id, "wait-for go\nanswer adopted")
     service.stop()
     restarted = make_service("none")
-    assert restarted.runs.run(run.id).state == RunState.RUNNING
+    assert restarted.runs.run(run.id).state == TaskState.RUNNING
     (restarted.layout.state_dir(session.id) / "go").touch()
     done = wait_done(restarted, run.id)
-    assert done.state == RunState.SUCCEEDED and done.exit_code == 0
+    assert done.state == TaskState.SUCCEEDED and done.exit_code == 0
     assert restarted.catalog.session(session.id).history[-1].content == "adopted"
 
 
@@ -142,7 +142,7 @@ def test_a_run_that_ended_while_no_server_ran_is_settled_once(make_service: Make
         time.sleep(0.02)
     restarted = make_service("none")
     done = restarted.runs.run(run.id)
-    assert done.state == RunState.FAILED and done.exit_code == 3
+    assert done.state == TaskState.FAILED and done.exit_code == 3
     assert "exited with code 3" in done.error
     restarted.stop()
     again = make_service("none")
@@ -154,14 +154,14 @@ def test_no_answer_huge_answer_and_timeout(make_service: Make) -> None:
     service = make_service("none", agent_max_final_answer_bytes=4096, agent_run_timeout_seconds=1.5)
     session = service.catalog.create_session()
     silent = wait_done(service, start(service, session.id, "sleep 0").id)
-    assert silent.state == RunState.FAILED and silent.exit_code == 0
+    assert silent.state == TaskState.FAILED and silent.exit_code == 0
     assert "without writing out/final-answer.md" in silent.error
     huge = wait_done(service, start(service, session.id, "huge 100000").id)
-    assert huge.state == RunState.SUCCEEDED
+    assert huge.state == TaskState.SUCCEEDED
     folded = service.catalog.session(session.id).history[-1].content
     assert folded == "x" * 4096 + truncation_marker(100000, 4096)
     slow = wait_done(service, start(service, session.id, "sleep 60").id, timeout=20)
-    assert slow.state == RunState.FAILED and "Timed out after 1.5 s" in slow.error
+    assert slow.state == TaskState.FAILED and "Timed out after 1.5 s" in slow.error
 
 
 @pytest.mark.sandbox
@@ -180,7 +180,7 @@ def test_a_sandboxed_run_cannot_leave_its_workspace(make_service: Make, tmp_path
         "read in/data/input.csv", "answer done",
     ])  # fmt: skip
     run = wait_done(service, start(service, session.id, script).id)
-    assert run.state == RunState.SUCCEEDED
+    assert run.state == TaskState.SUCCEEDED
     found = results(service, run.id)
     assert [r["ok"] for r in found] == [False] * 6 + [True] * 3, json.dumps(found, indent=1)
     assert found[-1]["value"] == "original\n"
@@ -242,7 +242,7 @@ def test_an_adopted_run_can_be_cancelled(make_service: Make) -> None:
     service.stop()
     restarted = make_service("none")
     cancelled = restarted.runs.cancel(run.id)
-    assert cancelled.state == RunState.CANCELLED and cancelled.exit_code == 130
+    assert cancelled.state == TaskState.CANCELLED and cancelled.exit_code == 130
 
 
 def test_a_queued_run_of_a_closed_session_fails_when_its_turn_comes(make_service: Make) -> None:
@@ -252,9 +252,9 @@ def test_a_queued_run_of_a_closed_session_fails_when_its_turn_comes(make_service
     queued = start(service, session.id, "answer two", enqueue=True)
     service.catalog.set_status(session.id, _closed())
     (service.layout.state_dir(session.id) / "go").touch()
-    assert wait_done(service, first.id).state == RunState.SUCCEEDED
+    assert wait_done(service, first.id).state == TaskState.SUCCEEDED
     refused = wait_done(service, queued.id)
-    assert refused.state == RunState.FAILED and "closed" in refused.error
+    assert refused.state == TaskState.FAILED and "closed" in refused.error
 
 
 def test_unfinished_uploads_are_swept_at_start(make_service: Make) -> None:
@@ -277,9 +277,9 @@ def test_max_concurrent_runs_holds_runs_of_other_sessions_queued_in_order(
     running = start(service, first.id, "wait-for go\nanswer a")
     waiting = [start(service, second.id, "answer b"), start(service, third.id, "answer c")]
     # create() starts a run before it returns, when it may: these were held back
-    assert service.runs.run(running.id).state == RunState.RUNNING
-    assert [service.runs.run(run.id).state for run in waiting] == [RunState.QUEUED] * 2
+    assert service.runs.run(running.id).state == TaskState.RUNNING
+    assert [service.runs.run(run.id).state for run in waiting] == [TaskState.QUEUED] * 2
     (service.layout.state_dir(first.id) / "go").touch()
     done = [wait_done(service, run.id) for run in [running, *waiting]]
-    assert [run.state for run in done] == [RunState.SUCCEEDED] * 3
+    assert [run.state for run in done] == [TaskState.SUCCEEDED] * 3
     assert done[0].finished_at <= done[1].started_at <= done[1].finished_at <= done[2].started_at

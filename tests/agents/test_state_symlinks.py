@@ -17,10 +17,11 @@ from agent_support import agent_settings, needs_bwrap
 
 from runyard.agents.errors import AgentConflict
 from runyard.agents.layout import RUN_DIR_MODE, AgentLayout, Ownership
-from runyard.agents.models import Run, RunState
+from runyard.agents.models import Run
 from runyard.agents.placement import place_input
 from runyard.agents.runs import RunRequest
 from runyard.api.agentservice import AgentService
+from runyard.wire import TaskState
 
 VICTIM_ID = 12345  # an owner neither the server nor the run user has
 RUN_USER = {"agent_run_uid": 65534, "agent_run_gid": 65534, "agent_python": "/usr/bin/python3"}
@@ -69,14 +70,14 @@ def test_a_state_folder_replaced_by_a_symlink_is_not_followed(root: Path, run_us
         session_id = service.catalog.create_session().id
         state = service.layout.state_dir(session_id)
         first = run_to_end(service, session_id, f"symlink {victim} state/tool-cache\nanswer 1")
-        assert first.state == RunState.SUCCEEDED, first
+        assert first.state == TaskState.SUCCEEDED, first
         assert (state / "tool-cache").is_symlink()
         second = run_to_end(service, session_id, "write state/tool-cache/new.txt ok\nanswer 2")
     finally:
         service.stop()
     assert owner_mode(victim) == before  # neither chmod nor chown reached the host folder
     assert sorted(os.listdir(victim)) == ["keep.txt"]
-    assert second.state == RunState.SUCCEEDED, second
+    assert second.state == TaskState.SUCCEEDED, second
     owner = (65534, 65534) if run_user else (os.getuid(), os.getgid())
     assert owner_mode(state / "tool-cache") == (*owner, RUN_DIR_MODE & 0o7777)
     assert (state / "tool-cache" / "new.txt").read_text() == "ok"
@@ -91,11 +92,11 @@ def test_a_state_folder_replaced_by_a_file_is_made_again(root: Path) -> None:
         session_id = service.catalog.create_session().id
         state = service.layout.state_dir(session_id)
         first = run_to_end(service, session_id, "file state/checkpoints not a folder\nanswer 1")
-        assert first.state == RunState.SUCCEEDED and (state / "checkpoints").is_file(), first
+        assert first.state == TaskState.SUCCEEDED and (state / "checkpoints").is_file(), first
         second = run_to_end(service, session_id, "write state/checkpoints/c.json {}\nanswer 2")
     finally:
         service.stop()
-    assert second.state == RunState.SUCCEEDED, second
+    assert second.state == TaskState.SUCCEEDED, second
     assert (state / "checkpoints" / "c.json").read_text() == "{}"
 
 

@@ -14,7 +14,6 @@ from runyard.agents.models import (
     HistoryEntry,
     MountGrant,
     Run,
-    RunState,
     Session,
     SessionState,
     SessionStatus,
@@ -22,6 +21,7 @@ from runyard.agents.models import (
 )
 from runyard.agents.store import AgentStore, MemoryStore, SQLiteStore
 from runyard.agents.store.schema import MIGRATIONS, schema_version
+from runyard.wire import TaskState
 
 NOW = "2026-01-01T00:00:00.000000Z"
 
@@ -47,7 +47,7 @@ def artifact(session_id: str, relative_path: str = "") -> Artifact:
 
 
 def run(session_id: str) -> Run:
-    return Run(new_id("run"), session_id, RunState.QUEUED, "hello", NOW, package="reference")
+    return Run(new_id("run"), session_id, TaskState.QUEUED, "hello", NOW, package="reference")
 
 
 def test_sessions_round_trip_and_page_newest_first(store: AgentStore) -> None:
@@ -129,14 +129,14 @@ def test_run_lifecycle_journals_states_and_folds_answer_once(store: AgentStore) 
     store.prepare_run(first.id, token_hash="h" * 64, isolation="bwrap", prompt=prompt)
     assert store.run_by_token_hash("h" * 64).id == first.id  # type: ignore[union-attr]
     running = store.mark_running(first.id, started_at=NOW, handle={"pid": 1})
-    assert running.state == RunState.RUNNING and running.handle == {"pid": 1}
+    assert running.state == TaskState.RUNNING and running.handle == {"pid": 1}
     answer = HistoryEntry("assistant", "done", first.id, NOW)
     finished = store.finish_run(
-        first.id, state=RunState.SUCCEEDED, finished_at=NOW, exit_code=0, error="", answer=answer
+        first.id, state=TaskState.SUCCEEDED, finished_at=NOW, exit_code=0, error="", answer=answer
     )
-    assert finished is not None and finished.state == RunState.SUCCEEDED
+    assert finished is not None and finished.state == TaskState.SUCCEEDED
     again = store.finish_run(
-        first.id, state=RunState.FAILED, finished_at=NOW, exit_code=1, error="x", answer=answer
+        first.id, state=TaskState.FAILED, finished_at=NOW, exit_code=1, error="x", answer=answer
     )
     assert again is None
     loaded = store.get_session(record.id)
@@ -154,9 +154,9 @@ def test_a_finished_run_is_not_revived_by_a_late_launch(store: AgentStore) -> No
     late = run(record.id)
     store.add_run(late, exclusive=True)
     store.finish_run(
-        late.id, state=RunState.CANCELLED, finished_at=NOW, exit_code=130, error="", answer=None
+        late.id, state=TaskState.CANCELLED, finished_at=NOW, exit_code=130, error="", answer=None
     )
-    assert store.mark_running(late.id, started_at=NOW, handle={}).state == RunState.CANCELLED
+    assert store.mark_running(late.id, started_at=NOW, handle={}).state == TaskState.CANCELLED
 
 
 def test_session_state_record(store: AgentStore) -> None:

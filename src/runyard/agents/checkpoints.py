@@ -31,23 +31,23 @@ from typing import Any
 
 from runyard.agents.catalog import Catalog, check_limit, check_scope
 from runyard.agents.errors import AgentForbidden, AgentInvalid, AgentNotFound
-from runyard.agents.files import _open
-from runyard.agents.layout import AgentLayout, Ownership
+from runyard.agents.layout import AgentLayout, Ownership, _open
 from runyard.agents.models import (
     Artifact,
     HistoryEntry,
     Page,
     Run,
+    RunScope,
     Session,
     SessionState,
     SessionStatus,
+    check_title,
     new_id,
+    placement_name,
 )
-from runyard.agents.names import check_title, placement_name
 from runyard.agents.placement import _copy_at
 from runyard.agents.snapshots import Snapshots
 from runyard.agents.store import AgentStore
-from runyard.agents.tokens import RunScope
 from runyard.config import Settings
 from runyard.workspace.records import utcnow
 from runyard.workspace.safefs import OpenedFile

@@ -24,6 +24,15 @@ act on what was opened. A state subfolder (``checkpoints``, ``checkpoint-db``,
 itself, never its target) and created again as an empty folder, so the session keeps
 working; anything else out of place (a symlinked run or state folder, which no run can
 make) fails the run's start with an error that names it.
+
+A run's output files and the uploaded files are opened for serving without a race. A run
+writes its ``out/`` while (and after) it is served, so a name can be swapped for a symlink
+or a hard link at any moment: everything goes through :mod:`runyard.workspace.safefs`
+(opened once, never through a symlink, streamed from the descriptor). Run outputs with other
+hard links are neither listed nor served (a run can link a file it may read but must not
+hand out, e.g. ``ln /workspace/in/x out/y``).
+
+A run's ``out/final-answer.md`` is read bounded, never through a symlink.
 """
 
 from __future__ import annotations
@@ -32,13 +41,19 @@ import contextlib
 import errno
 import hashlib
 import logging
+import mimetypes
 import os
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from runyard.agents.errors import AgentConflict
+from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
+from runyard.errors import NoSuchFile, UnsafePath
+from runyard.workspace.safefs import FileEntry, OpenedFile, open_under, walk_files
 
 RUN_DIR_MODE = 0o2770
 INPUT_FILE_MODE = 0o640
@@ -250,3 +265,102 @@ def _state_subfolder(state_fd: int, name: str, owner: Ownership) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=state_fd)
     raise AgentConflict(f"The session state entry {name} keeps changing; not a folder")
+
+
+MAX_LISTED = 10_000
+
+
+def list_output_files(out_dir: Path) -> list[dict[str, Any]]:
+    """Regular, singly linked files under ``out_dir`` (symlinks not followed), by path."""
+    try:
+        entries = walk_files(out_dir, hidden=True, single_link=True, limit=MAX_LISTED)
+    except (NoSuchFile, UnsafePath):
+        return []
+    return [_entry(entry) for entry in entries]
+
+
+def _entry(entry: FileEntry) -> dict[str, Any]:
+    media, _ = mimetypes.guess_type(entry.relative, strict=False)
+    return {
+        "path": entry.relative,
+        "size": entry.info.st_size,
+        "mediaType": media or "application/octet-stream",
+        "modifiedAt": _iso(entry.info.st_mtime),
+    }
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def open_output(out_dir: Path, relative: str) -> OpenedFile:
+    """The regular file ``relative`` names under ``out_dir``, opened; never outside it."""
+    return _open(out_dir, relative, "output file", single_link=True)
+
+
+def open_upload(path: Path) -> OpenedFile:
+    """An uploaded file, opened (uploads are hard-linked into runs' ``in/`` by design)."""
+    return _open(path.parent, path.name, "uploaded file", single_link=False)
+
+
+def _open(root: Path, relative: str, kind: str, *, single_link: bool) -> OpenedFile:
+    try:
+        return open_under(root, relative, hidden=True, single_link=single_link)
+    except UnsafePath as exc:
+        raise AgentInvalid(str(exc)) from exc
+    except NoSuchFile as exc:
+        raise AgentNotFound(kind, relative) from exc
+
+
+FINAL_ANSWER = "final-answer.md"
+
+
+def truncation_marker(size: int, kept: int) -> str:
+    return f"\n\n[runyard: final answer truncated: it has {size} bytes, the first {kept} are kept]"
+
+
+def read_final_answer(out_dir: Path, limit: int) -> str | None:
+    """The answer text, at most ``limit`` bytes of it plus a marker; None when there is none.
+
+    A missing, empty, non-regular or symlinked file counts as no answer.
+    """
+    try:
+        fd = os.open(out_dir / FINAL_ANSWER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        data = os.pread(fd, limit + 1, 0)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        kept = _utf8_prefix(data[:limit])
+        text = kept.decode("utf-8", "replace") + truncation_marker(info.st_size, len(kept))
+    else:
+        text = data.decode("utf-8", "replace")
+    return text if text.strip() else None
+
+
+def _utf8_prefix(data: bytes) -> bytes:
+    """``data`` without a trailing partial UTF-8 character."""
+    end = len(data)
+    back = 0
+    while back < min(4, end) and data[end - back - 1] & 0xC0 == 0x80:
+        back += 1
+    if back < end:
+        lead = data[end - back - 1]
+        if _sequence_length(lead) != back + 1:
+            return data[: end - back - 1]
+    return data
+
+
+def _sequence_length(lead: int) -> int:
+    if lead >> 5 == 0b110:
+        return 2
+    if lead >> 4 == 0b1110:
+        return 3
+    if lead >> 3 == 0b11110:
+        return 4
+    return 1

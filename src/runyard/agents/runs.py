@@ -19,18 +19,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from runyard.agents.answers import read_final_answer
-from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, visible
+from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, check_still_granted, visible
 from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.errors import AgentInvalid, AgentNotFound, RunActive
-from runyard.agents.grants import check_still_granted
-from runyard.agents.layout import AgentLayout
-from runyard.agents.models import HistoryEntry, Page, Run, RunState, Session, new_id
+from runyard.agents.layout import AgentLayout, read_final_answer
+from runyard.agents.models import HistoryEntry, Page, Run, RunScope, Session, new_id
 from runyard.agents.packages import resolve_package
 from runyard.agents.snapshots import skipped
 from runyard.agents.store import AgentStore
-from runyard.agents.tokens import RunScope
 from runyard.config import Settings
+from runyard.wire import TaskState
 from runyard.workspace.records import CANCEL_EXIT_CODE, utcnow
 
 log = logging.getLogger("runyard.agents")
@@ -84,19 +82,19 @@ class RunRequest:
 def outcome(code: int | None, reason: str, answer: str | None, timeout: float) -> tuple:
     """``(state, exit_code, error)`` of a run that ended with ``code``."""
     if reason == CANCELLED:
-        return RunState.CANCELLED, CANCEL_EXIT_CODE, "Cancelled on request"
+        return TaskState.CANCELLED, CANCEL_EXIT_CODE, "Cancelled on request"
     if reason == TIMED_OUT:
-        return RunState.FAILED, code, f"Timed out after {timeout:g} s (agent_run_timeout_seconds)"
+        return TaskState.FAILED, code, f"Timed out after {timeout:g} s (agent_run_timeout_seconds)"
     if code is None or code == UNKNOWN_EXIT:
-        return RunState.FAILED, None, "The run ended unwatched by a server and left no exit status"
+        return TaskState.FAILED, None, "The run ended unwatched by a server and left no exit status"
     if code == 0 and answer is not None:
-        return RunState.SUCCEEDED, 0, ""
+        return TaskState.SUCCEEDED, 0, ""
     if code == 0:
-        return RunState.FAILED, 0, "The agent exited 0 without writing out/final-answer.md"
+        return TaskState.FAILED, 0, "The agent exited 0 without writing out/final-answer.md"
     if code < 0 or 128 < code <= 128 + 64:  # a shell reports a signal as 128 + its number
         signal = -code if code < 0 else code - 128
-        return RunState.FAILED, code, f"The agent was killed by signal {signal}"
-    return RunState.FAILED, code, f"The agent exited with code {code}"
+        return TaskState.FAILED, code, f"The agent was killed by signal {signal}"
+    return TaskState.FAILED, code, f"The agent exited with code {code}"
 
 
 class RunManager:
@@ -160,7 +158,7 @@ class RunManager:
         run = Run(
             id=request.run_id or new_id("run"),
             session_id=session.id,
-            state=RunState.QUEUED,
+            state=TaskState.QUEUED,
             user_prompt=_check_prompt(request.user_prompt),
             created_at=utcnow(),
             system_prompt=request.system_prompt or "",
@@ -221,7 +219,7 @@ class RunManager:
         with self._lock:
             while not self._stopping.is_set() and self.host.has_slot():
                 active = [r for r in self.store.active_runs() if r.session_id == session_id]
-                if not active or any(r.state == RunState.RUNNING for r in active):
+                if not active or any(r.state == TaskState.RUNNING for r in active):
                     return
                 self._start(active[0])
 
@@ -250,7 +248,7 @@ class RunManager:
 
     def _fail(self, run: Run, error: str) -> None:
         self.store.finish_run(
-            run.id, state=RunState.FAILED, finished_at=utcnow(), exit_code=None,
+            run.id, state=TaskState.FAILED, finished_at=utcnow(), exit_code=None,
             error=error, answer=None,
         )  # fmt: skip
 
@@ -344,7 +342,7 @@ class RunManager:
     def reconcile(self) -> None:
         """Adopt runs a previous server left running; settle the ones that ended meanwhile."""
         for run in self.store.active_runs():
-            if run.state == RunState.RUNNING:
+            if run.state == TaskState.RUNNING:
                 self._adopt_or_settle(run)
             elif run.token_hash:
                 self._fail(run, "The server stopped while this run was being launched")

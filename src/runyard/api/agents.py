@@ -21,11 +21,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from runyard.agents.errors import BadRequest, UploadTooLarge
-from runyard.agents.files import list_output_files, open_output, open_upload
-from runyard.agents.models import MountGrant, Page, SessionStatus, new_id, to_wire
+from runyard.agents.layout import list_output_files, open_output, open_upload
+from runyard.agents.models import MountGrant, Page, RunScope, SessionStatus, new_id, to_wire
 from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
-from runyard.agents.tokens import RunScope
 from runyard.api.agentservice import AgentService
 from runyard.api.downloads import download
 from runyard.api.envelope import read_json_body

@@ -25,9 +25,9 @@ from runyard.agents.catalog import Catalog
 from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.context import SandboxChoice
 from runyard.agents.layout import AgentLayout, Ownership
+from runyard.agents.models import RunScope, hash_token, looks_like_run_token
 from runyard.agents.runs import RunManager
 from runyard.agents.store import AgentStore, SQLiteStore
-from runyard.agents.tokens import RunScope, hash_token, looks_like_run_token
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import ConfigError

@@ -21,7 +21,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.services import Services
 from runyard.repository.records import RAW, STATE, StatusRecord, status_model, wire_bytes
 from runyard.runtime.liveness import settle

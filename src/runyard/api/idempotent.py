@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.idempotency import (
     HEADER,
     IdempotencyStore,

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api import job_args as a
 from runyard.api.detail import with_detail
 from runyard.api.idempotency import current_key

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel
 from starlette.responses import Response, StreamingResponse
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.compat_jobs import all_jobs
 from runyard.api.envelope import (
     JobResponse,

@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.services import Services
 from runyard.errors import TaskNotFound
 from runyard.repository.models import GraphNode, TaskContext, TaskGraph, TaskRelations

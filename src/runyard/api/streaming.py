@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.envelope import error_answer
 from runyard.api.event_data import log_data, progress_data, result_data
 from runyard.api.jobs import current_status

@@ -69,14 +69,14 @@ def _forget_host_processes(submitters: Path) -> None:
 def _settle_agent_state(db_path: Path, old_root: Path, new_root: Path) -> None:
     if not db_path.is_file():
         return
-    from runyard.agents.models import RunState
     from runyard.agents.store.sqlite import SQLiteStore
+    from runyard.wire import TaskState
 
     store = SQLiteStore(db_path)
     try:
         for run in store.active_runs():
             store.finish_run(
-                run.id, state=RunState.FAILED, finished_at=utcnow(),
+                run.id, state=TaskState.FAILED, finished_at=utcnow(),
                 exit_code=DEAD_WORKER_EXIT, error=INTERRUPTED, answer=None,
             )  # fmt: skip
     finally:

@@ -17,15 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runyard.agents.catalog import check_still_granted
 from runyard.agents.context import PlacedInput, RunView, SandboxChoice, env_facts, run_context
 from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
-from runyard.agents.grants import check_still_granted
 from runyard.agents.layout import AgentLayout, Ownership
-from runyard.agents.models import Artifact, HistoryEntry, MountGrant, Run, Session, SessionState
+from runyard.agents.models import (
+    Artifact,
+    HistoryEntry,
+    MountGrant,
+    Run,
+    Session,
+    SessionState,
+    hash_token,
+    new_run_token,
+)
 from runyard.agents.packages import AgentPackage, package_for_run, python_root, run_python
 from runyard.agents.placement import place_input
 from runyard.agents.store import AgentStore
-from runyard.agents.tokens import hash_token, new_run_token
 from runyard.config import Settings
 from runyard.executors.base import Executor
 from runyard.executors.containment import to_limits

@@ -12,7 +12,7 @@ Example::
     store.create_session(Session(id=new_id("ses"), title="demo", status=SessionStatus.OPEN,
                                  created_at=now, updated_at=now))
     store.add_run(run, exclusive=True)          # RunActive if the session has one
-    store.finish_run(run.id, state=RunState.SUCCEEDED, finished_at=now, exit_code=0,
+    store.finish_run(run.id, state=TaskState.SUCCEEDED, finished_at=now, exit_code=0,
                      error="", answer=HistoryEntry("assistant", text, run.id, now))
 
 Lists are newest first and paged: ``Page(items, next_cursor)``; pass ``next_cursor`` back
@@ -31,11 +31,11 @@ from runyard.agents.models import (
     Page,
     Run,
     RunEvent,
-    RunState,
     Session,
     SessionState,
     SessionStatus,
 )
+from runyard.wire import TaskState
 
 
 class AgentStore(ABC):
@@ -123,7 +123,7 @@ class AgentStore(ABC):
         self,
         run_id: str,
         *,
-        state: RunState,
+        state: TaskState,
         finished_at: str,
         exit_code: int | None,
         error: str,

@@ -17,14 +17,14 @@ from runyard.agents.models import (
     Page,
     Run,
     RunEvent,
-    RunState,
     Session,
     SessionState,
     SessionStatus,
+    paths_overlap,
 )
-from runyard.agents.names import paths_overlap
 from runyard.agents.store.base import AgentStore, state_event
 from runyard.agents.store.sqlite import parse_cursor
+from runyard.wire import TaskState
 
 
 class MemoryStore(AgentStore):
@@ -207,8 +207,8 @@ class MemoryStore(AgentStore):
     def mark_running(self, run_id: str, *, started_at: str, handle: dict[str, Any]) -> Run:
         with self._lock:
             run = self._run(run_id)
-            if run.state == RunState.QUEUED:
-                run.state, run.started_at, run.handle = RunState.RUNNING, started_at, dict(handle)
+            if run.state == TaskState.QUEUED:
+                run.state, run.started_at, run.handle = TaskState.RUNNING, started_at, dict(handle)
                 self._event(run_id, "state", state_event(run, started_at), started_at)
             return copy.deepcopy(run)
 
@@ -216,7 +216,7 @@ class MemoryStore(AgentStore):
         self,
         run_id: str,
         *,
-        state: RunState,
+        state: TaskState,
         finished_at: str,
         exit_code: int | None,
         error: str,

@@ -18,16 +18,15 @@ from runyard.agents.models import (
     Page,
     Run,
     RunEvent,
-    RunState,
     Session,
     SessionState,
     SessionStatus,
+    paths_overlap,
 )
-from runyard.agents.names import paths_overlap
-from runyard.agents.store import rows
+from runyard.agents.store import schema
 from runyard.agents.store.base import AgentStore, state_event
-from runyard.agents.store.schema import migrate
 from runyard.faults import fault_point
+from runyard.wire import TaskState
 
 ACTIVE = "('queued', 'running')"
 
@@ -56,7 +55,7 @@ class SQLiteStore(AgentStore):
             self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
-        migrate(self._conn)
+        schema.migrate(self._conn)
         self._conn.row_factory = _dict_row
 
     def close(self) -> None:
@@ -106,17 +105,17 @@ class SQLiteStore(AgentStore):
     def create_session(self, session: Session) -> None:
         with self._tx() as conn:
             conn.execute(
-                f"INSERT INTO sessions ({rows.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO sessions ({schema.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (session.id, session.title, session.status.value, session.created_at,
                  session.updated_at, session.latest_run_id,
-                 rows.forked_from_value(session.forked_from)),
+                 schema.forked_from_value(session.forked_from)),
             )  # fmt: skip
             for entry in session.history:  # a fork starts with its origin's turns
                 _append_history(conn, session.id, entry)
 
     def get_session(self, session_id: str) -> Session | None:
         with self._lock:
-            sql = f"SELECT {rows.SESSION_COLUMNS} FROM sessions WHERE id = ?"
+            sql = f"SELECT {schema.SESSION_COLUMNS} FROM sessions WHERE id = ?"
             row = self._one(sql, (session_id,))
             return None if row is None else self._with_history(row)
 
@@ -126,12 +125,12 @@ class SQLiteStore(AgentStore):
             "ORDER BY seq",
             (row["id"],),
         ).fetchall()
-        return rows.session_from_row(row, [rows.history_from_row(turn) for turn in turns])
+        return schema.session_from_row(row, [schema.history_from_row(turn) for turn in turns])
 
     def list_sessions(self, limit: int, cursor: str | None = None) -> Page:
         with self._lock:
             return self._page(
-                "sessions", rows.SESSION_COLUMNS, "", (), limit, cursor, self._with_history
+                "sessions", schema.SESSION_COLUMNS, "", (), limit, cursor, self._with_history
             )
 
     def set_session_status(
@@ -154,21 +153,21 @@ class SQLiteStore(AgentStore):
             if artifact.relative_path:
                 _refuse_overlap(conn, artifact)
             conn.execute(
-                f"INSERT INTO artifacts ({rows.ARTIFACT_COLUMNS}) VALUES ({', '.join('?' * 9)})",
+                f"INSERT INTO artifacts ({schema.ARTIFACT_COLUMNS}) VALUES ({', '.join('?' * 9)})",
                 (artifact.id, artifact.session_id, artifact.file_name, artifact.relative_path,
                  artifact.size, artifact.sha256, artifact.media_type, artifact.created_at,
                  artifact.stored_name),
             )  # fmt: skip
 
     def get_artifact(self, artifact_id: str) -> Artifact | None:
-        sql = f"SELECT {rows.ARTIFACT_COLUMNS} FROM artifacts WHERE id = ?"
+        sql = f"SELECT {schema.ARTIFACT_COLUMNS} FROM artifacts WHERE id = ?"
         row = self._one(sql, (artifact_id,))
-        return None if row is None else rows.artifact_from_row(row)
+        return None if row is None else schema.artifact_from_row(row)
 
     def list_artifacts(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
         return self._page(
-            "artifacts", rows.ARTIFACT_COLUMNS, "session_id = ?", (session_id,),
-            limit, cursor, rows.artifact_from_row,
+            "artifacts", schema.ARTIFACT_COLUMNS, "session_id = ?", (session_id,),
+            limit, cursor, schema.artifact_from_row,
         )  # fmt: skip
 
     def stored_names(self) -> set[str]:
@@ -181,7 +180,8 @@ class SQLiteStore(AgentStore):
         with self._tx() as conn:
             try:
                 conn.execute(
-                    f"INSERT INTO mount_grants ({rows.GRANT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO mount_grants ({schema.GRANT_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (grant.id, grant.session_id, grant.name, grant.host_path,
                      grant.access.value, grant.created_at, int(grant.revoked)),
                 )  # fmt: skip
@@ -192,13 +192,14 @@ class SQLiteStore(AgentStore):
                 ) from exc
 
     def get_grant(self, grant_id: str) -> MountGrant | None:
-        row = self._one(f"SELECT {rows.GRANT_COLUMNS} FROM mount_grants WHERE id = ?", (grant_id,))
-        return None if row is None else rows.grant_from_row(row)
+        sql = f"SELECT {schema.GRANT_COLUMNS} FROM mount_grants WHERE id = ?"
+        row = self._one(sql, (grant_id,))
+        return None if row is None else schema.grant_from_row(row)
 
     def list_grants(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
         return self._page(
-            "mount_grants", rows.GRANT_COLUMNS, "session_id = ?", (session_id,),
-            limit, cursor, rows.grant_from_row,
+            "mount_grants", schema.GRANT_COLUMNS, "session_id = ?", (session_id,),
+            limit, cursor, schema.grant_from_row,
         )  # fmt: skip
 
     def revoke_grant(self, grant_id: str) -> MountGrant | None:
@@ -216,33 +217,36 @@ class SQLiteStore(AgentStore):
                 ).fetchone()
                 if active is not None:
                     raise RunActive(run.session_id, active["id"])
-            placeholders = ", ".join("?" * len(rows.run_values(run)))
+            placeholders = ", ".join("?" * len(schema.run_values(run)))
             conn.execute(
-                f"INSERT INTO runs ({rows.RUN_COLUMNS}) VALUES ({placeholders})",
-                rows.run_values(run),
+                f"INSERT INTO runs ({schema.RUN_COLUMNS}) VALUES ({placeholders})",
+                schema.run_values(run),
             )
             _event(conn, run.id, "state", state_event(run, run.created_at), run.created_at)
 
     def get_run(self, run_id: str) -> Run | None:
-        row = self._one(f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
-        return None if row is None else rows.run_from_row(row)
+        row = self._one(f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return None if row is None else schema.run_from_row(row)
 
     def list_runs(self, session_id: str | None, limit: int, cursor: str | None = None) -> Page:
         where, params = ("session_id = ?", (session_id,)) if session_id else ("", ())
-        return self._page("runs", rows.RUN_COLUMNS, where, params, limit, cursor, rows.run_from_row)
+        return self._page(
+            "runs", schema.RUN_COLUMNS, where, params, limit, cursor, schema.run_from_row
+        )
 
     def active_runs(self) -> list[Run]:
         with self._lock:
             found = self._conn.execute(
-                f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE state IN {ACTIVE} ORDER BY rowid"
+                f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE state IN {ACTIVE} ORDER BY rowid"
             ).fetchall()
-        return [rows.run_from_row(row) for row in found]
+        return [schema.run_from_row(row) for row in found]
 
     def run_by_token_hash(self, token_hash: str) -> Run | None:
         if not token_hash:
             return None
-        row = self._one(f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE token_hash = ?", (token_hash,))
-        return None if row is None else rows.run_from_row(row)
+        sql = f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE token_hash = ?"
+        row = self._one(sql, (token_hash,))
+        return None if row is None else schema.run_from_row(row)
 
     def prepare_run(
         self, run_id: str, *, token_hash: str, isolation: str, prompt: HistoryEntry
@@ -275,7 +279,7 @@ class SQLiteStore(AgentStore):
         self,
         run_id: str,
         *,
-        state: RunState,
+        state: TaskState,
         finished_at: str,
         exit_code: int | None,
         error: str,
@@ -300,14 +304,14 @@ class SQLiteStore(AgentStore):
         with self._tx() as conn:
             conn.execute(
                 "UPDATE runs SET checkpoint = ? WHERE id = ?",
-                (rows.checkpoint_value(checkpoint), run_id),
+                (schema.checkpoint_value(checkpoint), run_id),
             )
 
     def list_checkpoints(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
         where = "session_id = ? AND json_extract(checkpoint, '$.state') = 'present'"
         where = f"checkpoint != '' AND {where}"
         return self._page(
-            "runs", rows.RUN_COLUMNS, where, (session_id,), limit, cursor, rows.run_from_row
+            "runs", schema.RUN_COLUMNS, where, (session_id,), limit, cursor, schema.run_from_row
         )
 
     # events
@@ -322,13 +326,13 @@ class SQLiteStore(AgentStore):
                 "WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (run_id, after_seq, limit),
             ).fetchall()
-        return [rows.event_from_row(row) for row in found]
+        return [schema.event_from_row(row) for row in found]
 
     # session state
     def ensure_session_state(self, state: SessionState) -> SessionState:
         with self._tx() as conn:
             conn.execute(
-                f"INSERT OR IGNORE INTO session_state ({rows.STATE_COLUMNS}) "
+                f"INSERT OR IGNORE INTO session_state ({schema.STATE_COLUMNS}) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 (state.session_id, state.path, state.created_at, state.updated_at,
                  state.last_run_id, state.run_count),
@@ -347,9 +351,9 @@ class SQLiteStore(AgentStore):
 
     def get_session_state(self, session_id: str) -> SessionState | None:
         row = self._one(
-            f"SELECT {rows.STATE_COLUMNS} FROM session_state WHERE session_id = ?", (session_id,)
+            f"SELECT {schema.STATE_COLUMNS} FROM session_state WHERE session_id = ?", (session_id,)
         )
-        return None if row is None else rows.state_from_row(row)
+        return None if row is None else schema.state_from_row(row)
 
 
 def _dict_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> dict[str, Any]:
@@ -397,10 +401,10 @@ def _run_session(conn: sqlite3.Connection, run_id: str) -> str:
 
 
 def _load_run(conn: sqlite3.Connection, run_id: str) -> Run:
-    row = conn.execute(f"SELECT {rows.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    row = conn.execute(f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise AgentNotFound("run", run_id)
-    return rows.run_from_row(row)
+    return schema.run_from_row(row)
 
 
 def _event(

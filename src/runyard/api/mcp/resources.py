@@ -28,7 +28,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 from starlette.concurrency import run_in_threadpool
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.envelope import error_answer
 from runyard.api.jobs import current_status
 from runyard.api.scopes import require_visible, scrub

@@ -27,7 +27,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from starlette.requests import Request
 from starlette.routing import Route
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.mcp.resources import definition_resources, read_resource, resource_templates
 from runyard.api.mcp.tools import call_tool, tool_list
 from runyard.api.scopes import request_scope

@@ -16,7 +16,7 @@ from typing import Any
 import mcp.types as types
 from pydantic import ValidationError
 
-from runyard.agents.tokens import RunScope
+from runyard.agents.models import RunScope
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jobs import JOBS, Job
 from runyard.api.scopes import scrub
