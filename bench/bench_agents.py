@@ -26,8 +26,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+from runyard.agents.catalog import ReceivedUpload  # noqa: E402
 from runyard.agents.runs import RunRequest  # noqa: E402
-from runyard.agents.uploads import ReceivedUpload  # noqa: E402
 from runyard.api.agentservice import AgentService  # noqa: E402
 from runyard.config import Settings  # noqa: E402
 from runyard.executors.base import LaunchSpec  # noqa: E402

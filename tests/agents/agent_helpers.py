@@ -6,9 +6,9 @@ import json
 import time
 from typing import Any
 
+from runyard.agents.catalog import ReceivedUpload
 from runyard.agents.models import Artifact, Run
 from runyard.agents.runs import RunRequest
-from runyard.agents.uploads import ReceivedUpload
 from runyard.api.agentservice import AgentService
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from runyard.agents.catalog import UploadSink
 from runyard.agents.errors import AgentInvalid, BadRequest, UploadTooLarge
-from runyard.agents.uploads import UploadSink
 from runyard.api.uploads import FLUSH_BYTES, receive_upload
 
 BOUNDARY = "xYzBoUnDaRy"

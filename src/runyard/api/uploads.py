@@ -2,7 +2,7 @@
 
 The body is fed chunk by chunk to python-multipart's streaming parser. Small fields
 (``sessionId``, ``relativePath``) are kept in memory up to 64 KiB each; the ``file`` part
-is buffered up to 1 MiB at a time and written to an :class:`~runyard.agents.uploads.UploadSink`
+is buffered up to 1 MiB at a time and written to an :class:`~runyard.agents.catalog.UploadSink`
 (a temp file in ``uploads/``, hashing as it goes) by a worker thread while the next block is
 parsed. Past the upload limit the upload stops with :class:`UploadTooLarge` and the temp file
 is removed: nothing is left behind.
@@ -17,8 +17,8 @@ from typing import Any
 
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from runyard.agents.catalog import ReceivedUpload, UploadSink
 from runyard.agents.errors import AgentError, BadRequest
-from runyard.agents.uploads import ReceivedUpload, UploadSink
 
 FLUSH_BYTES = 1 << 20
 MAX_FIELD_BYTES = 64 * 1024
