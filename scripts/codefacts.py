@@ -7,7 +7,8 @@
   outside ``.startswith`` parsing), that map errors to HTTP (status-code tables, exception
   classes carrying an HTTP status, functions answering an error JSONResponse with a status;
   the client and CLI, which read statuses, are left out),
-  and that watch processes (``os.pidfd_open``, ``select.poll``, ``ExitMonitor`` users).
+  and that watch processes (make an ``ExitMonitor``, poll with ``select.poll``, or register
+  pidfds with a selector).
 
 Each place is a module (``file``) with what was found in it, so "1" means one module owns it.
 Usage: ``python scripts/codefacts.py [SRC]`` (default: the ``src/runyard`` beside this script).
@@ -23,7 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 READERS = {"startswith", "removeprefix", "partition", "split"}
 SSE_PREFIXES = ("event:", "data:", "id:", "retry:")
-WATCH_NAMES = {"pidfd_open", "open_pidfd", "ExitMonitor"}
 NOT_SERVING = ("runyard/client/", "runyard/cli/")  # they read statuses, they do not answer them
 
 
@@ -125,17 +125,23 @@ def maps_errors(tree: ast.Module) -> list[str]:
     return sorted(kinds)
 
 
+def _call_name(node: ast.AST) -> str:
+    if not isinstance(node, ast.Call):
+        return ""
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return f"{getattr(func.value, 'id', '')}.{func.attr}"
+    return getattr(func, "id", "")
+
+
 def watches_processes(tree: ast.Module) -> list[str]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in WATCH_NAMES | {"poll"}:
-            base = getattr(node.value, "id", "")
-            if node.attr != "poll" or base == "select":
-                found.add(f"{base}.{node.attr}" if base else node.attr)
-        if isinstance(node, ast.Name) and node.id in WATCH_NAMES:
-            found.add(node.id)
-        if isinstance(node, ast.alias) and node.name in WATCH_NAMES:
-            found.add(node.name)
+    """How a module waits for process exits: an ExitMonitor it makes, a ``select.poll``, or
+    a selector in a module that opens pidfds (helpers that only open a pidfd do not count)."""
+    calls = {_call_name(node) for node in ast.walk(tree)} - {""}
+    found = {name for name in calls if name in {"ExitMonitor", "select.poll"}}
+    opens_pidfds = bool(calls & {"open_pidfd", "os.pidfd_open"})
+    if opens_pidfds:
+        found |= {name for name in calls if name.startswith("selectors.")}
     return sorted(found)
 
 
