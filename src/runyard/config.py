@@ -217,10 +217,6 @@ class Settings(BaseSettings):
         given = [("command line", set(overrides)), (str(path or ""), set(from_file))]
         return settings, _origins(cls, given)
 
-    @property
-    def agent_root(self) -> Path:
-        return self.workspace_dir / "agent"
-
 
 def _origins(cls: type[Settings], given: list[tuple[str, set[str]]]) -> dict[str, str]:
     """The strongest source that set each field, ``default`` when none did."""

@@ -183,6 +183,7 @@ class ClientError(RunyardError):
 class ServerUnreachable(ClientError):
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
+        self.reason = reason
         super().__init__(f"Cannot reach runyard at {url}: {reason}")
 
 
@@ -205,9 +206,13 @@ class WaitTimeout(ClientError, TimeoutError):
 
 
 class HTTPError(ClientError):
-    def __init__(self, status_code: int, detail: object) -> None:
+    """``detail`` is the server's message; ``code`` the ``/api/v1`` error code when the
+    answer carried one (``""`` otherwise)."""
+
+    def __init__(self, status_code: int, detail: object, code: str = "") -> None:
         self.status_code = status_code
         self.detail = detail
+        self.code = code
         super().__init__(f"HTTP {status_code}: {detail}")
 
 

@@ -32,18 +32,12 @@ Recover = Callable[[str], Any]
 
 
 def idempotency_store(services: Services) -> IdempotencyStore:
-    """The workspace's key store, opened once per server."""
+    """The workspace's key store, opened once per server (it makes a folder and opens
+    SQLite: call it from the thread pool); ``Services.stop`` closes it."""
     with _STORE_LOCK:
-        store = services.extras.get("idempotency")
-        if store is None:
-            store = services.extras["idempotency"] = IdempotencyStore(services.workspace.root)
-        return store
-
-
-def close_store(services: Services) -> None:
-    store = services.extras.pop("idempotency", None)
-    if store is not None:
-        store.close()
+        if services.idempotency is None:
+            services.idempotency = IdempotencyStore(services.workspace.root)
+        return services.idempotency
 
 
 def caller_route(route: str, scope: RunScope | None) -> str:
@@ -72,7 +66,7 @@ async def run_once(
     if key is None:
         return await work()
     check_key(key)
-    store = idempotency_store(services)
+    store = await run_in_threadpool(idempotency_store, services)
     async with store.held(route, key):
         try:
             stored = await run_in_threadpool(store.reserve, route, key, body_hash(body))

@@ -125,8 +125,17 @@ async def _list_ids(s: Services, args: Any, hub: ChangeHub, scope: Scope) -> Job
 async def _list_statuses(
     s: Services, args: a.ListStatusesArgs, hub: ChangeHub, scope: Scope
 ) -> JobResult:
-    items, next_cursor = await run_in_threadpool(
-        s.repository.list_statuses,
+    items, next_cursor = await run_in_threadpool(_settled_statuses, s, args, scope)
+    metadata = {"next_cursor": next_cursor} if args.limit or args.cursor or args.text else {}
+    return [with_detail(item.to_json(), args.detail) for item in items], True, metadata
+
+
+def _settled_statuses(
+    s: Services, args: a.ListStatusesArgs, scope: Scope
+) -> tuple[list[TaskStatus], str | None]:
+    """One page, running items settled: in the thread pool, as settling reads records, takes
+    the liveness locks and may write the end of a dead run."""
+    items, next_cursor = s.repository.list_statuses(
         limit=args.limit,
         cursor=args.cursor,
         state=args.state.value if args.state else None,
@@ -134,9 +143,7 @@ async def _list_statuses(
         text=args.text,
         visible=status_filter(s, scope),
     )
-    metadata = {"next_cursor": next_cursor} if args.limit or args.cursor or args.text else {}
-    items = [settle(s.workspace, i) if i.state == "running" else i for i in items]
-    return [with_detail(item.to_json(), args.detail) for item in items], True, metadata
+    return [settle(s.workspace, i) if i.state == "running" else i for i in items], next_cursor
 
 
 async def _status(s: Services, args: a.StatusArgs, hub: ChangeHub, scope: Scope) -> JobResult:
@@ -158,7 +165,7 @@ async def _stream(s: Services, args: a.StreamArgs, hub: ChangeHub, scope: Scope)
 
 
 async def _graph(s: Services, args: a.StrictTaskIdArgs, hub: ChangeHub, scope: Scope) -> JobResult:
-    require_visible(s, args.task_id, scope)
+    await run_in_threadpool(require_visible, s, args.task_id, scope)  # reads the submitter
     graph = await run_in_threadpool(s.repository.graph, args.task_id)
     graph = await run_in_threadpool(scoped_graph, s, graph, scope)
     return graph.model_dump(mode="json", by_alias=True), True
@@ -167,18 +174,23 @@ async def _graph(s: Services, args: a.StrictTaskIdArgs, hub: ChangeHub, scope: S
 async def _context(
     s: Services, args: a.StrictTaskIdMinArgs, hub: ChangeHub, scope: Scope
 ) -> JobResult:
-    require_visible(s, args.task_id, scope)
-    context = await run_in_threadpool(s.repository.context, args.task_id)
+    return await run_in_threadpool(_scoped_context, s, args.task_id, scope), True
+
+
+def _scoped_context(s: Services, task_id: str, scope: Scope) -> Any:
+    """Reads the submitter record and the task's files: in the thread pool."""
+    require_visible(s, task_id, scope)
+    context = s.repository.context(task_id)
     status = context.status
     if status is not None:  # where the log really is (see current_status)
         status = status.model_copy(update={"log_path": trusted_log_path(s.workspace, status)})
         context = context.model_copy(update={"status": status, "log_path": status.log_path or None})
-    return await run_in_threadpool(scoped_context, s, context, scope), True
+    return scoped_context(s, context, scope)
 
 
 async def _cancel(s: Services, args: a.CancelArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     parse_task_id(args.task_id)
-    if not can_see(s, args.task_id, scope):
+    if not await run_in_threadpool(can_see, s, args.task_id, scope):
         return False, True  # what cancelling a task that does not exist answers
     if args.run_id is not None and not await run_in_threadpool(_is_current, s, args):
         return False, True  # that run is no longer the task's: nothing of it to cancel
@@ -191,7 +203,7 @@ def _is_current(s: Services, args: a.CancelArgs) -> bool:
 
 
 async def _delete(s: Services, args: a.DeleteArgs, hub: ChangeHub, scope: Scope) -> JobResult:
-    task_ids = visible_ids(s, list(args.task_ids), scope)
+    task_ids = await run_in_threadpool(visible_ids, s, list(args.task_ids), scope)
     return await run_in_threadpool(s.supervisor.delete, task_ids), True
 
 

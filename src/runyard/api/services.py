@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from runyard.api.idempotency import IdempotencyStore
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.repository import TaskRepository
@@ -26,7 +27,8 @@ class Services:
     agents: AgentService | None = None
     # one hub for every event stream: task records and agent runs alike (runyard.changes)
     changes: ChangeHub = field(default_factory=ChangeHub)
-    extras: dict[str, Any] = field(default_factory=dict)
+    # The Idempotency-Key store, opened on the first keyed request (api/idempotent.py).
+    idempotency: IdempotencyStore | None = None
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -51,6 +53,9 @@ class Services:
             self.agents.stop()
         self.supervisor.stop()
         self.repository.stop()
+        if self.idempotency is not None:
+            self.idempotency.close()
+            self.idempotency = None
 
 
 def _build_agents(services: Services) -> AgentService:
