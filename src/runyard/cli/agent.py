@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,8 +32,8 @@ from runyard.cli.common import (
 )
 from runyard.cli.render import state_text
 
-if TYPE_CHECKING:  # httpx is imported by the calls, not at the CLI's start
-    import httpx
+if TYPE_CHECKING:  # the client is imported by the calls, not at the CLI's start
+    from runyard.client.agents import AgentsClient
 
 app = typer.Typer(
     name="agent",
@@ -47,52 +48,45 @@ TimeoutOpt = Annotated[
     typer.Option("--timeout", min=0, help="Give up after SECONDS: exit 124, the run keeps running"),
 ]
 TERMINAL = ("succeeded", "failed", "cancelled")
+REQUEST_TIMEOUT = 60.0
 
 
 class AgentApi:
-    """A thin HTTP client of ``/api/v1`` that turns error answers into CLI failures."""
+    """The agents client of :mod:`runyard.client` as the commands use it: the API's JSON as
+    it is, and a refusal or a server that cannot be reached as one plain sentence (exit 2).
+    Each call opens and closes its own connection, so nothing is left open when the
+    command ends, whatever way it ends."""
 
     def __init__(self, url: str, token: str | None) -> None:
         self.url = url.rstrip("/")
-        self.base = self.url + "/api/v1"
-        self.headers = {"authorization": f"Bearer {token}"} if token else {}
+        self.token = token
 
-    def _client(self, timeout: httpx.Timeout | float | None = 60) -> httpx.Client:
-        import httpx
+    @contextmanager
+    def agents(self) -> Iterator[AgentsClient]:
+        from runyard.client import Client
 
-        return httpx.Client(base_url=self.base, headers=self.headers, timeout=timeout)
+        with Client(self.url, self.token, timeout=REQUEST_TIMEOUT) as client:
+            yield client.agents
 
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        import httpx
+    def call(self, method: str, path: str, **options: Any) -> Any:
+        """The JSON answer of ``method`` on ``/api/v1`` + ``path``."""
+        with self.refusals(), self.agents() as agents:
+            return agents.call(method, path, **options)
 
-        timeout = kwargs.pop("timeout", 60)
-        if method != "GET" and not {"json", "files", "content", "data"} & set(kwargs):
-            # the server takes state changes as JSON only, bodyless ones included
-            kwargs["headers"] = {"content-type": "application/json", **kwargs.get("headers", {})}
+    @contextmanager
+    def refusals(self, *, waiting: bool = False) -> Iterator[None]:
+        """Refusals fail the command with the server's message, status and code; losing the
+        server too, unless ``waiting`` (the wait says the run may go on)."""
+        from runyard.errors import HTTPError, ServerUnreachable
+
         try:
-            with self._client(timeout) as http:
-                reply = http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            fail(self.unreachable(exc))
-        return self.checked(reply).json()
-
-    def unreachable(self, exc: httpx.HTTPError) -> str:
-        """One plain sentence for a request that got no usable answer."""
-        return f"cannot reach the server at {self.url}: {_reason(exc)}"
-
-    @staticmethod
-    def checked(reply: httpx.Response) -> httpx.Response:
-        if reply.status_code < 400:
-            return reply
-        reply.read()
-        try:
-            body = reply.json()
-            error = body.get("error") or {"message": body.get("detail")}
-            message = f"{error.get('message')} ({reply.status_code} {error.get('code', '')})"
-        except (ValueError, AttributeError):
-            message = f"HTTP {reply.status_code}: {reply.text[:300]}"
-        fail(message.replace(" )", ")"))
-        return reply
+            yield
+        except HTTPError as exc:
+            fail(f"{exc.detail} ({exc.status_code} {exc.code})".replace(" )", ")"))
+        except ServerUnreachable as exc:
+            if waiting:
+                raise
+            fail(f"cannot reach the server at {self.url}: {exc.reason}")
 
     # checkpoints
     def checkpoints(
@@ -117,64 +111,20 @@ class AgentApi:
         session: dict[str, Any] = self.call("POST", f"/sessions/{session_id}/restore", json=body)
         return session
 
-    def download(self, path: str, output: Path | None) -> None:
-        """Stream ``path`` into ``output`` (stdout when None)."""
-        import httpx
-
-        try:
-            self._download(path, output)
-        except httpx.HTTPError as exc:
-            fail(self.unreachable(exc))
-
-    def _download(self, path: str, output: Path | None) -> None:
-        with self._client(None) as http, http.stream("GET", path) as reply:
-            self.checked(reply)
+    def save(self, fetch: Callable[[AgentsClient, Any], bytes], output: Path | None) -> None:
+        """``fetch(agents, to)`` streamed into ``output`` (stdout when None)."""
+        with self.refusals(), self.agents() as agents:
             if output is None:
-                for chunk in reply.iter_bytes(1 << 20):
-                    sys.stdout.buffer.write(chunk)
+                fetch(agents, sys.stdout.buffer)
                 sys.stdout.flush()
-                return
-            with open(output, "wb") as fh:
-                for chunk in reply.iter_bytes(1 << 20):
-                    fh.write(chunk)
+            else:
+                fetch(agents, output)
 
-    def stream(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        """The server-sent events at ``path`` as (kind, data); losing the server raises
+    def stream(self, run_id: str) -> Iterator[tuple[str, Any]]:
+        """The run's server-sent events as (kind, data); losing the server raises
         :class:`~runyard.errors.ServerUnreachable` (a wait says the run may go on)."""
-        import httpx
-
-        from runyard.errors import ServerUnreachable
-
-        try:
-            yield from self._events(path)
-        except httpx.HTTPError as exc:
-            raise ServerUnreachable(self.url, _reason(exc)) from exc
-
-    def _events(self, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-        import httpx
-
-        timeout = httpx.Timeout(60, read=None)
-        with self._client(timeout) as http, http.stream("GET", path) as reply:
-            self.checked(reply)
-            kind, data = "", ""
-            for line in reply.iter_lines():
-                if line.startswith("event:"):
-                    kind = line[6:].strip()
-                elif line.startswith("data:"):
-                    data = line[5:].strip()
-                elif line == "" and kind:
-                    yield kind, json.loads(data)
-                    kind, data = "", ""
-
-
-def _reason(exc: httpx.HTTPError) -> str:
-    import httpx
-
-    from runyard.client.calls import transport_reason
-
-    if isinstance(exc, httpx.TransportError):
-        return transport_reason(exc)
-    return "its answer could not be read"
+        with self.refusals(waiting=True), self.agents() as agents:
+            yield from agents.events(run_id)
 
 
 def _waited(run_id: str, follow: Callable[[], Any], timeout: float | None) -> Any:
@@ -378,7 +328,7 @@ def download(
 ) -> None:  # fmt: skip
     """Download an uploaded artifact."""
     api = _api(url, token, workspace_dir, config)
-    api.download(f"/artifacts/{artifact_id}/content", output)
+    api.save(lambda agents, to: agents.download_artifact(artifact_id, to), output)
     _saved(output, as_json)
 
 
@@ -478,7 +428,7 @@ def _print_ended(run: dict[str, Any], answer: str | None) -> None:
 
 
 def _follow(api: AgentApi, run_id: str, as_json: bool) -> dict[str, Any]:
-    for kind, data in api.stream(f"/runs/{run_id}/events"):
+    for kind, data in api.stream(run_id):
         if kind == "log" and not as_json:
             console.print(data["content"], end="", highlight=False, markup=False)
         elif kind == "state" and not as_json:
@@ -575,7 +525,8 @@ def fetch(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Download one of a run's output files (to stdout without --output)."""
-    _api(url, token, workspace_dir, config).download(f"/runs/{run_id}/files/{path}", output)
+    api = _api(url, token, workspace_dir, config)
+    api.save(lambda agents, to: agents.download(run_id, path, to), output)
     if output is not None:
         _saved(output, as_json)
 
@@ -596,7 +547,7 @@ def events(
 
 
 def _print_events(api: AgentApi, run_id: str) -> None:
-    for kind, data in api.stream(f"/runs/{run_id}/events"):
+    for kind, data in api.stream(run_id):
         print(json.dumps({"event": kind, "data": data}), flush=True)
 
 

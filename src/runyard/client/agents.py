@@ -8,6 +8,9 @@ Reached as ``Client().agents``; it shares the client's connection and token::
     run = agents.create_run(session, "Summarise data.csv")
     run = agents.wait_run(run, timeout=300)
     print(agents.answer(run))                         # out/final-answer.md, or None
+
+``call`` answers any ``/api/v1`` route's JSON as the server sent it (camelCase names), and
+``events`` a run's server-sent events, for tools that show the API's own answers.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from runyard.client.calls import (
     KEYED_ATTEMPTS,
     RETRY_PAUSE,
     STATUS_ERRORS,
+    error_code,
     error_detail,
     unreachable,
     without_none,
 )
+from runyard.client.events import sse_messages
 from runyard.client.pages import Page
 from runyard.errors import HTTPError, NotFound, WaitTimeout
 
@@ -41,6 +46,8 @@ FINAL_ANSWER = "final-answer.md"
 CHUNK = 1 << 20
 # state changes are taken as JSON only, bodyless ones included
 JSON_TYPE = {"content-type": "application/json"}
+# an event stream may be quiet between heartbeats for as long as the server likes
+STREAM_TIMEOUT = httpx.Timeout(60, read=None)
 
 
 def ident(record: str | Session | Run | Artifact) -> str:
@@ -54,7 +61,7 @@ def checked(reply: httpx.Response) -> httpx.Response:
     if reply.status_code >= 400:
         reply.read()
         error = STATUS_ERRORS.get(reply.status_code, HTTPError)
-        raise error(reply.status_code, error_detail(reply))
+        raise error(reply.status_code, error_detail(reply), error_code(reply))
     return reply
 
 
@@ -82,6 +89,28 @@ class AgentsClient:
                     raise unreachable(self.url, exc) from exc
                 time.sleep(RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def call(self, method: str, path: str, **options: Any) -> Any:
+        """The JSON answer of ``method`` on ``/api/v1`` + ``path``, as the server sent it.
+
+        ``options`` are httpx's (``json``, ``params``, ``data`` and ``files``, ``timeout``);
+        a state change without a body is sent as JSON, as the server requires. A refusal
+        raises its :class:`~runyard.errors.HTTPError` (with the server's ``code``), no
+        answer :class:`~runyard.errors.ServerUnreachable`.
+        """
+        return self._send(method, path, **options)
+
+    def events(self, run: str | Run) -> Iterator[tuple[str, Any]]:
+        """The run's server-sent events as ``(kind, data)`` until the stream ends: ``state``
+        and ``log`` as they come, ``end`` (``data["run"]`` is the final record) last.
+        Losing the server raises :class:`~runyard.errors.ServerUnreachable`."""
+        path = f"{API}/runs/{ident(run)}/events"
+        try:
+            with self._http.stream("GET", path, timeout=STREAM_TIMEOUT) as reply:
+                checked(reply)
+                yield from sse_messages(reply.iter_lines())
+        except httpx.TransportError as exc:
+            raise unreachable(self.url, exc) from exc
 
     def _page(self, model: type[M], path: str, **params: Any) -> Page[M]:
         body = self._send("GET", path, params=without_none(**params))
@@ -243,7 +272,15 @@ class AgentsClient:
         """The run's output file ``path`` (relative to ``out/``). With ``to`` (a path or a
         binary file object) it is streamed there and ``b""`` is answered; without, its
         bytes are."""
-        url = f"{API}/runs/{ident(run)}/files/{path}"
+        return self._fetch(f"{API}/runs/{ident(run)}/files/{path}", to)
+
+    def download_artifact(
+        self, artifact: str | Artifact, to: str | os.PathLike[str] | IO[bytes] | None = None
+    ) -> bytes:
+        """An uploaded file's bytes, or streamed to ``to`` as :meth:`download` does."""
+        return self._fetch(f"{API}/artifacts/{ident(artifact)}/content", to)
+
+    def _fetch(self, url: str, to: str | os.PathLike[str] | IO[bytes] | None) -> bytes:
         try:
             with self._http.stream("GET", url) as reply:
                 checked(reply)

@@ -124,9 +124,20 @@ def checked_json(reply: httpx.Response) -> dict[str, Any]:
     """The JSON body of a 200 answer; any other status raises its :class:`HTTPError`."""
     if reply.status_code != 200:
         error = STATUS_ERRORS.get(reply.status_code, HTTPError)
-        raise error(reply.status_code, error_detail(reply))
+        raise error(reply.status_code, error_detail(reply), error_code(reply))
     body: dict[str, Any] = reply.json()
     return body
+
+
+def error_code(reply: httpx.Response) -> str:
+    """The ``code`` of an ``/api/v1`` error answer (``{"error": {code, message}}``), else
+    ``""``."""
+    try:
+        error = reply.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else ""
 
 
 def error_detail(reply: httpx.Response) -> Any:

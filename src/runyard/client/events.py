@@ -7,6 +7,7 @@ events and remembers the last event id, so a cut stream resumes where it stopped
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -14,7 +15,15 @@ from pydantic import BaseModel
 
 from runyard.wire import TaskLogChunk, TaskStatus
 
-__all__ = ["LogEvent", "ProgressEvent", "ResultEvent", "SSEParser", "StreamEvent"]
+__all__ = [
+    "LogEvent",
+    "ProgressEvent",
+    "ResultEvent",
+    "SSEMessages",
+    "SSEParser",
+    "StreamEvent",
+    "sse_messages",
+]
 
 
 class ProgressEvent(BaseModel):
@@ -50,13 +59,15 @@ StreamEvent = ProgressEvent | LogEvent | ResultEvent
 
 
 @dataclass
-class SSEParser:
-    """Turns SSE lines into typed events and remembers the last id for resuming."""
+class SSEMessages:
+    """Collects SSE lines into messages: ``feed`` answers the fields of a message at the
+    blank line that ends it (comments, i.e. heartbeats, and messages without ``data``
+    answer None), and remembers the last event id for resuming."""
 
     last_id: str | None = None
     _fields: dict[str, str] = field(default_factory=dict)
 
-    def feed(self, line: str) -> StreamEvent | None:
+    def feed(self, line: str) -> dict[str, str] | None:
         if line:
             if not line.startswith(":"):
                 name, _, value = line.partition(":")
@@ -67,7 +78,32 @@ class SSEParser:
             return None
         if "id" in fields:
             self.last_id = fields["id"]
-        return typed_event(fields.get("event", "message"), fields)
+        return fields
+
+
+@dataclass
+class SSEParser:
+    """Turns SSE lines into the typed events of a task stream; ``last_id`` for resuming."""
+
+    _messages: SSEMessages = field(default_factory=SSEMessages)
+
+    @property
+    def last_id(self) -> str | None:
+        return self._messages.last_id
+
+    def feed(self, line: str) -> StreamEvent | None:
+        fields = self._messages.feed(line)
+        return None if fields is None else typed_event(fields.get("event", "message"), fields)
+
+
+def sse_messages(lines: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """``(event, data)`` of each message in SSE ``lines``, ``data`` decoded from JSON;
+    the kind is ``message`` when the message names none."""
+    messages = SSEMessages()
+    for line in lines:
+        fields = messages.feed(line)
+        if fields is not None:
+            yield fields.get("event", "message"), json.loads(fields["data"])
 
 
 def typed_event(kind: str, fields: dict[str, str]) -> StreamEvent | None:
