@@ -336,3 +336,19 @@ def test_cleanup_stops_copying_a_running_pods_log(
     assert "k8s-log-run-1" not in {t.name for t in threading.enumerate()}
     fake.write_log(JOB, b"after\n")
     assert run_spec.log_path.read_bytes() == b"before\n"
+
+
+def test_wait_exit_polls_until_the_pod_ends_and_gives_up_at_its_timeout(
+    fake: FakeKubernetes, executor: KubernetesExecutor, run_spec: LaunchSpec
+) -> None:
+    handle = executor.launch(run_spec)
+    fake.start_container(JOB)
+    started = time.monotonic()
+    assert executor.wait_exit(handle, timeout=0.3) is None  # still running
+    assert time.monotonic() - started >= 0.3
+    ending = threading.Timer(0.2, fake.terminate, args=(JOB, 4))
+    ending.start()
+    info = executor.wait_exit(handle, timeout=10)
+    ending.join()
+    assert info is not None and info.exit_code == 4
+    executor.cleanup(handle)
