@@ -71,8 +71,9 @@ def reaped(pgid_of: list[int]) -> Iterator[None]:
         yield
     finally:
         for pgid in pgid_of:
-            with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGKILL)
+            if group_members(pgid):  # only a failed cancel leaves any
+                with contextlib.suppress(OSError):
+                    os.killpg(pgid, signal.SIGKILL)
 
 
 def detached_task(server: ServerProcess) -> str:
