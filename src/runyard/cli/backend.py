@@ -199,9 +199,9 @@ def locate_server(
     workspace's server recorded — the last only for that server's own address, so a token
     never travels to another server given with ``--url``.
     """
-    from runyard.api.address import read_server_file
+    from runyard.client.discovery import read_record
 
-    info = read_server_file(settings)
+    info = read_record(settings.workspace_dir)
     address = url or (info["url"] if info else None)
     if address is None:
         return None
@@ -211,13 +211,17 @@ def locate_server(
     return address, token or settings.token or recorded
 
 
-def connect(settings: Settings, url: str | None, token: str | None) -> Client | None:
+def connect(
+    settings: Settings, url: str | None, token: str | None, *, timeout: float | None = None
+) -> Client | None:
+    """A client of the server :func:`locate_server` finds (``timeout`` bounds each request;
+    None: no bound), or None when there is none."""
     located = locate_server(settings, url, token)
     if located is None:
         return None  # the files answer: the HTTP client is not even imported
     from runyard.client import Client
 
-    return Client(*located)
+    return Client(*located, timeout=timeout)
 
 
 def open_backend(settings: Settings, url: str | None, token: str | None) -> Any:

@@ -74,11 +74,11 @@ def runyard_version() -> str:
 
 def server_facts(workspace: Path) -> dict[str, Any]:
     """The recorded server (never its token) and whether it answers ``/health`` now."""
-    from runyard.api.address import SERVER_FILE, read_server_record
+    from runyard.client.discovery import SERVER_FILE, read_record
     from runyard.workspace.atomic import read_json_tolerant
 
     recorded = read_json_tolerant(workspace / SERVER_FILE) or {}
-    alive = read_server_record(workspace)
+    alive = read_record(workspace)
     running = alive is not None and _answers(str(alive["url"]))
     return {"url": recorded.get("url"), "pid": recorded.get("pid"), "running": running}
 

@@ -59,27 +59,21 @@ def gc(
 def _remote(
     settings: Settings, url: str | None, token: str | None, dry_run: bool, upstreams: bool
 ) -> dict[str, Any] | None:
-    import httpx
+    from runyard.cli.backend import connect
+    from runyard.errors import HTTPError, ServerUnreachable
 
-    from runyard.cli.backend import locate_server
-
-    located = locate_server(settings, url, token)
-    if located is None:
+    client = connect(settings, url, token)  # no bound: a large collection takes its time
+    if client is None:
         return None
-    address, bearer = located
-    headers = {"authorization": f"Bearer {bearer}"} if bearer else {}
-    body = {"dryRun": dry_run, "includeUpstreams": upstreams}
-    try:
-        with httpx.Client(base_url=address, headers=headers, timeout=None) as client:
-            reply = client.post("/api/v1/gc", json=body)
-    except httpx.TransportError as exc:
-        if url is not None:
-            fail(f"server {address} does not answer: {exc}")
-        return None  # a recorded server that is gone: act on the files
-    if reply.status_code != 200:
-        fail(f"gc refused by {address}: HTTP {reply.status_code} {reply.text[:500]}")
-    answer: dict[str, Any] = reply.json()
-    return answer
+    with client:
+        try:
+            return client.collect_garbage(dry_run=dry_run, include_upstreams=upstreams)
+        except ServerUnreachable as exc:
+            if url is not None:
+                fail(f"server {client.url} does not answer: {exc.reason}")
+            return None  # a recorded server that is gone: act on the files
+        except HTTPError as exc:
+            fail(f"gc refused by {client.url}: HTTP {exc.status_code} {exc.detail}")
 
 
 def _local(settings: Settings, dry_run: bool, upstreams: bool) -> dict[str, Any]:

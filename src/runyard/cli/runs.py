@@ -9,7 +9,6 @@ named); ``--json`` prints the API's answer unchanged.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
 
 import typer
 
@@ -28,6 +27,7 @@ from runyard.cli.common import (
 if TYPE_CHECKING:
     from runyard.config import Settings
 
+REQUEST_TIMEOUT = 60.0
 TaskIdArg = Annotated[str, typer.Argument(help="Full task id, e.g. 'base#demo#api-demo'")]
 
 
@@ -76,37 +76,23 @@ def _when(text: str | None) -> str:
 def _remote(
     settings: Settings, url: str | None, token: str | None, task_id: str
 ) -> dict[str, Any] | None:
-    import httpx
+    from runyard.cli.backend import connect
+    from runyard.errors import HTTPError, NotFound, ServerUnreachable
 
-    from runyard.cli.backend import locate_server
-
-    located = locate_server(settings, url, token)
-    if located is None:
+    client = connect(settings, url, token, timeout=REQUEST_TIMEOUT)
+    if client is None:
         return None
-    address, bearer = located
-    headers = {"authorization": f"Bearer {bearer}"} if bearer else {}
-    try:
-        with httpx.Client(base_url=address, headers=headers, timeout=60) as client:
-            reply = client.get(f"/api/v1/tasks/{quote(task_id, safe='')}/runs")
-    except httpx.TransportError as exc:
-        if url is not None:
-            from runyard.client.calls import transport_reason
-
-            fail(f"cannot reach the server at {address}: {transport_reason(exc)}")
-        return None  # a recorded server that is gone: read the files
-    if reply.status_code == 404:
-        fail(f"no task {task_id}", 1)
-    if reply.status_code != 200:
-        fail(f"{address} refused to list the runs: {_message(reply)}")
-    answer: dict[str, Any] = reply.json()
-    return answer
-
-
-def _message(reply: Any) -> str:
-    try:
-        return str(reply.json()["error"]["message"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {reply.status_code}"
+    with client:
+        try:
+            return client.task_runs(task_id)
+        except ServerUnreachable as exc:
+            if url is not None:
+                fail(f"cannot reach the server at {client.url}: {exc.reason}")
+            return None  # a recorded server that is gone: read the files
+        except NotFound:
+            fail(f"no task {task_id}", 1)
+        except HTTPError as exc:
+            fail(f"{client.url} refused to list the runs: {exc.detail}")
 
 
 def _local(settings: Settings, task_id: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import quote
 
 import httpx
 
@@ -259,6 +260,29 @@ class Client:
         except httpx.TransportError as exc:
             raise calls.unreachable(self.url, exc) from exc
         return calls.task_list_page(checked_json(reply))
+
+    def task_runs(self, task_id: str) -> dict[str, Any]:
+        """A task's runs, newest first, as ``GET /api/v1/tasks/{id}/runs`` answers them:
+        ``{"task_id", "runs": [{"run_id", "state", "created_at", "started_at",
+        "finished_at", "exit_code", "error", "current"}, ...]}`` (the current run first,
+        then those fixed-name reruns replaced). A missing task raises ``NotFound``."""
+        return self._api_json("GET", f"/api/v1/tasks/{quote(task_id, safe='')}/runs")
+
+    def collect_garbage(
+        self, *, dry_run: bool = False, include_upstreams: bool = False
+    ) -> dict[str, Any]:
+        """Garbage collection by the server, as its ``retention`` settings say
+        (``POST /api/v1/gc``, admin token only); answers the report: ``{"dry_run",
+        "tasks", "logs", "run_workspaces", "uploads", "kept_upstreams", "bytes", ...}``."""
+        body = {"dryRun": dry_run, "includeUpstreams": include_upstreams}
+        return self._api_json("POST", "/api/v1/gc", json=body)
+
+    def _api_json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        try:
+            reply = self._http.request(method, path, **options)
+        except httpx.TransportError as exc:
+            raise calls.unreachable(self.url, exc) from exc
+        return checked_json(reply)
 
     def status(self, task_id: str) -> TaskStatus:
         """The current status of ``task_id``."""
