@@ -171,7 +171,7 @@ def _session_routes(router: APIRouter, services: Services, service: AgentService
     @router.post("/sessions", status_code=201, openapi_extra=_body_schema(SessionCreate))
     async def create_session(request: Request) -> Any:
         body = await _body(request, services, SessionCreate)
-        _require_room(services)
+        await run_in_threadpool(_require_room, services)  # statvfs: off the event loop
         session = await run_in_threadpool(catalog.create_session, body.title, run_scope(request))
         return to_wire(session)
 
@@ -230,7 +230,8 @@ def _artifact_routes(router: APIRouter, service: AgentService) -> None:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit_bytes + UPLOAD_SLACK:
             raise UploadTooLarge(limit_bytes)
-        require_space(service.settings.workspace_dir, service.settings.min_free_mb)
+        settings = service.settings
+        await run_in_threadpool(require_space, settings.workspace_dir, settings.min_free_mb)
         received = await receive_upload(
             request.stream(),
             request.headers.get("content-type"),
@@ -300,7 +301,7 @@ def _run_routes(router: APIRouter, services: Services, service: AgentService) ->
         scope = run_scope(request)
 
         async def work() -> Any:
-            _require_room(services)
+            await run_in_threadpool(_require_room, services)
             run_id = await run_in_threadpool(reserved_id, services, lambda: new_id("run"))
             run_request = RunRequest(**body.model_dump(), run_id=run_id)
             return to_wire(await run_in_threadpool(runs.create, run_request, scope))
