@@ -7,8 +7,8 @@
   outside ``.startswith`` parsing), that map errors to HTTP (status-code tables, exception
   classes carrying an HTTP status, functions answering an error JSONResponse with a status;
   the client and CLI, which read statuses, are left out),
-  and that watch processes (make an ``ExitMonitor``, poll with ``select.poll``, or register
-  pidfds with a selector).
+  and that implement watching processes (poll with ``select.poll``, register pidfds with a
+  selector, or define the exit-monitor thread); modules that only use those are not counted.
 
 Each place is a module (``file``) with what was found in it, so "1" means one module owns it.
 Usage: ``python scripts/codefacts.py [SRC]`` (default: the ``src/runyard`` beside this script).
@@ -135,10 +135,13 @@ def _call_name(node: ast.AST) -> str:
 
 
 def watches_processes(tree: ast.Module) -> list[str]:
-    """How a module waits for process exits: an ExitMonitor it makes, a ``select.poll``, or
-    a selector in a module that opens pidfds (helpers that only open a pidfd do not count)."""
+    """How a module implements waiting for process exits: a ``select.poll``, a selector in a
+    module that opens pidfds, or the definition of the ``ExitMonitor`` thread. Modules that
+    call the one watching module (make an ExitMonitor, wait through it) do not count."""
     calls = {_call_name(node) for node in ast.walk(tree)} - {""}
-    found = {name for name in calls if name in {"ExitMonitor", "select.poll"}}
+    found = {name for name in calls if name == "select.poll"}
+    classes = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    found |= {f"class {name}" for name in classes & {"ExitMonitor"}}
     opens_pidfds = bool(calls & {"open_pidfd", "os.pidfd_open"})
     if opens_pidfds:
         found |= {name for name in calls if name.startswith("selectors.")}

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from runyard.executors.base import LaunchSpec
-from runyard.executors.local import LocalExecutor, open_pidfd
+from runyard.executors.local import LocalExecutor
+from runyard.executors.pidwatch import open_pidfd
 from runyard.executors.prefork import PreforkExecutor
 
 HERE = Path(__file__).parent

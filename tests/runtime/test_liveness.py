@@ -8,7 +8,7 @@ import time
 import pytest
 
 from runyard.errors import RunMismatch, TaskNotFound
-from runyard.executors.local import open_pidfd, process_start_time
+from runyard.executors.pidwatch import open_pidfd, process_start_time
 from runyard.runtime.creation import create_task
 from runyard.runtime.liveness import settle, wait_for_run, worker_alive
 from runyard.runtime.workerlock import acquire_worker_lock, read_owner

@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -39,6 +38,7 @@ from pathlib import Path
 from runyard.errors import ExecutorError
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import Containment, Setup, cgroup_name
+from runyard.executors.pidwatch import wait_exit, watching
 
 log = logging.getLogger(__name__)
 
@@ -70,40 +70,6 @@ def stdin_fd(data: bytes) -> int:
     return fd
 
 
-def process_start_time(pid: int) -> int | None:
-    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def open_pidfd(pid: int, start_time: int | None = None) -> int | None:
-    """A pidfd on ``pid``, or None when it is gone or (given ``start_time``) a different process."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (ProcessLookupError, PermissionError, OSError):
-        return None
-    if start_time is not None and process_start_time(pid) != start_time:
-        os.close(fd)
-        return None
-    return fd
-
-
-def wait_readable(fd: int, timeout: float | None) -> bool:
-    """True when ``fd`` became readable (a pidfd: the process exited) within ``timeout``."""
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    ms = None if timeout is None else max(0, int(timeout * 1000))
-    return bool(poller.poll(ms))
-
-
 def signal_group(pgid: int, sig: int) -> bool:
     """Send ``sig`` to a process group; False when the group no longer exists."""
     try:
@@ -120,17 +86,12 @@ def terminate_group(pid: int, grace_seconds: float, start_time: int | None = Non
 
     ``start_time`` guards against PID reuse. Returns False when there was nothing to signal.
     """
-    pidfd = open_pidfd(pid, start_time)
-    if pidfd is None:
-        return False
-    try:
-        if not signal_group(pid, signal.SIGTERM):
+    with watching(pid, start_time) as proc:  # held open: the pid cannot be recycled meanwhile
+        if proc is None or not signal_group(pid, signal.SIGTERM):
             return False
-        if not wait_readable(pidfd, grace_seconds):
+        if not proc.wait(grace_seconds):
             signal_group(pid, signal.SIGKILL)
-            wait_readable(pidfd, 5.0)
-    finally:
-        os.close(pidfd)
+            proc.wait(5.0)
     return True
 
 
@@ -214,20 +175,16 @@ class LocalExecutor:
     def wait_exit(self, handle: Handle, timeout: float | None = None) -> ExitInfo | None:
         """The exit of ``handle`` within ``timeout`` seconds, else None."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        pidfd = open_pidfd(_process(handle).pid)
-        try:
-            while (info := self.poll(handle)) is None:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return None
-                if pidfd is None:
-                    time.sleep(0.005)
-                else:
-                    wait_readable(pidfd, left)
-            return info
-        finally:
-            if pidfd is not None:
-                os.close(pidfd)
+        pid = _process(handle).pid
+        ended = False
+        while (info := self.poll(handle)) is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            if ended:  # said ended but not reapable yet (no pidfd could be opened): no spin
+                time.sleep(0.005)
+            ended = wait_exit(pid, left)
+        return info
 
     def cancel(self, handle: Handle, grace_seconds: float = 5.0) -> None:
         """SIGTERM the group, SIGKILL it after ``grace_seconds``, then kill its cgroup."""

@@ -45,14 +45,8 @@ from runyard.errors import ExecutorError
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
 from runyard.executors.cgroups import Cgroup
 from runyard.executors.containment import Containment, Setup, cgroup_name
-from runyard.executors.local import (
-    LocalExecutor,
-    end_containment,
-    open_pidfd,
-    process_start_time,
-    terminate_group,
-    wait_readable,
-)
+from runyard.executors.local import LocalExecutor, end_containment, terminate_group
+from runyard.executors.pidwatch import is_alive, process_start_time, wait_exit
 
 READY_TIMEOUT = 60.0
 SPARE_PREFIX = "runyard-spare-"
@@ -183,13 +177,7 @@ class PreforkExecutor:
 
 def _gone(handle: Handle) -> bool:
     """Whether the worker has exited (reaped or not)."""
-    pidfd = open_pidfd(_pid(handle), handle.data.get("start_time"))
-    if pidfd is None:
-        return True
-    try:
-        return wait_readable(pidfd, 0)
-    finally:
-        os.close(pidfd)
+    return not is_alive(_pid(handle), handle.data.get("start_time"))
 
 
 def _pid(handle: Handle) -> int:
@@ -354,12 +342,7 @@ class ZygoteClient:
 
     @staticmethod
     def _wait_orphan(pid: int, timeout: float | None) -> None:
-        pidfd = open_pidfd(pid)
-        if pidfd is not None:
-            try:
-                wait_readable(pidfd, timeout)
-            finally:
-                os.close(pidfd)
+        wait_exit(pid, timeout)
 
     def forget(self, pid: int) -> None:
         with self._cond:

@@ -19,7 +19,6 @@ process group is signalled (SIGTERM, SIGKILL after the grace), then its cgroup i
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -32,9 +31,9 @@ from runyard.config import Settings
 from runyard.errors import ExecutorError
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import agent_cgroup_name, sweep
-from runyard.executors.local import open_pidfd, process_start_time, terminate_group, wait_readable
+from runyard.executors.local import terminate_group
+from runyard.executors.pidwatch import ExitMonitor, is_alive, process_start_time
 from runyard.runtime.executor import WorkerExecutor
-from runyard.runtime.monitor import ExitMonitor
 
 __all__ = ["CANCELLED", "TIMED_OUT", "AgentRuns", "WatchedRun", "handle_from_record"]
 
@@ -141,7 +140,7 @@ class AgentRuns:
         pid = pid if isinstance(pid, int) and pid > 0 else None
         start_time = record.get("startTime") if pid is not None else None
         handle = handle_from_record(record) if pid is None else None
-        if pid is not None and not _alive(pid, start_time):
+        if pid is not None and not is_alive(pid, start_time):
             sweep(agent_cgroup_name(run_id))  # what its ended process left running
             return False
         if pid is None and handle is None:
@@ -201,7 +200,7 @@ class AgentRuns:
             if run.exit is None:
                 run.exit = self.executor.poll(run.handle)
             return run.exit is not None
-        return run.pid is None or not _alive(run.pid, run.start_time)
+        return run.pid is None or not is_alive(run.pid, run.start_time)
 
     def _exit_code(self, run: WatchedRun) -> int | None:
         if run.exit is not None:
@@ -275,12 +274,3 @@ class AgentRuns:
         for thread in reporters:
             thread.join(max(0.0, deadline - time.monotonic()))
 
-
-def _alive(pid: int, start_time: int | None) -> bool:
-    pidfd = open_pidfd(pid, start_time)
-    if pidfd is None:
-        return False
-    try:
-        return not wait_readable(pidfd, 0)
-    finally:
-        os.close(pidfd)

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 
 from runyard.executors.base import ExitInfo
+from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.creation import claim, remove_task_dir
 from runyard.runtime.liveness import RecordUnwritten, end_dead_run, write_final
-from runyard.runtime.monitor import ExitMonitor
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskStatus
 

@@ -11,14 +11,13 @@ task whose worker is gone (kill -9, a machine crash). :func:`settle` records it 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from runyard.errors import RunMismatch, RunyardError, TaskNotFound
 from runyard.executors.base import ExitInfo
-from runyard.executors.local import open_pidfd, wait_readable
+from runyard.executors.pidwatch import watching
 from runyard.runtime.submitters import trusted_log_path
 from runyard.runtime.workerlock import (
     SUPERVISED_FILE,
@@ -242,16 +241,13 @@ def wait_for_run(
 
 
 def _wait_worker_exit(workspace: Workspace, task_id: str, timeout: float) -> bool:
-    """Wait on the live worker's pidfd; False when there is no worker to wait on."""
+    """Wait for the live worker to exit; False when there is no worker to wait on."""
     lock = workspace.lock_path(task_id)
     owner = read_owner(lock)
     if owner is None or not lock_held(lock):
         return False
-    pidfd = open_pidfd(owner.pid, owner.start_time)
-    if pidfd is None:
-        return False
-    try:
-        wait_readable(pidfd, timeout)
-    finally:
-        os.close(pidfd)
+    with watching(owner.pid, owner.start_time) as worker:
+        if worker is None:
+            return False
+        worker.wait(timeout)
     return True

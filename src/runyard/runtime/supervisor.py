@@ -29,7 +29,8 @@ from runyard.config import Settings
 from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
-from runyard.executors.local import LocalExecutor, process_start_time, terminate_group
+from runyard.executors.local import LocalExecutor, terminate_group
+from runyard.executors.pidwatch import ExitMonitor, process_start_time
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import LogReferences, delete_tasks
@@ -43,7 +44,6 @@ from runyard.runtime.liveness import (
     supervision_path,
     worker_alive,
 )
-from runyard.runtime.monitor import ExitMonitor
 from runyard.runtime.orphans import reconcile_orphans
 from runyard.runtime.reconcile import WorkerRef, live_worker, unfinished_statuses
 from runyard.runtime.sandboxed import (

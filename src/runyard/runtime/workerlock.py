@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runyard.executors.local import process_start_time
+from runyard.executors.pidwatch import process_start_time
 
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 SUPERVISED_FILE = ".supervised"

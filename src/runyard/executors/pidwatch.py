@@ -1,7 +1,15 @@
-"""A thread that notices process exits at once (pidfd + selectors) and runs timers.
+"""The one place that watches processes: pidfds, checked against PID reuse, and the exit thread.
 
-Any process can be watched, not only our children: ``pidfd_open`` works for any PID, and
-the pidfd becomes readable when the process exits. Callbacks run in the monitor thread.
+    start = process_start_time(pid)           # recorded with the pid
+    with watching(pid, start) as proc:        # None: gone, or the pid now names another process
+        ended = proc is None or proc.wait(5.0)
+    is_alive(pid, start); wait_exit(pid, 5.0, start)
+    monitor = ExitMonitor(on_exit); monitor.start(); monitor.watch(key, pid, start)
+
+Any process can be watched, not only our children: ``pidfd_open`` works for any PID, and the
+pidfd becomes readable when the process exits. A pid is taken for the process it was recorded
+for only when its start time (``/proc/<pid>/stat``) matches: a recycled pid is "gone". Every
+other module waits for exits through here and never polls a pidfd itself.
 """
 
 from __future__ import annotations
@@ -11,14 +19,79 @@ import heapq
 import itertools
 import logging
 import os
+import select
 import selectors
 import threading
 import time
-from collections.abc import Callable
-
-from runyard.executors.local import open_pidfd
+from collections.abc import Callable, Iterator
 
 log = logging.getLogger(__name__)
+
+
+def process_start_time(pid: int) -> int | None:
+    """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def open_pidfd(pid: int, start_time: int | None = None) -> int | None:
+    """A pidfd on ``pid``, or None when it is gone or (given ``start_time``) a different process."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, PermissionError, OSError):
+        return None
+    if start_time is not None and process_start_time(pid) != start_time:
+        os.close(fd)
+        return None
+    return fd
+
+
+class Watched:
+    """A process held by its pidfd: its pid cannot be taken for another one meanwhile."""
+
+    def __init__(self, pidfd: int) -> None:
+        self.pidfd = pidfd
+
+    def wait(self, timeout: float | None) -> bool:
+        """True when the process has exited (now, or within ``timeout`` seconds)."""
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        ms = None if timeout is None else max(0, int(timeout * 1000))
+        return bool(poller.poll(ms))
+
+
+@contextlib.contextmanager
+def watching(pid: int, start_time: int | None = None) -> Iterator[Watched | None]:
+    """The process ``pid`` (checked against ``start_time``) while the block runs; None when
+    it is gone or the pid now names another process."""
+    pidfd = open_pidfd(pid, start_time)
+    if pidfd is None:
+        yield None
+        return
+    try:
+        yield Watched(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+def wait_exit(pid: int, timeout: float | None, start_time: int | None = None) -> bool:
+    """True when the process has ended (or is not there) within ``timeout`` seconds."""
+    with watching(pid, start_time) as proc:
+        return proc is None or proc.wait(timeout)
+
+
+def is_alive(pid: int, start_time: int | None = None) -> bool:
+    """The process ``pid`` runs (a zombie counts as ended) and is the one recorded."""
+    return not wait_exit(pid, 0, start_time)
+
 
 ExitCallback = Callable[[str, int | None], None]
 
