@@ -12,13 +12,23 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
+from runyard.cli.agent_api import AgentApi, open_api
+from runyard.cli.agent_views import (
+    checkpoints_table,
+    print_ended,
+    runs_table,
+    saved,
+    session_view,
+    sessions_table,
+    show,
+    table,
+)
 from runyard.cli.common import (
     ConfigOpt,
     JsonOpt,
@@ -26,14 +36,8 @@ from runyard.cli.common import (
     UrlOpt,
     WorkspaceOpt,
     console,
-    fail,
-    load_settings,
-    print_json,
 )
 from runyard.cli.render import state_text
-
-if TYPE_CHECKING:  # the client is imported by the calls, not at the CLI's start
-    from runyard.client.agents import AgentsClient
 
 app = typer.Typer(
     name="agent",
@@ -48,83 +52,6 @@ TimeoutOpt = Annotated[
     typer.Option("--timeout", min=0, help="Give up after SECONDS: exit 124, the run keeps running"),
 ]
 TERMINAL = ("succeeded", "failed", "cancelled")
-REQUEST_TIMEOUT = 60.0
-
-
-class AgentApi:
-    """The agents client of :mod:`runyard.client` as the commands use it: the API's JSON as
-    it is, and a refusal or a server that cannot be reached as one plain sentence (exit 2).
-    Each call opens and closes its own connection, so nothing is left open when the
-    command ends, whatever way it ends."""
-
-    def __init__(self, url: str, token: str | None) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
-
-    @contextmanager
-    def agents(self) -> Iterator[AgentsClient]:
-        from runyard.client import Client
-
-        with Client(self.url, self.token, timeout=REQUEST_TIMEOUT) as client:
-            yield client.agents
-
-    def call(self, method: str, path: str, **options: Any) -> Any:
-        """The JSON answer of ``method`` on ``/api/v1`` + ``path``."""
-        with self.refusals(), self.agents() as agents:
-            return agents.call(method, path, **options)
-
-    @contextmanager
-    def refusals(self, *, waiting: bool = False) -> Iterator[None]:
-        """Refusals fail the command with the server's message, status and code; losing the
-        server too, unless ``waiting`` (the wait says the run may go on)."""
-        from runyard.errors import HTTPError, ServerUnreachable
-
-        try:
-            yield
-        except HTTPError as exc:
-            fail(f"{exc.detail} ({exc.status_code} {exc.code})".replace(" )", ")"))
-        except ServerUnreachable as exc:
-            if waiting:
-                raise
-            fail(f"cannot reach the server at {self.url}: {exc.reason}")
-
-    # checkpoints
-    def checkpoints(
-        self, session_id: str, limit: int | None = None, cursor: str | None = None
-    ) -> dict[str, Any]:
-        """A page of the session's checkpoints, newest first: ``{items, nextCursor}``."""
-        params = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
-        page: dict[str, Any] = self.call(
-            "GET", f"/sessions/{session_id}/checkpoints", params=params
-        )
-        return page
-
-    def fork(self, session_id: str, run_id: str, title: str | None = None) -> dict[str, Any]:
-        """A new session from the checkpoint of ``run_id`` (history, uploads, state)."""
-        body = {"runId": run_id, **({"title": title} if title else {})}
-        fork: dict[str, Any] = self.call("POST", f"/sessions/{session_id}/fork", json=body)
-        return fork
-
-    def restore(self, session_id: str, run_id: str) -> dict[str, Any]:
-        """Reset the session's state folder to the checkpoint of ``run_id``."""
-        body = {"runId": run_id}
-        session: dict[str, Any] = self.call("POST", f"/sessions/{session_id}/restore", json=body)
-        return session
-
-    def save(self, fetch: Callable[[AgentsClient, Any], bytes], output: Path | None) -> None:
-        """``fetch(agents, to)`` streamed into ``output`` (stdout when None)."""
-        with self.refusals(), self.agents() as agents:
-            if output is None:
-                fetch(agents, sys.stdout.buffer)
-                sys.stdout.flush()
-            else:
-                fetch(agents, output)
-
-    def stream(self, run_id: str) -> Iterator[tuple[str, Any]]:
-        """The run's server-sent events as (kind, data); losing the server raises
-        :class:`~runyard.errors.ServerUnreachable` (a wait says the run may go on)."""
-        with self.refusals(waiting=True), self.agents() as agents:
-            yield from agents.events(run_id)
 
 
 def _waited(run_id: str, follow: Callable[[], Any], timeout: float | None) -> Any:
@@ -138,60 +65,6 @@ def _waited(run_id: str, follow: Callable[[], Any], timeout: float | None) -> An
     )  # fmt: skip
 
 
-def _api(
-    url: str | None, token: str | None, workspace_dir: Path | None, config: Path | None
-) -> AgentApi:
-    from runyard.cli.backend import locate_server
-
-    settings = load_settings(workspace_dir, None, config)
-    located = locate_server(settings, url, token)
-    if located is None:
-        fail("no server found for this workspace: start one with `runyard serve` or pass --url")
-    return AgentApi(*located)
-
-
-def _show(data: Any, as_json: bool, render: Any = None) -> None:
-    if as_json or render is None:
-        print_json(data)
-    else:
-        render(data)
-
-
-def _table(columns: list[str], rows: list[list[Any]]) -> None:
-    from rich.table import Table
-
-    table = Table(*columns)
-    for row in rows:
-        table.add_row(*[str(cell) if cell is not None else "" for cell in row])
-    console.print(table)
-
-
-def _sessions_table(page: dict[str, Any]) -> None:
-    rows = [
-        [s["id"], s["title"], s["status"], len(s["history"]), s["latestRunId"]]
-        for s in page["items"]
-    ]
-    _table(["id", "title", "status", "turns", "latest run"], rows)
-
-
-def _session_view(session: dict[str, Any]) -> None:
-    console.print(f"[bold]{session['id']}[/] {session['title']!r} {session['status']}")
-    origin = session.get("forkedFrom")
-    if origin:
-        console.print(f"forked from {origin['sessionId']} at run {origin['runId']}")
-    for turn in session["history"]:
-        head = f"[bold]{turn['role']}[/] ({turn['runId']}):"
-        console.print(head, turn["content"], highlight=False)
-
-
-def _runs_table(page: dict[str, Any]) -> None:
-    rows = [
-        [r["id"], state_text(r["state"]), r["package"], r["isolation"], r["exitCode"], r["error"]]
-        for r in page["items"]
-    ]
-    _table(["id", "state", "package", "isolation", "exit", "error"], rows)
-
-
 @app.command()
 def sessions(
     as_json: JsonOpt = False, limit: int | None = None, cursor: str | None = None,
@@ -200,8 +73,8 @@ def sessions(
 ) -> None:  # fmt: skip
     """List sessions, newest first."""
     params = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
-    page = _api(url, token, workspace_dir, config).call("GET", "/sessions", params=params)
-    _show(page, as_json, _sessions_table)
+    page = open_api(url, token, workspace_dir, config).call("GET", "/sessions", params=params)
+    show(page, as_json, sessions_table)
 
 
 @app.command("create-session")
@@ -211,9 +84,9 @@ def create_session(
     config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Create a session and print it (its id on its own without --json)."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     session = api.call("POST", "/sessions", json={"title": title})
-    _show(session, as_json, lambda s: print(s["id"]))
+    show(session, as_json, lambda s: print(s["id"]))
 
 
 @app.command()
@@ -223,8 +96,8 @@ def session(
     config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Show a session with its history."""
-    found = _api(url, token, workspace_dir, config).call("GET", f"/sessions/{session_id}")
-    _show(found, as_json, _session_view)
+    found = open_api(url, token, workspace_dir, config).call("GET", f"/sessions/{session_id}")
+    show(found, as_json, session_view)
 
 
 def _status_command(action: str) -> Any:
@@ -233,9 +106,9 @@ def _status_command(action: str) -> Any:
         url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
         config: ConfigOpt = None,
     ) -> None:  # fmt: skip
-        api = _api(url, token, workspace_dir, config)
+        api = open_api(url, token, workspace_dir, config)
         found = api.call("POST", f"/sessions/{session_id}/{action}")
-        _show(found, as_json, lambda s: print(f"{s['id']} {s['status']}"))
+        show(found, as_json, lambda s: print(f"{s['id']} {s['status']}"))
 
     command.__doc__ = f"{action.title()} a session."
     return command
@@ -246,14 +119,6 @@ app.command("reopen")(_status_command("reopen"))
 SessionArg = Annotated[str, typer.Argument(help="Session id")]
 
 
-def _checkpoints_table(page: dict[str, Any]) -> None:
-    rows = [
-        [c["runId"], c["createdAt"], c["files"], c["bytes"], len(c.get("skipped", []))]
-        for c in page["items"]
-    ]
-    _table(["run", "created", "files", "bytes", "skipped"], rows)
-
-
 @app.command()
 def checkpoints(
     session_id: SessionArg, as_json: JsonOpt = False, limit: int | None = None,
@@ -261,8 +126,8 @@ def checkpoints(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List a session's checkpoints (state snapshots after each run), newest first."""
-    page = _api(url, token, workspace_dir, config).checkpoints(session_id, limit, cursor)
-    _show(page, as_json, _checkpoints_table)
+    page = open_api(url, token, workspace_dir, config).checkpoints(session_id, limit, cursor)
+    show(page, as_json, checkpoints_table)
 
 
 @app.command()
@@ -273,8 +138,8 @@ def fork(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Fork a new session from the checkpoint of RUN (prints the new session's id)."""
-    forked = _api(url, token, workspace_dir, config).fork(session_id, run_id, title)
-    _show(forked, as_json, lambda s: print(s["id"]))
+    forked = open_api(url, token, workspace_dir, config).fork(session_id, run_id, title)
+    show(forked, as_json, lambda s: print(s["id"]))
 
 
 @app.command()
@@ -283,8 +148,8 @@ def restore(
     token: TokenOpt = None, workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Reset the session's state folder to the checkpoint of RUN, for its next run."""
-    found = _api(url, token, workspace_dir, config).restore(session_id, run_id)
-    _show(found, as_json, lambda s: print(f"{s['id']} state restored to {run_id}"))
+    found = open_api(url, token, workspace_dir, config).restore(session_id, run_id)
+    show(found, as_json, lambda s: print(f"{s['id']} state restored to {run_id}"))
 
 
 @app.command()
@@ -296,12 +161,12 @@ def upload(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Upload a file into a session (streamed)."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     data = {"sessionId": session_id, **({"relativePath": path} if path else {})}
     with open(file, "rb") as fh:
         files = {"file": (file.name, fh)}
         artifact = api.call("POST", "/artifacts/upload", data=data, files=files, timeout=None)
-    _show(artifact, as_json, lambda a: print(a["id"]))
+    show(artifact, as_json, lambda a: print(a["id"]))
 
 
 @app.command()
@@ -310,13 +175,13 @@ def artifacts(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List a session's uploaded artifacts."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     page = api.call("GET", "/artifacts", params={"sessionId": session_id, "limit": 1000})
     rows = [
         [a["id"], a["fileName"], a["relativePath"], a["size"], a["sha256"][:12]]
         for a in page["items"]
     ]
-    _show(page, as_json, lambda _: _table(["id", "name", "relativePath", "size", "sha256"], rows))
+    show(page, as_json, lambda _: table(["id", "name", "relativePath", "size", "sha256"], rows))
 
 
 @app.command()
@@ -327,14 +192,9 @@ def download(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Download an uploaded artifact."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     api.save(lambda agents, to: agents.download_artifact(artifact_id, to), output)
-    _saved(output, as_json)
-
-
-def _saved(output: Path, as_json: bool) -> None:
-    saved = {"output": str(output), "size": output.stat().st_size}
-    _show(saved, as_json, lambda s: print(f"{s['output']} ({s['size']} bytes)"))
+    saved(output, as_json)
 
 
 @app.command()
@@ -348,8 +208,8 @@ def grant(
 ) -> None:  # fmt: skip
     """Let a session mount a host folder."""
     body = {"sessionId": session_id, "name": name, "hostPath": host_path, "access": access}
-    created = _api(url, token, workspace_dir, config).call("POST", "/mount-grants", json=body)
-    _show(created, as_json, lambda g: print(g["id"]))
+    created = open_api(url, token, workspace_dir, config).call("POST", "/mount-grants", json=body)
+    show(created, as_json, lambda g: print(g["id"]))
 
 
 @app.command()
@@ -358,10 +218,10 @@ def grants(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List a session's mount grants."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     page = api.call("GET", "/mount-grants", params={"sessionId": session_id, "limit": 1000})
     rows = [[g["id"], g["name"], g["hostPath"], g["access"], g["revoked"]] for g in page["items"]]
-    _show(page, as_json, lambda _: _table(["id", "name", "hostPath", "access", "revoked"], rows))
+    show(page, as_json, lambda _: table(["id", "name", "hostPath", "access", "revoked"], rows))
 
 
 @app.command()
@@ -371,8 +231,9 @@ def revoke(
     config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Revoke a mount grant."""
-    revoked = _api(url, token, workspace_dir, config).call("DELETE", f"/mount-grants/{grant_id}")
-    _show(revoked, as_json, lambda g: print(f"{g['id']} revoked"))
+    api = open_api(url, token, workspace_dir, config)
+    revoked = api.call("DELETE", f"/mount-grants/{grant_id}")
+    show(revoked, as_json, lambda g: print(f"{g['id']} revoked"))
 
 
 @app.command()
@@ -392,18 +253,18 @@ def run(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Start a run in a session."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     body: dict[str, Any] = {"sessionId": session_id, "userPrompt": prompt, "enqueue": enqueue}
     optional = {"systemPrompt": system, "artifactIds": artifact, "mountGrantIds": grant_id}
     body.update({k: v for k, v in {**optional, "package": package}.items() if v is not None})
     created = api.call("POST", "/runs", json=body)
     if not wait:
-        _show(created, as_json, lambda r: print(f"{r['id']} {r['state']}"))
+        show(created, as_json, lambda r: print(f"{r['id']} {r['state']}"))
         return
     run_id = created["id"]
     ended = _waited(run_id, lambda: _follow(api, run_id, as_json), timeout)
     text = answer_of(api, ended)
-    _show({**ended, "answer": text}, as_json, lambda r: _print_ended(r, text))
+    show({**ended, "answer": text}, as_json, lambda r: print_ended(r, text))
     if ended["state"] != "succeeded":
         raise typer.Exit(1)
 
@@ -418,13 +279,6 @@ def answer_of(api: AgentApi, run: dict[str, Any]) -> str | None:
         if turn["role"] == "assistant" and turn.get("runId") == run["id"]:
             return str(turn["content"])
     return None
-
-
-def _print_ended(run: dict[str, Any], answer: str | None) -> None:
-    print(f"{run['id']} {run['state']}")
-    if answer is not None:  # plain text: Markdown as written, no markup interpreted
-        print()
-        print(answer.rstrip("\n"))
 
 
 def _follow(api: AgentApi, run_id: str, as_json: bool) -> dict[str, Any]:
@@ -446,10 +300,10 @@ def runs(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List runs (of one session); --watch follows them until none is active."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     params = {"limit": 1000, **({"sessionId": session_id} if session_id else {})}
     page = api.call("GET", "/runs", params=params)
-    _show(page, as_json, _runs_table)
+    show(page, as_json, runs_table)
     if watch:
         _watch_runs(api, params, page, as_json)
 
@@ -473,8 +327,8 @@ def run_info(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Show one run."""
-    found = _api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}")
-    _show(found, as_json, lambda r: _runs_table({"items": [r]}))
+    found = open_api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}")
+    show(found, as_json, lambda r: runs_table({"items": [r]}))
 
 
 @app.command()
@@ -483,10 +337,10 @@ def answer(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Print a run's answer (exit 1 when it has none, e.g. while it is still running)."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     text = answer_of(api, api.call("GET", f"/runs/{run_id}"))
     shown = {"runId": run_id, "answer": text}
-    _show(shown, as_json, lambda a: print((a["answer"] or "").rstrip("\n")))
+    show(shown, as_json, lambda a: print((a["answer"] or "").rstrip("\n")))
     if text is None:
         if not as_json:
             print(f"run {run_id} has no answer yet", file=sys.stderr)
@@ -499,8 +353,8 @@ def cancel(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Cancel a run (its whole sandbox is stopped)."""
-    found = _api(url, token, workspace_dir, config).call("POST", f"/runs/{run_id}/cancel")
-    _show(found, as_json, lambda r: print(f"{r['id']} {r['state']}"))
+    found = open_api(url, token, workspace_dir, config).call("POST", f"/runs/{run_id}/cancel")
+    show(found, as_json, lambda r: print(f"{r['id']} {r['state']}"))
 
 
 @app.command()
@@ -509,9 +363,9 @@ def files(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List a run's output files."""
-    page = _api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}/files")
+    page = open_api(url, token, workspace_dir, config).call("GET", f"/runs/{run_id}/files")
     rows = [[f["path"], f["size"], f["mediaType"]] for f in page["items"]]
-    _show(page, as_json, lambda _: _table(["path", "size", "type"], rows))
+    show(page, as_json, lambda _: table(["path", "size", "type"], rows))
 
 
 @app.command()
@@ -525,10 +379,10 @@ def fetch(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Download one of a run's output files (to stdout without --output)."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     api.save(lambda agents, to: agents.download(run_id, path, to), output)
     if output is not None:
-        _saved(output, as_json)
+        saved(output, as_json)
 
 
 @app.command()
@@ -538,7 +392,7 @@ def events(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """Follow a run's events (state changes and log) until it ends."""
-    api = _api(url, token, workspace_dir, config)
+    api = open_api(url, token, workspace_dir, config)
     if as_json:
         _waited(run_id, lambda: _print_events(api, run_id), timeout)
         return
@@ -557,9 +411,9 @@ def packages(
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List the agent packages runs may name."""
-    page = _api(url, token, workspace_dir, config).call("GET", "/packages")
+    page = open_api(url, token, workspace_dir, config).call("GET", "/packages")
     rows = [
         [p["name"], p["version"], "yes" if p["default"] else "", p["description"]]
         for p in page["items"]
     ]
-    _show(page, as_json, lambda _: _table(["name", "version", "default", "description"], rows))
+    show(page, as_json, lambda _: table(["name", "version", "default", "description"], rows))

@@ -1,0 +1,73 @@
+"""How ``runyard agent`` shows the API's records: tables and plain lines (``--json`` prints
+the records as the API answers them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runyard.cli.common import console, print_json
+from runyard.cli.render import state_text
+
+
+def show(data: Any, as_json: bool, render: Any = None) -> None:
+    """``data`` as JSON with ``--json`` (or without a renderer), else ``render(data)``."""
+    if as_json or render is None:
+        print_json(data)
+    else:
+        render(data)
+
+
+def table(columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.table import Table
+
+    grid = Table(*columns)
+    for row in rows:
+        grid.add_row(*[str(cell) if cell is not None else "" for cell in row])
+    console.print(grid)
+
+
+def sessions_table(page: dict[str, Any]) -> None:
+    rows = [
+        [s["id"], s["title"], s["status"], len(s["history"]), s["latestRunId"]]
+        for s in page["items"]
+    ]
+    table(["id", "title", "status", "turns", "latest run"], rows)
+
+
+def session_view(session: dict[str, Any]) -> None:
+    console.print(f"[bold]{session['id']}[/] {session['title']!r} {session['status']}")
+    origin = session.get("forkedFrom")
+    if origin:
+        console.print(f"forked from {origin['sessionId']} at run {origin['runId']}")
+    for turn in session["history"]:
+        head = f"[bold]{turn['role']}[/] ({turn['runId']}):"
+        console.print(head, turn["content"], highlight=False)
+
+
+def runs_table(page: dict[str, Any]) -> None:
+    rows = [
+        [r["id"], state_text(r["state"]), r["package"], r["isolation"], r["exitCode"], r["error"]]
+        for r in page["items"]
+    ]
+    table(["id", "state", "package", "isolation", "exit", "error"], rows)
+
+
+def checkpoints_table(page: dict[str, Any]) -> None:
+    rows = [
+        [c["runId"], c["createdAt"], c["files"], c["bytes"], len(c.get("skipped", []))]
+        for c in page["items"]
+    ]
+    table(["run", "created", "files", "bytes", "skipped"], rows)
+
+
+def saved(output: Path, as_json: bool) -> None:
+    written = {"output": str(output), "size": output.stat().st_size}
+    show(written, as_json, lambda s: print(f"{s['output']} ({s['size']} bytes)"))
+
+
+def print_ended(run: dict[str, Any], answer: str | None) -> None:
+    print(f"{run['id']} {run['state']}")
+    if answer is not None:  # plain text: Markdown as written, no markup interpreted
+        print()
+        print(answer.rstrip("\n"))
