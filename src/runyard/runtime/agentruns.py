@@ -7,8 +7,10 @@
     runs.claim(run_id)                  # (code, reason) once it ended, exactly once
 
 The supervisor's one monitor thread watches a local run's pidfd (checked against its start
-time, so a reused PID is never taken for it) and polls a pod, which has no pid, every
-:data:`POD_POLL_SECONDS`. A run ends exactly once: whoever :meth:`AgentRuns.claim`\\ s it
+time, so a reused PID is never taken for it) and times a pod's poll, which has no pid, every
+:data:`POD_POLL_SECONDS`; the poll itself (an API call, up to ``request_timeout_seconds``)
+runs on a pod-poll thread of its own, so a slow API never holds up another run's exit.
+A run ends exactly once: whoever :meth:`AgentRuns.claim`\\ s it
 first (the monitor, or a caller that must settle a session's runs before it goes on) gets
 its exit and ``on_exit`` is called for monitor claims only. An adopted local run (started
 by an earlier server) reports the code its launcher wrote to its ``exit-code`` file, or
@@ -22,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -101,6 +104,9 @@ class AgentRuns:
         self._runs: dict[str, WatchedRun] = {}
         self._lock = threading.Lock()
         self._reporters: list[threading.Thread] = []
+        # pod polls call the API: never on the monitor thread (one slow call would delay
+        # every other exit), one at a time on a thread of their own
+        self._pod_polls = ThreadPoolExecutor(1, thread_name_prefix="runyard-pod-poll")
 
     # -- queries ---------------------------------------------------------------------
 
@@ -158,7 +164,7 @@ class AgentRuns:
         if run.pid is not None:
             monitor.watch(KEY_PREFIX + run.run_id, run.pid, run.start_time)
         else:
-            monitor.call_later(POD_POLL_SECONDS, lambda: self._poll_pod(run.run_id))
+            self._schedule_pod_poll(run.run_id)
         left = max(0.0, run.deadline - time.monotonic())
         monitor.call_later(left, lambda: self._deadline(run.run_id))
 
@@ -171,16 +177,29 @@ class AgentRuns:
         if ended is not None:
             self._report(run_id, *ended)
 
+    def _schedule_pod_poll(self, run_id: str) -> None:
+        """In :data:`POD_POLL_SECONDS`, the monitor hands the poll to the pod-poll thread."""
+        monitor = self._host.exit_monitor()
+        if monitor is not None and self.watched(run_id):
+            monitor.call_later(POD_POLL_SECONDS, lambda: self._hand_over(run_id))
+
+    def _hand_over(self, run_id: str) -> None:
+        try:
+            self._pod_polls.submit(self._poll_pod, run_id)
+        except RuntimeError:  # closed: the runs are no longer watched here
+            return
+
     def _poll_pod(self, run_id: str) -> None:
+        """On the pod-poll thread: claim the run if its pod ended, else poll again later."""
         if not self.watched(run_id):
             return
         try:
             self.exited(run_id)
         except ExecutorError:
             log.exception("Cannot read the state of run %s", run_id)
-        monitor = self._host.exit_monitor()
-        if monitor is not None and self.watched(run_id):
-            monitor.call_later(POD_POLL_SECONDS, lambda: self._poll_pod(run_id))
+        except Exception:  # the thread must go on polling every other pod
+            log.exception("Polling run %s failed", run_id)
+        self._schedule_pod_poll(run_id)
 
     def claim(self, run_id: str) -> tuple[int | None, str] | None:
         """``(exit code, reason)`` if the run has ended and nobody claimed it yet; the run
@@ -271,6 +290,7 @@ class AgentRuns:
         with self._lock:
             self._runs.clear()
             reporters = list(self._reporters)
+        self._pod_polls.shutdown(wait=False, cancel_futures=True)
         for thread in reporters:
             thread.join(max(0.0, deadline - time.monotonic()))
 
