@@ -78,6 +78,23 @@ def test_an_early_refusal_leaves_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_sink_opens_off_the_event_loop(tmp_path: Path) -> None:
+    # opening checks the session in the store and creates the temp file: blocking work
+    threads: list[bool] = []
+
+    def on_open(fields: dict[str, str]) -> None:
+        try:
+            asyncio.get_running_loop()
+            threads.append(False)
+        except RuntimeError:  # no loop in this thread: a worker thread
+            threads.append(True)
+
+    data = os.urandom(50_000)
+    received = receive(multipart({"sessionId": "s"}, "a.bin", data), tmp_path, on_open=on_open)
+    assert threads == [True]
+    assert received.sink.path.read_bytes() == data
+
+
 @pytest.mark.parametrize(
     "body",
     [

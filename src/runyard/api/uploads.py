@@ -43,6 +43,10 @@ class _Receiver:
         self.open_sink = open_sink
         self.fields: dict[str, str] = {}
         self.sink: UploadSink | None = None
+        # the file part began: its sink is opened (session check, temp file) off the event
+        # loop after the chunk that began it; what arrived meanwhile waits here
+        self.wants_sink = False
+        self.early = bytearray()
         self.file_name = ""
         self.content_type = ""
         self.part = _Part()
@@ -81,11 +85,11 @@ class _Receiver:
             self.part.file_name = _utf8(options[b"filename"], "file name")
         self.part.content_type = self.part.headers.get("content-type", b"").decode("latin-1")
         if self.part.name == "file":
-            if self.sink is not None:
+            if self.sink is not None or self.wants_sink:
                 raise BadRequest("Send exactly one 'file' part per upload")
             self.file_name = self.part.file_name or ""
             self.content_type = self.part.content_type
-            self.sink = self.open_sink(self.fields)
+            self.wants_sink = True
         elif self.part.name not in TEXT_FIELDS:
             raise BadRequest(
                 f"Unexpected form field {self.part.name!r}; an upload has the fields "
@@ -94,13 +98,24 @@ class _Receiver:
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self.part.name == "file":
-            assert self.sink is not None
-            self.sink.add(memoryview(data)[start:end])
+            if self.sink is None:
+                self.early += memoryview(data)[start:end]
+            else:
+                self.sink.add(memoryview(data)[start:end])
             return
         self.part.value += data[start:end]
         if len(self.part.value) > MAX_FIELD_BYTES:
             limit = MAX_FIELD_BYTES
             raise BadRequest(f"Form field {self.part.name!r} is longer than {limit} bytes")
+
+    async def open_pending_sink(self) -> None:
+        """Open the file part's sink in a worker thread, then hand it what came early."""
+        if not self.wants_sink:
+            return
+        self.wants_sink = False
+        self.sink = await asyncio.to_thread(self.open_sink, dict(self.fields))
+        early, self.early = self.early, bytearray()
+        self.sink.add(early)
 
     def _part_end(self) -> None:
         if self.part.name in TEXT_FIELDS:
@@ -145,9 +160,11 @@ async def receive_upload(
     try:
         async for chunk in chunks:
             _feed(parser, chunk)
+            await receiver.open_pending_sink()
             if receiver.sink is not None and len(receiver.sink.pending) >= FLUSH_BYTES:
                 await writer.hand_over(receiver.sink)
         parser.finalize()
+        await receiver.open_pending_sink()
         if receiver.sink is None:
             raise BadRequest("The upload has no 'file' part")
         await writer.drain()
