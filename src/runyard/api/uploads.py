@@ -115,7 +115,7 @@ class _Receiver:
         self.wants_sink = False
         self.sink = await asyncio.to_thread(self.open_sink, dict(self.fields))
         early, self.early = self.early, bytearray()
-        self.sink.add(early)
+        self.sink.add(memoryview(early))
 
     def _part_end(self) -> None:
         if self.part.name in TEXT_FIELDS:
