@@ -21,22 +21,20 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runyard.config import Settings
 from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
-from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
-from runyard.executors.local import LocalExecutor, terminate_group
-from runyard.executors.pidwatch import ExitMonitor, process_start_time
+from runyard.executors.local import LocalExecutor
+from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import LogReferences, delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.heldends import HeldEnds
-from runyard.runtime.launch import TaskHandle, worker_spec
+from runyard.runtime.launch import TaskHandle
 from runyard.runtime.liveness import (
     record_limits,
     request_cancel,
@@ -45,22 +43,11 @@ from runyard.runtime.liveness import (
     worker_alive,
 )
 from runyard.runtime.orphans import reconcile_orphans
-from runyard.runtime.reconcile import WorkerRef, live_worker, unfinished_statuses
-from runyard.runtime.sandboxed import (
-    prepare_task_dir,
-    sandboxed_worker_spec,
-    task_sandbox_problem,
-)
-from runyard.runtime.submitters import (
-    ADMIN,
-    Submitter,
-    forget_submitter,
-    launch_scope,
-    record_sandbox_process,
-    sandbox_process,
-    trusted_log_path,
-)
-from runyard.runtime.workerlock import hold_supervision, lock_held
+from runyard.runtime.reconcile import unfinished_statuses
+from runyard.runtime.sandboxed import task_sandbox_problem
+from runyard.runtime.submitters import ADMIN, Submitter, forget_submitter, launch_scope
+from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
+from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
@@ -72,27 +59,6 @@ __all__ = ["Supervisor", "TaskHandle"]
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.05
 RECHECK_MAX_SECONDS = 2.0
-
-
-@dataclass
-class _Active:
-    """A run with a worker process we watch (``handle`` None: adopted, not launched by us)."""
-
-    task_id: str
-    run_id: str
-    pid: int
-    start_time: int | None
-    handle: Handle | None = None
-    executor: WorkerExecutor | None = None
-    cancelling: bool = False
-    exit_info: ExitInfo | None = None
-    supervision_fd: int | None = None
-    rechecks: int = 0
-
-    def release(self) -> None:
-        if self.supervision_fd is not None:
-            os.close(self.supervision_fd)
-            self.supervision_fd = None
 
 
 class Supervisor:
@@ -111,7 +77,7 @@ class Supervisor:
         self._on_change = on_change
         self._lock = threading.RLock()
         self._queue: deque[tuple[str, str]] = deque()
-        self._active: dict[str, _Active] = {}
+        self._active: dict[str, ActiveRun] = {}
         self._monitor: ExitMonitor | None = None
         self._agent_runs: AgentRuns | None = None
         self._executor: WorkerExecutor | None = None
@@ -242,7 +208,9 @@ class Supervisor:
         scope = launch_scope(self.workspace, status)
         executor = self._executor if scope is None else self._sandbox_executor
         try:
-            spec = self._spec(status, scope)
+            spec = worker_launch_spec(
+                self.settings, self.workspace, self.registry, status, scope, self.sandbox_problem
+            )
             record_limits(self.workspace, task_id, run_id, planned_limits(executor, spec))
             handle = executor.launch(spec)
         except (UnknownTask, ExecutorError, Forbidden, OSError) as exc:
@@ -251,29 +219,9 @@ class Supervisor:
             self._held.end(task_id, run_id, error=f"{type(exc).__name__}: {exc}")
             self._changed(task_id)
             return
-        assert handle.pid is not None
-        if scope is not None:
-            start = process_start_time(handle.pid)
-            record_sandbox_process(self.workspace, task_id, handle.pid, start)
-        act = _Active(
-            task_id, run_id, handle.pid, None, handle, executor, supervision_fd=supervision
-        )
+        act = launched(self.workspace, status, handle, executor, scope is not None, supervision)
         self._active[run_id] = act
-        self._monitor.watch(run_id, handle.pid)
-
-    def _spec(self, status: TaskStatus, scope: dict[str, str] | None) -> LaunchSpec:
-        """The admin worker as before; a run-submitted one only ever inside its sandbox."""
-        target = self.registry.get(status.task_name).target
-        if scope is None:
-            return worker_spec(self.settings, self.workspace, status, target)
-        problem = self.sandbox_problem()
-        if problem is not None:
-            raise Forbidden(f"A task submitted by an agent run needs a sandbox: {problem}")
-        prepare_task_dir(self.settings, self.workspace.task_dir(status.task_id))
-        log_path = Path(trusted_log_path(self.workspace, status))
-        return sandboxed_worker_spec(
-            self.settings, self.workspace, status, target, scope.get("session_id", ""), log_path
-        )
+        self._monitor.watch(run_id, act.pid)
 
     # -- reconcile and exits -------------------------------------------------------------
 
@@ -287,14 +235,14 @@ class Supervisor:
         elif settle(self.workspace, status) is not status:
             self._changed(status.task_id)
 
-    def _adopt(self, status: TaskStatus) -> _Active | None:
+    def _adopt(self, status: TaskStatus) -> ActiveRun | None:
         """Watch the live worker of ``status`` (one we did not launch) if we are started."""
-        ref = self._worker_ref(status)
+        ref = worker_ref(self.workspace, status)
         if ref is None:
             return None
         act = self._active.get(status.run_id)
         if act is None:
-            act = _Active(status.task_id, status.run_id, ref.pid, ref.start_time)
+            act = ActiveRun(status.task_id, status.run_id, ref.pid, ref.start_time)
         act.pid, act.start_time = ref.pid, ref.start_time
         if self._executor is not None and self._monitor is not None:  # tasks supervised here
             if act.supervision_fd is None:
@@ -313,7 +261,7 @@ class Supervisor:
             act = self._active.get(run_id)
             if act is None:
                 return
-            info = self._exit_info(act, pidfd)
+            info = act.exit_info(pidfd)
             status = self._held.end(act.task_id, run_id, info, cancelled=act.cancelling)
             if status is not None and status.run_id == run_id and not status.terminal:
                 self._still_held(act, status)
@@ -336,19 +284,12 @@ class Supervisor:
         except Exception:
             log.exception("on_finished(%s) failed", task_id)
 
-    def _exit_info(self, act: _Active, pidfd: int | None) -> ExitInfo | None:
-        if act.exit_info is None and act.handle is not None and act.executor is not None:
-            act.exit_info = act.executor.wait_exit(act.handle, 2.0)
-        elif act.exit_info is None:
-            act.exit_info = _reap_adopted(pidfd)
-        return act.exit_info
-
-    def _still_held(self, act: _Active, status: TaskStatus) -> None:
+    def _still_held(self, act: ActiveRun, status: TaskStatus) -> None:
         """The run is unfinished and its lock is held: another worker, or a settler."""
         if act.handle is not None and act.executor is not None:
             act.executor.cleanup(act.handle)
             act.handle = None
-        ref = self._worker_ref(status)
+        ref = worker_ref(self.workspace, status)
         if ref is not None and ref.pid != act.pid and self._monitor is not None:
             act.pid, act.start_time = ref.pid, ref.start_time
             self._monitor.watch(act.run_id, ref.pid, ref.start_time)
@@ -397,7 +338,7 @@ class Supervisor:
             return self._cancel_queued(task_id, status.run_id)
         return False
 
-    def _request_cancel(self, act: _Active) -> bool:
+    def _request_cancel(self, act: ActiveRun) -> bool:
         with self._lock:
             status = self.workspace.read_status(act.task_id)
             if act.cancelling or status is None or status.run_id != act.run_id or status.terminal:
@@ -407,24 +348,16 @@ class Supervisor:
             request_cancel(self.workspace, act.task_id, act.run_id)
         if watched:
             threading.Thread(
-                target=self._terminate, args=(act,), name=f"cancel-{act.pid}", daemon=True
+                target=act.terminate,
+                args=(self.settings.cancel_grace_seconds,),
+                name=f"cancel-{act.pid}",
+                daemon=True,
             ).start()
         else:
-            self._terminate(act)
+            act.terminate(self.settings.cancel_grace_seconds)
             self._held.end(act.task_id, act.run_id, cancelled=True)
             self._changed(act.task_id)
         return True
-
-    def _terminate(self, act: _Active) -> None:
-        grace = self.settings.cancel_grace_seconds
-        try:
-            if act.handle is not None and act.executor is not None:
-                act.executor.cancel(act.handle, grace)
-            else:
-                terminate_group(act.pid, grace, act.start_time)
-                sweep(task_cgroup_name(act.run_id))
-        except ExecutorError:
-            log.exception("Cannot cancel %s", act.task_id)
 
     # -- delete ------------------------------------------------------------------------
 
@@ -449,19 +382,6 @@ class Supervisor:
     def unwritten_count(self) -> int:
         return self._held.count()
 
-    def _worker_ref(self, status: TaskStatus) -> WorkerRef | None:
-        """The process to watch and signal for a live worker of ``status``.
-
-        A sandboxed worker's lock file names a PID of its own namespace, and the task may
-        have rewritten it: the server's record of the sandbox process is used instead.
-        """
-        if launch_scope(self.workspace, status) is None:
-            return live_worker(self.workspace, status)
-        recorded = sandbox_process(self.workspace, status.task_id)
-        if recorded is None or not lock_held(self.workspace.lock_path(status.task_id)):
-            return None
-        return WorkerRef(*recorded)
-
     def _changed(self, task_id: str) -> None:
         if self._on_change is None:
             return
@@ -470,17 +390,3 @@ class Supervisor:
         except Exception:
             log.exception("on_change(%s) failed", task_id)
 
-
-def _reap_adopted(pidfd: int | None) -> ExitInfo | None:
-    """The exit of an adopted worker if it happens to be our child (else unknown)."""
-    if pidfd is None:
-        return None
-    try:
-        result = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-    except (ChildProcessError, OSError):
-        return None
-    if result is None:
-        return None
-    if result.si_code == os.CLD_EXITED:
-        return ExitInfo(result.si_status)
-    return ExitInfo(-result.si_status)
