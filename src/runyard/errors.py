@@ -143,6 +143,38 @@ class Forbidden(RunyardError, PermissionError):
     """An action the caller's token does not allow; the message says why."""
 
 
+class NotAuthenticated(RunyardError, PermissionError):
+    """A request to the server without a token that opens its route."""
+
+
+class ForeignHost(Forbidden):
+    """A request whose ``Host`` does not name this server (DNS rebinding)."""
+
+
+class ForeignOrigin(Forbidden):
+    """A request sent by a page of another origin (CSRF)."""
+
+
+class UnsupportedMediaType(InvalidInput):
+    """A request body of a content type its route does not take."""
+
+
+class BodyTooLarge(InvalidInput):
+    """A request body past the server's size limit."""
+
+
+class UnnameablePath(RunyardError, FileNotFoundError):
+    """A request path no file or record can have (a name past the system's limits)."""
+
+
+class UnknownTarget(InvalidInput):
+    """A Job call forwarded to a remote runyard the settings do not name."""
+
+
+class UpstreamError(RunyardError):
+    """A remote runyard a call was forwarded to could not be reached or answered no JSON."""
+
+
 class RunMismatch(RunyardError, ValueError):
     def __init__(self, task_id: str, run_id: str, current: str) -> None:
         self.task_id = task_id

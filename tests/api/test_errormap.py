@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import runyard
@@ -37,20 +38,25 @@ from runyard.api.errormap import (
     job_rule,
 )
 from runyard.api.idempotency import MAX_KEY_LENGTH
+from runyard.api.jsonbody import BadJsonBody, JsonTooDeep
 from runyard.backup.errors import BackupError
 from runyard.errors import (
     AgentError,
     BadIdempotencyKey,
+    BodyTooLarge,
     ClientError,
     ConfigError,
     ExecutorError,
     Forbidden,
+    ForeignHost,
+    ForeignOrigin,
     IdempotencyConflict,
     InsufficientStorage,
     InvalidInput,
     InvalidLimit,
     InvalidTaskId,
     NoSuchFile,
+    NotAuthenticated,
     NotParquet,
     PreviewUnavailable,
     RunMismatch,
@@ -58,7 +64,11 @@ from runyard.errors import (
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
+    UnknownTarget,
+    UnnameablePath,
     UnsafePath,
+    UnsupportedMediaType,
+    UpstreamError,
 )
 from runyard.runtime.liveness import RecordUnwritten
 from runyard.sync.errors import SyncError, SyncRefused
@@ -71,6 +81,7 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     ExecutorError: (500, "executor_error"),
     RecordUnwritten: (507, "insufficient_storage"),
     BackupError: (500, "backup_failed"),
+    UpstreamError: (502, "upstream_error"),
     SyncError: (502, "sync_failed"),
     ClientError: (502, "upstream_error"),
     InsufficientStorage: (507, "insufficient_storage"),
@@ -87,6 +98,14 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     RunMismatch: (409, "conflict"),
     Forbidden: (403, "forbidden"),
     IdempotencyConflict: (409, "conflict"),
+    NotAuthenticated: (401, DETAIL),
+    ForeignHost: (403, "forbidden_host"),
+    ForeignOrigin: (403, "forbidden_origin"),
+    UnsupportedMediaType: (415, "unsupported_media_type"),
+    BodyTooLarge: (413, "too_large"),
+    UnnameablePath: (404, "not_found"),
+    BadJsonBody: (422, "invalid"),
+    JsonTooDeep: (400, "bad_request"),
     SyncRefused: (422, OWN_CODE),
     AgentError: (500, "internal"),
     AgentNotFound: (404, "not_found"),
@@ -113,11 +132,19 @@ JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     IdempotencyConflict: (409, ENVELOPE),
     Forbidden: (403, DETAIL),
     BadIdempotencyKey: (422, DETAIL),
+    NotAuthenticated: (401, DETAIL),
+    UnsupportedMediaType: (415, DETAIL),
+    BodyTooLarge: (413, DETAIL),
+    UnnameablePath: (404, DETAIL),
+    BadJsonBody: (422, DETAIL),
+    JsonTooDeep: (400, DETAIL),
+    UnknownTarget: (422, DETAIL),
+    UpstreamError: (502, DETAIL),
 }
 # families whose errors are the server's to fix: the only ones that may answer 5xx
 SERVER_FAULTS = (
     ConfigError, ExecutorError, RecordUnwritten, BackupError, SyncError, ClientError,
-    InsufficientStorage, PreviewUnavailable,
+    InsufficientStorage, PreviewUnavailable, UpstreamError,
 )  # fmt: skip
 
 
@@ -158,7 +185,7 @@ def test_every_family_class_reaches_a_row_and_only_faults_answer_5xx(
     assert rule == API_TABLE[owner]
     if rule.status >= 500:
         assert issubclass(klass, SERVER_FAULTS) or klass is AgentError, klass
-    assert job_rule(klass).status in (200, 403, 409, 422, 507)
+    assert job_rule(klass).status in (200, 400, 401, 403, 404, 409, 413, 415, 422, 502, 507)
 
 
 @pytest.mark.parametrize("klass", list(API_CONTRACT), ids=lambda k: k.__qualname__)
@@ -230,5 +257,65 @@ def test_both_surfaces_answer_through_the_table_on_a_real_server(tmp_path: Path)
             assert status.status_code == 200
             assert status.json()["success"] is False
             assert status.json()["answer"].startswith("KeyError: ")
+        _edge_refusals(server)
     finally:
         server.stop()
+
+
+def test_render_picks_the_surface_by_path_and_carries_the_rows_headers() -> None:
+    refusal = NotAuthenticated("Missing or invalid bearer token")
+    for path in ("/api/v1/sessions", "/jobs/status", "/metrics"):
+        answer = errormap.render(refusal, path)
+        assert answer.status_code == 401 and answer.headers["www-authenticate"] == "Bearer"
+        assert answer.body == b'{"detail":"Missing or invalid bearer token"}'
+    host = ForeignHost("Host 'evil' does not name this server")
+    assert errormap.render(host, "/api/v1/tasks").body == (
+        b'{"error":{"code":"forbidden_host","message":"Host \'evil\' does not name this server"}}'
+    )
+    assert errormap.render(host, "/jobs/submit").body == (
+        b'{"detail":"Host \'evil\' does not name this server"}'
+    )
+    assert "www-authenticate" not in errormap.render(host, "/jobs/submit").headers
+    deep = errormap.as_http_exception(JsonTooDeep(64))
+    assert (deep.status_code, deep.detail) == (400, str(JsonTooDeep(64)))
+    challenged = errormap.as_http_exception(refusal)
+    assert challenged.headers == {"WWW-Authenticate": "Bearer"}
+
+
+def _detail(reply: Any, status: int) -> str:
+    assert reply.status_code == status, reply.text
+    detail: str = reply.json()["detail"]
+    return detail
+
+
+def _edge_refusals(server: Any) -> None:
+    """The refusals of the middlewares and of body reading, both surfaces, as before."""
+    with httpx.Client(base_url=server.url, timeout=30) as stranger:
+        for reply in (stranger.get("/api/v1/tasks"), stranger.post("/jobs/status", json={})):
+            assert _detail(reply, 401) == "Missing or invalid bearer token"
+            assert reply.headers["www-authenticate"] == "Bearer"
+    with server.client() as client:
+        evil = {"host": "evil.example"}
+        assert _v1_error(client.get("/api/v1/tasks", headers=evil), 403)["code"] == "forbidden_host"
+        assert "evil.example" in _detail(client.post("/jobs/status", json={}, headers=evil), 403)
+        page = {"origin": "http://evil.example"}
+        refused = client.get("/api/v1/tasks", headers=page)
+        assert _v1_error(refused, 403)["code"] == "forbidden_origin"
+        plain = {"content-type": "text/plain"}
+        gc = client.post("/api/v1/gc", content=b"{}", headers=plain)
+        assert _v1_error(gc, 415)["code"] == "unsupported_media_type"
+        assert "text/plain" in _detail(
+            client.post("/jobs/status", content=b"{}", headers=plain), 415
+        )
+        assert _v1_error(client.get("/api/v1/tasks/" + "a" * 300), 404)["code"] == "not_found"
+        assert "255" in _detail(client.get("/jobs/" + "a" * 300), 404)
+        deep = b"[" * 100 + b"]" * 100
+        json_type = {"content-type": "application/json"}
+        sent = client.post("/jobs/status", content=deep, headers=json_type)
+        assert "nested too deeply" in _detail(sent, 400)
+        sent = client.post("/jobs/status", content=b"{", headers=json_type)
+        assert "Malformed" in _detail(sent, 422)
+        sent = client.post("/api/v1/gc", content=deep, headers=json_type)
+        assert "nested too deeply" in _detail(sent, 400)
+        target = {"arguments": {"task_id": "base#demo#x"}, "target": "nowhere"}
+        assert "Unknown target 'nowhere'" in _detail(client.post("/jobs/status", json=target), 422)

@@ -1,4 +1,5 @@
-"""The JSON body parser: the depth scan agrees with the real nesting, numbers stay finite."""
+"""The JSON body parser: the depth scan agrees with the real nesting, numbers stay finite;
+its refusals answer 400 (too deep) or 422 (the rest) through the error table."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from runyard.api.errormap import render
 from runyard.api.jsonbody import (
     MAX_DEPTH,
+    BadJsonBody,
     JsonTooDeep,
     MalformedJson,
     NonFiniteNumber,
@@ -20,6 +23,17 @@ from runyard.api.jsonbody import (
 
 # characters that confuse a naive scan when they sit inside strings
 TRICKY = ["[", "]", "{", "}", '"', "\\", "\\\\", 'a"', "\n", "é", "\u2028", "\\u005b"]
+
+
+def http_status(refusal: BadJsonBody) -> int:
+    """The status both surfaces answer ``refusal`` with (checked equal), from the table."""
+    job = render(refusal, "/jobs/submit")
+    api = render(refusal, "/api/v1/sessions")
+    assert json.loads(job.body) == {"detail": str(refusal)}
+    code = json.loads(api.body)["error"]["code"]
+    assert (api.status_code, code) in ((400, "bad_request"), (422, "invalid"))
+    assert job.status_code == api.status_code
+    return job.status_code
 
 
 def depth_of(value: Any) -> int:
@@ -69,7 +83,7 @@ def test_exactly_the_limit_parses_and_one_more_is_refused() -> None:
     assert parse_json_body("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
     with pytest.raises(JsonTooDeep) as refused:
         parse_json_body(b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1))
-    assert refused.value.status == 400 and "64" in str(refused.value)
+    assert http_status(refused.value) == 400 and "64" in str(refused.value)
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32-be", "utf-8-sig"])
@@ -88,7 +102,7 @@ def test_non_finite_numbers_are_refused_without_repeating_them(literal: str) -> 
     for body in (literal, f'{{"x": [1, {{"y": {literal}}}]}}'):
         with pytest.raises(NonFiniteNumber) as refused:
             parse_json_body(body.encode())
-        assert refused.value.status == 422
+        assert http_status(refused.value) == 422
         assert literal not in str(refused.value) and "NaN" not in str(refused.value)
 
 
@@ -118,4 +132,6 @@ def test_the_overflow_precheck_never_misses_a_literal_that_overflows() -> None:
 def test_malformed_bodies_are_a_422(body: bytes) -> None:
     with pytest.raises(MalformedJson) as refused:
         parse_json_body(body)
-    assert refused.value.status == 422 and str(refused.value).startswith("Malformed JSON body")
+    assert http_status(refused.value) == 422 and str(refused.value).startswith(
+        "Malformed JSON body"
+    )

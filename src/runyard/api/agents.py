@@ -27,9 +27,13 @@ from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
 from runyard.api.agentservice import AgentService
 from runyard.api.downloads import download
-from runyard.api.envelope import read_json_body
-from runyard.api.errormap import api_error, api_error_response, http_exception_response
+from runyard.api.errormap import (
+    api_error_response,
+    http_exception_response,
+    validation_error_response,
+)
 from runyard.api.idempotent import caller_route, find_reserved, reserved_id, run_once
+from runyard.api.requestbody import read_json_body
 from runyard.api.run_stream import RunCursor, run_events, run_stream_source
 from runyard.api.services import Services
 from runyard.api.sse import sse_response
@@ -56,7 +60,7 @@ class AgentRoute(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                return api_error(422, "invalid", _describe(exc.errors()))
+                return validation_error_response(_describe(exc.errors()))
             except HTTPException as exc:
                 return http_exception_response(exc, _detail(exc.detail))
             except RunyardError:

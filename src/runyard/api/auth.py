@@ -16,11 +16,13 @@ leaked into one must not turn into admin rights there.
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runyard.api.errormap import render
+from runyard.errors import NotAuthenticated
 
 # Open without a token: the health probe and the Studio's own files (read-only), and the
 # /docs page (static HTML; the /openapi.json it reads needs the token). Everything else
@@ -64,7 +66,8 @@ class BearerAuth:
             scope.setdefault("state", {})["run_scope"] = run_scope
             await self.app(scope, receive, send)
             return
-        await _unauthorized(send, "Missing or invalid bearer token")
+        refusal = NotAuthenticated("Missing or invalid bearer token")
+        await render(refusal, path)(scope, receive, send)
 
     def _is_server_token(self, presented: str | None) -> bool:
         if not presented or self.token is None:
@@ -94,19 +97,3 @@ def _bearer(scope: Scope) -> str | None:
             if scheme.lower() == "bearer" and credentials.strip():
                 return credentials.strip()
     return None
-
-
-async def _unauthorized(send: Send, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b"Bearer"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -1,18 +1,16 @@
-"""The JobResponse envelope, request-body reading with a size limit, and error answers."""
+"""The JobResponse envelope, its validation, and the envelope's text for an error.
+
+Request bodies are read by :mod:`runyard.api.requestbody`."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from runyard.api.jsonbody import BadJsonBody, parse_json_body
 from runyard.errors import RunyardError
-
-# not text/plain nor forms: a browser sends those cross-origin without asking (CSRF)
-JSON_TYPES = ("application/json",)
 
 
 class JobResponse(BaseModel):
@@ -50,27 +48,6 @@ def error_type_name(exc: BaseException) -> str:
             if klass.__module__ == "builtins" and klass is not Exception:
                 return klass.__name__
     return type(exc).__name__
-
-
-async def read_json_body(request: Request, limit: int) -> Any:
-    """The request's JSON body; 413 past ``limit`` bytes, 415/422 when it is not JSON."""
-    media = request.headers.get("content-type", "application/json").split(";")[0].strip()
-    if media and media not in JSON_TYPES and not media.endswith("+json"):
-        raise HTTPException(415, f"Expected a JSON body (application/json), got {media!r}")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"Request body exceeds the limit of {limit} bytes")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise HTTPException(413, f"Request body exceeds the limit of {limit} bytes")
-    if not body.strip():
-        return {}
-    try:
-        return parse_json_body(body)
-    except BadJsonBody as exc:
-        raise HTTPException(exc.status, str(exc)) from exc
 
 
 def validate_envelope(model: type[BaseModel], data: Any) -> BaseModel:

@@ -39,21 +39,26 @@ from runyard.agents.errors import (
     UploadTooLarge,
 )
 from runyard.api.envelope import error_answer, job_response
+from runyard.api.jsonbody import BadJsonBody, JsonTooDeep
 from runyard.api.scopes import request_scope, scrub
 from runyard.backup.errors import BackupError
 from runyard.errors import (
     AgentError,
     BadIdempotencyKey,
+    BodyTooLarge,
     ClientError,
     ConfigError,
     ExecutorError,
     Forbidden,
+    ForeignHost,
+    ForeignOrigin,
     IdempotencyConflict,
     InsufficientStorage,
     InvalidInput,
     InvalidLimit,
     InvalidTaskId,
     NoSuchFile,
+    NotAuthenticated,
     NotParquet,
     PreviewUnavailable,
     RunMismatch,
@@ -61,7 +66,11 @@ from runyard.errors import (
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
+    UnknownTarget,
+    UnnameablePath,
     UnsafePath,
+    UnsupportedMediaType,
+    UpstreamError,
 )
 from runyard.runtime.liveness import RecordUnwritten
 from runyard.sync.errors import SyncError, SyncRefused
@@ -71,15 +80,20 @@ log = logging.getLogger("runyard.api")
 
 @dataclass(frozen=True)
 class Rule:
-    """How one error class answers: the HTTP status and the code its clients read."""
+    """How one error class answers: the HTTP status, the code its clients read and the
+    headers the answer carries (the challenge of a 401)."""
 
     status: int
     code: str
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 OWN_CODE = ""  # the code is the error's own machine code (SyncRefused.code)
 ENVELOPE = "envelope"  # Job API: the seed's envelope, success false
-DETAIL = "detail"  # Job API: {"detail": message}, the request was refused before any job ran
+DETAIL = "detail"  # {"detail": message}, the request was refused before any job ran
+API_PREFIX = "/api/"  # the paths that answer the /api/v1 error object
+# the answer to a request without a usable token, on every surface (RFC 6750)
+CHALLENGE = (("WWW-Authenticate", "Bearer"),)
 
 API_TABLE: dict[type[BaseException], Rule] = {
     # server faults: the operator must act, the request was fine
@@ -88,6 +102,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     ExecutorError: Rule(500, "executor_error"),
     RecordUnwritten: Rule(507, "insufficient_storage"),
     BackupError: Rule(500, "backup_failed"),
+    UpstreamError: Rule(502, "upstream_error"),
     SyncError: Rule(502, "sync_failed"),
     ClientError: Rule(502, "upstream_error"),
     InsufficientStorage: Rule(507, "insufficient_storage"),
@@ -105,6 +120,15 @@ API_TABLE: dict[type[BaseException], Rule] = {
     RunMismatch: Rule(409, "conflict"),
     Forbidden: Rule(403, "forbidden"),
     IdempotencyConflict: Rule(409, "conflict"),
+    # the request's edge: the middlewares and body reading, before any route works
+    NotAuthenticated: Rule(401, DETAIL, CHALLENGE),  # FastAPI's shape on every surface
+    ForeignHost: Rule(403, "forbidden_host"),
+    ForeignOrigin: Rule(403, "forbidden_origin"),
+    UnsupportedMediaType: Rule(415, "unsupported_media_type"),
+    BodyTooLarge: Rule(413, "too_large"),
+    UnnameablePath: Rule(404, "not_found"),
+    BadJsonBody: Rule(422, "invalid"),
+    JsonTooDeep: Rule(400, "bad_request"),
     SyncRefused: Rule(422, OWN_CODE),
     # the agent-run backend
     AgentError: Rule(500, "internal"),
@@ -137,11 +161,21 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     IdempotencyConflict: Rule(409, ENVELOPE),
     Forbidden: Rule(403, DETAIL),
     BadIdempotencyKey: Rule(422, DETAIL),
+    NotAuthenticated: Rule(401, DETAIL, CHALLENGE),
+    UnsupportedMediaType: Rule(415, DETAIL),
+    BodyTooLarge: Rule(413, DETAIL),
+    UnnameablePath: Rule(404, DETAIL),
+    BadJsonBody: Rule(422, DETAIL),
+    JsonTooDeep: Rule(400, DETAIL),
+    UnknownTarget: Rule(422, DETAIL),
+    UpstreamError: Rule(502, DETAIL),
 }
 
 # HTTPExceptions of shared helpers (body reading, the guard) as /api/v1 codes (agents' routes)
 HTTP_CODES = {400: "bad_request", 404: "not_found", 409: "conflict", 413: "too_large"}
 HTTP_DEFAULT_CODE = "invalid"
+# FastAPI's RequestValidationError (a body or parameter a route's model refuses), /api/v1
+VALIDATION = Rule(422, "invalid")
 
 
 def _find(table: dict[type[BaseException], Rule], klass: type[BaseException]) -> Rule | None:
@@ -163,8 +197,13 @@ def job_rule(klass: type[BaseException]) -> Rule:
     return _find(JOB_TABLE, klass) or JOB_TABLE[BaseException]
 
 
-def api_error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+def api_error(
+    status: int, code: str, message: str, headers: tuple[tuple[str, str], ...] = ()
+) -> JSONResponse:
+    if code == DETAIL:
+        return JSONResponse({"detail": message}, status_code=status, headers=dict(headers))
+    payload = {"error": {"code": code, "message": message}}
+    return JSONResponse(payload, status_code=status, headers=dict(headers))
 
 
 def api_error_response(exc: BaseException, route: str | None = None) -> JSONResponse:
@@ -177,7 +216,7 @@ def api_error_response(exc: BaseException, route: str | None = None) -> JSONResp
         status = 409 if exc.code in SYNC_CONFLICTS else rule.status
     if status >= 500 and status != 507:
         log.error("%s answered %d: %s", type(exc).__name__, status, exc)
-    return api_error(status, code, str(exc))
+    return api_error(status, code, str(exc), rule.headers)
 
 
 def http_exception_response(exc: HTTPException, message: str) -> JSONResponse:
@@ -186,12 +225,41 @@ def http_exception_response(exc: HTTPException, message: str) -> JSONResponse:
     return api_error(exc.status_code, code, message)
 
 
+def validation_error_response(message: str) -> JSONResponse:
+    """A request a route's model refused (FastAPI's RequestValidationError), ``/api/v1``."""
+    return api_error(VALIDATION.status, VALIDATION.code, message)
+
+
 def job_error_response(exc: BaseException, scrub: Callable[[str], str] = str) -> JSONResponse:
     """The Job API's answer to ``exc`` with the status of its row (the envelope or detail)."""
     rule = job_rule(type(exc))
+    headers = dict(rule.headers)
     if rule.code == DETAIL:
-        return JSONResponse({"detail": scrub(str(exc))}, status_code=rule.status)
-    return JSONResponse(job_response(scrub(error_answer(exc)), False), status_code=rule.status)
+        return JSONResponse({"detail": scrub(str(exc))}, status_code=rule.status, headers=headers)
+    answer = job_response(scrub(error_answer(exc)), False)
+    return JSONResponse(answer, status_code=rule.status, headers=headers)
+
+
+def render(
+    exc: BaseException,
+    path: str,
+    route: str | None = None,
+    scrub: Callable[[str], str] = str,
+) -> Response:
+    """The one answer to ``exc`` for a request to ``path``: the ``/api/v1`` error object
+    under :data:`API_PREFIX`, the Job API's answer elsewhere. The app's handler and the
+    pure-ASGI middlewares (auth, the guard, path limits) all answer through it."""
+    if path.startswith(API_PREFIX):
+        return api_error_response(exc, route)
+    return job_error_response(exc, scrub)
+
+
+def as_http_exception(exc: BaseException) -> HTTPException:
+    """``exc`` as the HTTPException of its Job row, for helpers shared by routes that shape
+    HTTPExceptions their own way (request-body reading: the agent routes' error object,
+    FastAPI's ``{"detail"}`` elsewhere)."""
+    rule = job_rule(type(exc))
+    return HTTPException(rule.status, str(exc), headers=dict(rule.headers) or None)
 
 
 def job_failure(exc: Exception, scrub: Callable[[str], str]) -> dict[str, Any] | Response:
@@ -208,9 +276,7 @@ def job_failure(exc: Exception, scrub: Callable[[str], str]) -> dict[str, Any] |
 async def family_handler(request: Request, exc: Exception) -> Response:
     """The app's handler for a family error a route did not answer itself: ``/api/v1``
     routes answer the error object (the route's own rows first), the rest the Job API's."""
-    if request.url.path.startswith("/api/v1/"):
-        route = getattr(request.scope.get("route"), "name", None)
-        return api_error_response(exc, route)
+    route = getattr(request.scope.get("route"), "name", None)
     services = request.app.state.services
     scope = request_scope(request)
-    return job_error_response(exc, lambda text: scrub(services, text, scope))
+    return render(exc, request.url.path, route, lambda text: scrub(services, text, scope))

@@ -1,4 +1,7 @@
-"""Forward a Job API call to a configured remote runyard (the envelope's ``target``)."""
+"""Forward a Job API call to a configured remote runyard (the envelope's ``target``).
+
+Its refusals are family errors (:class:`~runyard.errors.UnknownTarget`,
+:class:`~runyard.errors.UpstreamError`) that the error table answers (422, 502)."""
 
 from __future__ import annotations
 
@@ -6,11 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from fastapi import HTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from runyard.api.jsonbody import MAX_DEPTH, parse_json_body
 from runyard.config import Settings, Target
+from runyard.errors import UnknownTarget, UpstreamError
 
 CONNECT_TIMEOUT = 5.0
 
@@ -20,7 +23,7 @@ def resolve_target(settings: Settings, name: str) -> Target:
         return settings.targets[name]
     except KeyError:
         known = ", ".join(sorted(settings.targets)) or "none configured"
-        raise HTTPException(422, f"Unknown target {name!r}. Configured targets: {known}") from None
+        raise UnknownTarget(f"Unknown target {name!r}. Configured targets: {known}") from None
 
 
 def _client(target: Target) -> httpx.AsyncClient:
@@ -34,12 +37,12 @@ async def forward_call(target: Target, name: str, arguments: dict[str, Any]) -> 
         async with _client(target) as client:
             reply = await client.post(f"/jobs/{name}", json={"arguments": arguments})
     except httpx.HTTPError as exc:
-        raise HTTPException(502, f"Target {target.url} unreachable: {exc!r}") from exc
+        raise UpstreamError(f"Target {target.url} unreachable: {exc!r}") from exc
     try:
         # a remote's answer is input like any other; it may wrap arguments nested to the limit
         body = parse_json_body(reply.content, max_depth=2 * MAX_DEPTH)
     except ValueError as exc:
-        raise HTTPException(502, f"Target {target.url} answered no usable JSON: {exc}") from exc
+        raise UpstreamError(f"Target {target.url} answered no usable JSON: {exc}") from exc
     return JSONResponse(body, status_code=reply.status_code)
 
 
@@ -55,7 +58,7 @@ async def forward_stream(
         reply = await client.send(request, stream=True)
     except httpx.HTTPError as exc:
         await client.aclose()
-        raise HTTPException(502, f"Target {target.url} unreachable: {exc!r}") from exc
+        raise UpstreamError(f"Target {target.url} unreachable: {exc!r}") from exc
     if reply.status_code != 200:
         body = await reply.aread()
         await reply.aclose()

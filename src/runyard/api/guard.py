@@ -31,14 +31,14 @@ The agent-run Unix socket is reached only by runs; its listener marks its reques
 from __future__ import annotations
 
 import ipaddress
-import json
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from runyard.api.errormap import render
 from runyard.config import Settings
+from runyard.errors import ForeignHost, ForeignOrigin, RunyardError, UnsupportedMediaType
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 UPLOAD_PATH = "/api/v1/artifacts/upload"
@@ -140,21 +140,22 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         refusal = self._refusal(scope)
-        if refusal is not None:
-            status, code, message = refusal
-            await _refuse(scope, send, status, code, message)
-            return
-        await self.app(scope, receive, send)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            await render(refusal, scope["path"])(scope, receive, send)
 
-    def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
+    def _refusal(self, scope: Scope) -> RunyardError | None:
         headers = _headers(scope)
         if not scope.get(AGENT_SOCKET_KEY):
             host = headers.get("host")
             if not self.hosts.accepts(host):
-                return 403, "forbidden_host", f"Host {host!r} does not name this server"
+                return ForeignHost(f"Host {host!r} does not name this server")
             origin = headers.get("origin")
             if origin is not None and not self._own_origin(origin, host or ""):
-                return 403, "forbidden_origin", f"Requests from origin {origin!r} are refused"
+                return ForeignOrigin(f"Requests from origin {origin!r} are refused")
         if scope["type"] == "http" and scope["method"] in STATE_CHANGING:
             return _content_type_refusal(scope["path"], headers.get("content-type", ""))
         return None
@@ -167,7 +168,7 @@ class RequestGuard:
         return bool(sep) and scheme in ("http", "https") and netloc == host.strip().lower()
 
 
-def _content_type_refusal(path: str, content_type: str) -> tuple[int, str, str] | None:
+def _content_type_refusal(path: str, content_type: str) -> UnsupportedMediaType | None:
     media = content_type.split(";")[0].strip().lower()
     if path == UPLOAD_PATH:
         if media == "multipart/form-data":
@@ -182,7 +183,7 @@ def _content_type_refusal(path: str, content_type: str) -> tuple[int, str, str] 
     else:
         expected = "a JSON body (application/json)"
     got = repr(media) if media else "no content type"
-    return 415, "unsupported_media_type", f"Expected {expected}, got {got}"
+    return UnsupportedMediaType(f"Expected {expected}, got {got}")
 
 
 def _is_json(media: str) -> bool:
@@ -198,29 +199,6 @@ def _headers(scope: Scope) -> dict[str, str]:
         # repeated headers combine as HTTP says; a doubled Host or Origin then matches nothing
         out[key] = f"{out[key]}, {text}" if key in out else text
     return out
-
-
-async def _refuse(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008})
-        return
-    payload: dict[str, Any]
-    if scope["path"].startswith("/api/"):
-        payload = {"error": {"code": code, "message": message}}
-    else:
-        payload = {"detail": message}
-    body = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def agent_socket_channel(app: ASGIApp) -> ASGIApp:

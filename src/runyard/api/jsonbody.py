@@ -6,10 +6,13 @@ somewhere between them. And it accepts ``NaN``/``Infinity`` (and reads ``1e400``
 infinity), which the answer's JSON encoder then refuses. Both used to answer 500. Here:
 
 * nesting deeper than :data:`MAX_DEPTH` is refused *before* parsing, by a scan of the raw
-  bytes that never recurses (:func:`nesting_exceeds`) — :class:`JsonTooDeep`, HTTP 400;
-* a non-finite number is refused while parsing — :class:`NonFiniteNumber`, HTTP 422; its
-  message names the problem without repeating the value (which no JSON answer can carry);
-* anything else that is not JSON — :class:`MalformedJson`, HTTP 422.
+  bytes that never recurses (:func:`nesting_exceeds`) — :class:`JsonTooDeep`;
+* a non-finite number is refused while parsing — :class:`NonFiniteNumber`; its message
+  names the problem without repeating the value (which no JSON answer can carry);
+* anything else that is not JSON — :class:`MalformedJson`.
+
+Their HTTP answers are rows of :mod:`runyard.api.errormap` (a body nested too deeply is a
+400, the other refusals a 422).
 
 >>> parse_json_body(b'{"arguments": {"x": 1}}')
 {'arguments': {'x': 1}}
@@ -39,14 +42,10 @@ _OVERFLOW_SHAPES = (b"e000", b"e+000", b"0" * 100)
 
 
 class BadJsonBody(InvalidInput):
-    """A request body that is not JSON runyard accepts; ``status`` is its HTTP answer."""
-
-    status = 422
+    """A request body that is not JSON runyard accepts."""
 
 
 class JsonTooDeep(BadJsonBody):
-    status = 400
-
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(f"JSON body is nested too deeply: at most {limit} levels are allowed")

@@ -5,17 +5,18 @@ artifact ids, file paths under a task or run folder). Linux refuses a name over 
 bytes (``NAME_MAX``) or a path over 4096 (``PATH_MAX``) with ``ENAMETOOLONG``, which a
 route would turn into a 500; no record or file can have such a name, so the honest
 answer is "not found", and it is given here, once, for every route — present and
-future. The answer keeps each API's error shape: ``{"error": {"code", "message"}}``
-under ``/api/``, ``{"detail": ...}`` elsewhere. The message does not repeat the path.
+future, as :class:`~runyard.errors.UnnameablePath` through the error table (which keeps
+each API's error shape). The message does not repeat the path.
 
 >>> app = PathLimits(app)
 """
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from runyard.api.errormap import render
+from runyard.errors import UnnameablePath
 
 MAX_SEGMENT_BYTES = 255
 MAX_PATH_BYTES = 4096
@@ -44,20 +45,4 @@ class PathLimits:
         if problem is None:
             await self.app(scope, receive, send)
             return
-        await _not_found(scope["path"].startswith("/api/"), f"Not found: {problem}", send)
-
-
-async def _not_found(agent_shape: bool, message: str, send: Send) -> None:
-    payload = {"error": {"code": "not_found", "message": message}} if agent_shape else None
-    body = json.dumps(payload or {"detail": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 404,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+        await render(UnnameablePath(f"Not found: {problem}"), scope["path"])(scope, receive, send)

@@ -15,7 +15,6 @@ from runyard.api.envelope import (
     JobResponse,
     envelope_model,
     job_response,
-    read_json_body,
     validate_envelope,
 )
 from runyard.api.errormap import job_error_response, job_failure
@@ -23,6 +22,7 @@ from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once
 from runyard.api.jobs import JOBS, Job
+from runyard.api.requestbody import read_json_body
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
 from runyard.api.sse import SSE_HEADERS

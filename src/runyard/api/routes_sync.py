@@ -26,8 +26,8 @@ import anyio
 from fastapi import APIRouter, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
-from runyard.api.envelope import read_json_body
 from runyard.api.lifespan import run_beside
+from runyard.api.requestbody import read_json_body
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
 from runyard.errors import ConfigError, Forbidden, InvalidInput
