@@ -4,8 +4,17 @@ It speaks just the REST paths the Kubernetes executor uses — Jobs (create, rea
 delete, list), ConfigMaps, Secrets and NetworkPolicies (create, list, delete), Pods (list,
 delete) and the pod log (plain and ``follow=true``, chunked) — and plays a crude job
 controller: resuming a Job creates its pod. Tests advance the rest themselves (start the
-container, write log bytes, terminate it with an exit code, fail the Job, ...). It is a
-stand-in for a cluster, not a model of one: no admission, no validation, no scheduling.
+container, write log bytes, terminate it with an exit code, fail the Job, ...), or let the
+test kubelet (k8s_kubelet.py) run the pods. It is a stand-in for a cluster, not a model of
+one: no admission, no validation, no scheduling.
+
+Objects carry a uid and a ``resourceVersion`` that grows with every change. Deletion
+follows ``propagationPolicy``: ``Background`` (the default here) removes the object at once
+and its dependents later; ``Foreground`` marks it (``deletionTimestamp``, the
+``foregroundDeletion`` finalizer) and removes it only after its dependents; ``Orphan``
+keeps the dependents. "Later" is ``gc_delay`` seconds on a timer (0: at once, inside the
+request), so tests can see what a real garbage collector lets them see. A pod deletion's
+``gracePeriodSeconds`` is kept in ``pod_grace`` for the kubelet.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ ROUTES = [
         re.compile(r"^/apis/networking.k8s.io/v1/namespaces/([^/]+)/networkpolicies(?:/([^/]+))?$"),
         "NetworkPolicy",
     ),
+    (re.compile(r"^/api/v1/namespaces/([^/]+)/events(?:/([^/]+))?$"), "Event"),
 ]
 LOG_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 
@@ -79,15 +89,45 @@ def matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+@dataclass
+class Injected:
+    """A failure answered to the next ``times`` requests matching ``method`` and ``path``;
+    with ``apply`` the request is carried out first (its answer is what gets lost)."""
+
+    method: str
+    path: str
+    code: int
+    times: int = 1
+    retry_after: str | None = None
+    apply: bool = False
+
+
+def field_matches(obj: dict[str, Any], selector: str) -> bool:
+    """``a.b=value`` terms over the object's fields (events' ``involvedObject.name``)."""
+    for term in filter(None, selector.split(",")):
+        path, _, value = term.partition("=")
+        node: Any = obj
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node != value:
+            return False
+    return True
+
+
 class FakeKubernetes:
-    """The cluster state, the request journal, and the controls tests use to advance it."""
+    """The cluster state, the request journal, and the controls tests use to advance it.
+    ``inject`` makes chosen requests fail (409/410/429/503, with or without doing them)."""
 
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.injected: list[Injected] = []
         self.requests: list[Request] = []
         self.logs: dict[str, bytearray] = {}
         self.log_requests = 0
         self.break_next_stream_after: int | None = None
+        self.version = 0
+        self.gc_delay = 0.0
+        self.pod_grace: dict[str, int | None] = {}
         self.cond = threading.Condition()
         self.closed = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -123,7 +163,8 @@ class FakeKubernetes:
                 items = [copy.deepcopy(o) for (k, n, _), o in sorted(self.objects.items())
                          if k == kind and n == ns
                          and matches(o["metadata"].get("labels") or {},
-                                     query.get("labelSelector", ""))]
+                                     query.get("labelSelector", ""))
+                         and field_matches(o, query.get("fieldSelector", ""))]
                 return {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {}, "items": items}
             current = self.objects.get((kind, ns, name or ""))
             if current is None:
@@ -133,7 +174,10 @@ class FakeKubernetes:
             if method == "PATCH":
                 return self._patch(current, body)
             if method == "DELETE":
-                self._delete(kind, ns, current)
+                if kind == "Pod":
+                    grace = query.get("gracePeriodSeconds")
+                    self.pod_grace[name or ""] = None if grace is None else int(grace)
+                self._propagate(kind, ns, current, query.get("propagationPolicy", "Background"))
                 return {"kind": "Status", "apiVersion": "v1", "status": "Success"}
         raise ApiFailure(405, "MethodNotAllowed", f"{method} is not supported here")
 
@@ -142,10 +186,9 @@ class FakeKubernetes:
         if (kind, ns, name) in self.objects:
             raise ApiFailure(409, "AlreadyExists", f'{kind.lower()}s "{name}" already exists')
         stored = copy.deepcopy(body)
-        stored["metadata"].update(
-            namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=timestamp(), resourceVersion="1"
-        )
+        stored["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=timestamp())
         self.objects[(kind, ns, name)] = stored
+        self.touch(stored)
         if kind == "Job" and not stored["spec"].get("suspend"):
             self._create_pod(stored)
         return copy.deepcopy(stored)
@@ -153,18 +196,70 @@ class FakeKubernetes:
     def _patch(self, job: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
         was_suspended = job["spec"].get("suspend")
         merge(job, patch)
+        self.touch(job)
         if was_suspended and not job["spec"].get("suspend"):
             self._create_pod(job)
         return copy.deepcopy(job)
 
-    def _delete(self, kind: str, ns: str, obj: dict[str, Any]) -> None:
-        del self.objects[(kind, ns, obj["metadata"]["name"])]
-        uid = obj["metadata"]["uid"]
-        for key, other in list(self.objects.items()):  # the garbage collector, at once
-            owners = other["metadata"].get("ownerReferences") or []
-            if any(ref["uid"] == uid for ref in owners):
-                self._delete(key[0], key[1], other)
+    def touch(self, obj: dict[str, Any]) -> None:
+        """A change: the object's resourceVersion moves past every earlier one."""
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
         self.cond.notify_all()
+
+    def _propagate(self, kind: str, ns: str, obj: dict[str, Any], policy: str) -> None:
+        if policy == "Foreground" and self._dependents(obj["metadata"]["uid"]):
+            obj["metadata"].setdefault("deletionTimestamp", timestamp())
+            obj["metadata"]["finalizers"] = ["foregroundDeletion"]
+            self.touch(obj)
+            self._later(lambda: self._delete(kind, ns, obj))
+            return
+        self.objects.pop((kind, ns, obj["metadata"]["name"]), None)
+        self.cond.notify_all()
+        if policy != "Orphan":
+            self._later(lambda: self._delete(kind, ns, obj))
+
+    def _later(self, work: Any) -> None:
+        """The garbage collector's work: at once, or ``gc_delay`` seconds from now."""
+        if self.gc_delay <= 0:
+            work()
+            return
+
+        def run() -> None:
+            with self.cond:
+                if not self.closed:
+                    work()
+
+        timer = threading.Timer(self.gc_delay, run)
+        timer.daemon = True
+        timer.start()
+
+    def _dependents(self, uid: str) -> list[tuple[tuple[str, str, str], dict[str, Any]]]:
+        return [(key, other) for key, other in self.objects.items()
+                if any(ref["uid"] == uid for ref in other["metadata"].get("ownerReferences") or [])]
+
+    def _delete(self, kind: str, ns: str, obj: dict[str, Any]) -> None:
+        key = (kind, ns, obj["metadata"]["name"])
+        if self.objects.get(key) is obj:
+            del self.objects[key]
+        for (dep_kind, dep_ns, _), other in self._dependents(obj["metadata"]["uid"]):
+            self._delete(dep_kind, dep_ns, other)
+        self.cond.notify_all()
+
+    def take_injected(self, method: str, path: str) -> Injected | None:
+        with self.cond:
+            for failure in self.injected:
+                if failure.method == method and failure.path in path and failure.times > 0:
+                    failure.times -= 1
+                    return failure
+        return None
+
+    def inject(self, method: str, path: str, code: int, times: int = 1,
+               retry_after: str | None = None, apply: bool = False) -> Injected:
+        failure = Injected(method, path, code, times, retry_after, apply)
+        with self.cond:
+            self.injected.append(failure)
+        return failure
 
     def _create_pod(self, job: dict[str, Any]) -> None:
         meta, template = job["metadata"], job["spec"]["template"]
@@ -183,6 +278,7 @@ class FakeKubernetes:
             "spec": copy.deepcopy(template["spec"]),
             "status": {"phase": "Pending", "containerStatuses": [status]},
         }
+        self.touch(self.objects[("Pod", meta["namespace"], name)])
         self.logs[name] = bytearray()
 
     # --- test controls -------------------------------------------------------------------
@@ -216,6 +312,32 @@ class FakeKubernetes:
             created = datetime.fromtimestamp(datetime.now(UTC).timestamp() - age_seconds, UTC)
             pod["metadata"]["creationTimestamp"] = timestamp(created)
             self._container(job_name)["state"] = {"waiting": {"reason": reason, "message": message}}
+
+    def set_unschedulable(self, job_name: str, message: str, age_seconds: int = 0) -> None:
+        """What the scheduler reports for a pod no node can take: no container yet."""
+        with self.cond:
+            pod = self.pod_of(job_name)
+            created = datetime.fromtimestamp(datetime.now(UTC).timestamp() - age_seconds, UTC)
+            pod["metadata"]["creationTimestamp"] = timestamp(created)
+            pod["status"] = {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": message}]}
+
+    def add_event(self, about: str, reason: str, message: str, kind: str = "Job") -> None:
+        with self.cond:
+            name = f"{about}.{secrets.token_hex(4)}"
+            self.objects[("Event", "default", name)] = {
+                "apiVersion": "v1", "kind": "Event", "type": "Warning", "reason": reason,
+                "message": message, "lastTimestamp": timestamp(),
+                "metadata": {"name": name, "namespace": "default"},
+                "involvedObject": {"kind": kind, "name": about, "namespace": "default"},
+            }
+
+    def age_job(self, job_name: str, seconds: int) -> None:
+        with self.cond:
+            job = self.objects[("Job", "default", job_name)]
+            created = datetime.fromtimestamp(datetime.now(UTC).timestamp() - seconds, UTC)
+            job["metadata"]["creationTimestamp"] = timestamp(created)
 
     def write_log(self, job_name: str, data: bytes) -> None:
         with self.cond:
@@ -316,6 +438,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.fake.requests.append(Request(method, parts.path, query, body, headers))
+        failure = self.fake.take_injected(method, parts.path)
+        if failure is not None and not failure.apply:
+            return self._fail(failure)
         try:
             log = LOG_ROUTE.match(parts.path)
             if log and method == "GET":
@@ -326,14 +451,26 @@ class _Handler(BaseHTTPRequestHandler):
                 if found:
                     answer = self.fake.handle(method, kind, found.group(1), found.group(2),
                                               query, body)
+                    if failure is not None:  # done, but the answer is lost
+                        return self._fail(failure)
                     return self._json(200 if method != "POST" else 201, answer)
             raise ApiFailure(404, "NotFound", f"no route for {parts.path}")
         except ApiFailure as failure:
             self._json(failure.code, failure.status())
 
-    def _json(self, code: int, payload: dict[str, Any]) -> None:
+    def _fail(self, failure: Injected) -> None:
+        reasons = {409: "AlreadyExists", 410: "Expired", 429: "TooManyRequests"}
+        status = ApiFailure(failure.code, reasons.get(failure.code, "ServiceUnavailable"),
+                            f"injected {failure.code}").status()
+        extra = {} if failure.retry_after is None else {"Retry-After": failure.retry_after}
+        self._json(failure.code, status, extra)
+
+    def _json(self, code: int, payload: dict[str, Any],
+              headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
