@@ -33,6 +33,31 @@ DEFAULT_SECRET_ENV = (
     "*_CREDENTIALS",
 )
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+LABEL_VALUE = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+METADATA_CIDRS = ("169.254.0.0/16", "fd00:ec2::254/128")
+
+
+class ResourceAmounts(BaseModel):
+    """CPU and memory as Kubernetes quantities (``250m``, ``512Mi``); None leaves it unset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu: str | None = Field(None, pattern=QUANTITY)
+    memory: str | None = Field(None, pattern=QUANTITY)
+
+
+class ResourceSettings(BaseModel):
+    """Requests and limits of every run's container (``agent_limits`` override the limits)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests: ResourceAmounts = Field(
+        default_factory=lambda: ResourceAmounts(cpu="250m", memory="512Mi")
+    )
+    limits: ResourceAmounts = Field(
+        default_factory=lambda: ResourceAmounts(cpu=None, memory="2Gi")
+    )
 
 
 class KubernetesSettings(BaseModel):
@@ -53,11 +78,14 @@ class KubernetesSettings(BaseModel):
     image_pull_secrets: list[str] = Field(default_factory=list)
     service_account: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
+    node_name: str | None = None
+    resources: ResourceSettings = Field(default_factory=ResourceSettings)
     package_dir: Path | None = None
     stdin_shell: str | None = "/bin/sh"
 
     # lifetime
-    ttl_seconds_after_finished: int | None = Field(3600, ge=0)
+    ttl_seconds_after_finished: int | None = Field(86400, ge=0)
+    start_timeout_seconds: float = Field(300.0, gt=0)
     termination_grace_seconds: int = Field(30, ge=0)
     propagation_policy: Literal["Foreground", "Background"] = "Foreground"
     image_pull_grace_seconds: float = Field(60.0, ge=0)
@@ -74,6 +102,17 @@ class KubernetesSettings(BaseModel):
     secret_env: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_ENV))
     host_env: list[str] = Field(default_factory=list)
     network_policy: bool = True
+    egress_blocked_cidrs: list[str] = Field(default_factory=lambda: list(METADATA_CIDRS))
+
+    # retries of the API server's transient failures (429, 5xx, connection errors)
+    retry_attempts: int = Field(5, ge=0)
+    retry_base_seconds: float = Field(0.5, gt=0)
+    retry_max_seconds: float = Field(30.0, ge=0)
+
+    # leftovers
+    instance: str | None = Field(None, pattern=LABEL_VALUE)
+    sweep_interval_seconds: float = Field(600.0, gt=0)
+    sweep_min_age_seconds: float = Field(300.0, ge=0)
 
     # log copying
     log_retry_seconds: float = Field(1.0, gt=0)

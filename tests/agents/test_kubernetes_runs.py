@@ -29,7 +29,7 @@ from kubernetes.client import ApiClient, Configuration  # noqa: E402
 
 from runyard.executors.kubernetes import KubernetesExecutor  # noqa: E402
 
-K8S = {"image": "registry.example/agent:1", "log_retry_seconds": 0.05, "log_drain_seconds": 1}
+K8S = {"image": "registry.example/agent:1", "node_name": "node-a", "log_retry_seconds": 0.05, "log_drain_seconds": 1}
 
 
 @pytest.fixture

@@ -38,7 +38,8 @@ def fake() -> Iterator[FakeKubernetes]:
 
 def k8s_settings(**overrides: Any) -> KubernetesSettings:
     values: dict[str, Any] = {"image": "registry.example/agent:1", "log_retry_seconds": 0.05,
-                              "request_timeout_seconds": 5, "log_drain_seconds": 5}
+                              "request_timeout_seconds": 5, "log_drain_seconds": 5,
+                              "node_name": "node-a", "instance": "ry-test"}
     return KubernetesSettings(**{**values, **overrides})
 
 
@@ -46,9 +47,9 @@ def k8s_settings(**overrides: Any) -> KubernetesSettings:
 def make_executor(fake: FakeKubernetes) -> Iterator[Callable[..., KubernetesExecutor]]:
     made: list[KubernetesExecutor] = []
 
-    def make(**overrides: Any) -> KubernetesExecutor:
+    def make(sweeping: bool = False, **overrides: Any) -> KubernetesExecutor:
         executor = KubernetesExecutor(k8s_settings(**overrides),
-                                      ApiClient(Configuration(host=fake.url)))
+                                      ApiClient(Configuration(host=fake.url)), sweeping=sweeping)
         made.append(executor)
         return executor
 
@@ -268,7 +269,7 @@ def test_sweeper_deletes_leftovers_of_finished_or_unknown_runs(
     fake: FakeKubernetes, executor: KubernetesExecutor
 ) -> None:
     old, young = fake_now() - timedelta(hours=1), fake_now() - timedelta(seconds=10)
-    managed = {"app.kubernetes.io/managed-by": "runyard"}
+    managed = {"app.kubernetes.io/managed-by": "runyard", "runyard.dev/instance": "ry-test"}
 
     def add(kind: str, name: str, run_id: str | None, created: Any, labels: Any = managed) -> None:
         extra = {} if run_id is None else {RUN_ID_LABEL: run_id}
@@ -284,17 +285,20 @@ def test_sweeper_deletes_leftovers_of_finished_or_unknown_runs(
     add("ConfigMap", "runyard-live", "run-live", old)
     add("ConfigMap", "runyard-new", "run-new", young)
     add("ConfigMap", "someone-elses", "run-done", old, labels={"app": "other"})
+    add("ConfigMap", "other-server", "run-done", old,
+        labels={**managed, "runyard.dev/instance": "ry-other"})
     swept = executor.sweep(active_run_ids={"run-live"}, min_age_seconds=300)
     assert sorted((s.kind, s.name) for s in swept) == [
         ("ConfigMap", "runyard-done"), ("Job", "runyard-done"), ("NetworkPolicy", "runyard-done"),
         ("Secret", "runyard-done"), ("Secret", "runyard-orphan")]
     remaining = {(kind, name) for kind, _, name in fake.objects}
     assert remaining == {("Job", "runyard-live"), ("ConfigMap", "runyard-live"),
-                         ("ConfigMap", "runyard-new"), ("ConfigMap", "someone-elses")}
+                         ("ConfigMap", "runyard-new"), ("ConfigMap", "someone-elses"),
+                         ("ConfigMap", "other-server")}
     job_delete = fake.requests_of("DELETE", "/jobs/runyard-done")[0]
     assert job_delete.query == {"propagationPolicy": "Background"}
     selector = fake.requests_of("GET", "/secrets")[0].query["labelSelector"]
-    assert selector == "app.kubernetes.io/managed-by=runyard"
+    assert selector == "app.kubernetes.io/managed-by=runyard,runyard.dev/instance=ry-test"
 
 
 def test_from_settings_reads_a_kubeconfig(fake: FakeKubernetes, tmp_path: Path) -> None:
@@ -306,8 +310,8 @@ def test_from_settings_reads_a_kubeconfig(fake: FakeKubernetes, tmp_path: Path) 
         "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "me",
                                                   "namespace": "ignored"}}],
     }))
-    settings = Settings(kubernetes={"image": "a:1", "namespace": "agents",
-                                    "kubeconfig": str(kubeconfig)})
+    settings = Settings(kubernetes={"image": "a:1", "namespace": "agents", "node_name": "n1",
+                                    "kubeconfig": str(kubeconfig)}, workspace_dir=tmp_path / "ws")
     executor = KubernetesExecutor.from_settings(settings)
     try:
         assert executor.sweep(active_run_ids=[]) == []
@@ -316,13 +320,14 @@ def test_from_settings_reads_a_kubeconfig(fake: FakeKubernetes, tmp_path: Path) 
     request = fake.requests_of("GET", "/namespaces/agents/jobs")[0]
     assert request.headers["authorization"] == "Bearer kube-token"
     with pytest.raises(ExecutorError, match="kubeconfig"):
-        KubernetesExecutor(KubernetesSettings(image="a", kubeconfig=tmp_path / "missing"))
+        KubernetesExecutor(KubernetesSettings(image="a", node_name="n1",
+                                              kubeconfig=tmp_path / "missing"))
 
 
 def test_missing_client_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "kubernetes", None)
     with pytest.raises(ExecutorError, match=r"pip install 'runyard\[kubernetes\]'"):
-        KubernetesExecutor(KubernetesSettings(image="a"))
+        KubernetesExecutor(KubernetesSettings(image="a", node_name="n1"))
 
 
 def test_cleanup_stops_copying_a_running_pods_log(

@@ -174,7 +174,7 @@ def test_security_context_is_explicit_and_locked_down() -> None:
     job = build(config=settings(run_as_user=1500, run_as_group=1600)).job
     assert pod_of(job)["securityContext"] == {
         "runAsUser": 1500, "runAsGroup": 1600, "fsGroup": 1600, "runAsNonRoot": True,
-        "seccompProfile": {"type": "RuntimeDefault"},
+        "seccompProfile": {"type": "RuntimeDefault"}, "fsGroupChangePolicy": "OnRootMismatch",
     }
     assert worker_of(job)["securityContext"] == {
         "allowPrivilegeEscalation": False, "privileged": False,
@@ -227,7 +227,8 @@ def test_stdin_is_a_secret_file_fed_by_a_shell() -> None:
     plain = build(spec(stdin=b"x"), settings(stdin_shell=None))
     assert worker_of(plain.job)["command"] == ["python", "-m", "agent"]
     nothing = build(spec())
-    assert nothing.dependents == [] and worker_of(nothing.job)["env"] == []
+    assert [d["kind"] for d in nothing.dependents] == ["NetworkPolicy"]  # metadata blocked
+    assert worker_of(nothing.job)["env"] == []
     assert "/run/runyard" not in mounts_by_path(nothing.job)
 
 
@@ -246,10 +247,19 @@ def test_kubernetes_variable_expansion_is_escaped() -> None:
         build(spec(env={"1BAD": "x"}))
 
 
-def test_limits_become_container_limits() -> None:
-    job = build(spec(limits=Limits(cpu=0.5, memory_bytes=512 << 20))).job
-    assert worker_of(job)["resources"] == {"limits": {"cpu": "500m", "memory": str(512 << 20)}}
-    assert "resources" not in worker_of(build().job)
+def test_every_container_has_requests_and_limits_and_run_limits_win() -> None:
+    assert worker_of(build().job)["resources"] == {
+        "requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
+    job = build(spec(limits=Limits(cpu=0.5, memory_bytes=256 << 20))).job
+    assert worker_of(job)["resources"] == {  # the request is lowered to the run's limit
+        "requests": {"cpu": "250m", "memory": str(256 << 20)},
+        "limits": {"cpu": "500m", "memory": str(256 << 20)}}
+    configured = settings(resources={"requests": {"cpu": "1", "memory": "1Gi"},
+                                     "limits": {"cpu": "2", "memory": "4Gi"}})
+    assert worker_of(build(config=configured).job)["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    with pytest.raises(ValueError, match="resources"):
+        settings(resources={"requests": {"cpu": "lots"}})
 
 
 def test_network_off_adds_a_deny_all_policy() -> None:
@@ -259,8 +269,16 @@ def test_network_off_adds_a_deny_all_policy() -> None:
                                         RUN_ID_LABEL: "run-1"}},
         "policyTypes": ["Ingress", "Egress"],
     }
-    assert build(spec(network=True)).dependents == []
     assert build(spec(network=False), settings(network_policy=False)).dependents == []
+
+
+def test_network_on_still_blocks_the_cloud_metadata_address() -> None:
+    policy = dependent(build(spec(network=True)), "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == [{"to": [
+        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}},
+        {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}}]}]
+    assert build(spec(network=True), settings(network_policy=False)).dependents == []
 
 
 def test_dependents_are_owned_by_the_job() -> None:

@@ -124,11 +124,11 @@ def pod_spec(tmp_path: Path) -> LaunchSpec:
 
 
 def test_a_hanging_pod_poll_does_not_hold_up_the_monitor_and_the_end_is_claimed_once(
-    tmp_path: Path,
+    tmp_path: Path, unrelated: subprocess.Popen[bytes]
 ) -> None:
     fake = StallingKubernetes().start()
     k8s = KubernetesSettings(image="registry.example/agent:1", request_timeout_seconds=30,
-                             log_retry_seconds=0.05, log_drain_seconds=1)  # fmt: skip
+                             log_retry_seconds=0.05, log_drain_seconds=1, node_name="n1")  # fmt: skip
     executor = KubernetesExecutor(k8s, ApiClient(Configuration(host=fake.url)))
     host = Host()
     ends: list[tuple[str, int | None, str]] = []
@@ -144,16 +144,24 @@ def test_a_hanging_pod_poll_does_not_hold_up_the_monitor_and_the_end_is_claimed_
         ticked = threading.Event()
         host.monitor.call_later(0.0, ticked.set)
         assert ticked.wait(2), "the monitor thread waits for the pod's API call"
+        # ... and a process run's exit is reported meanwhile (no lock held over the call)
+        record = {"pid": unrelated.pid, "startTime": process_start_time(unrelated.pid)}
+        assert runs.adopt("run-2", "s-1", record, tmp_path / "none", time.monotonic() + 60)
+        unrelated.kill()
+        deadline = time.monotonic() + 2
+        while not ends and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ends == [("run-2", None, "")], "a process exit waits for the pod's API call"
         fake.terminate(JOB, 3)
         fake.stall.clear()
         fake.release.set()
         deadline = time.monotonic() + 10
-        while not ends and time.monotonic() < deadline:
+        while len(ends) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert ends == [("run-1", 3, "")]
+        assert ends[1:] == [("run-1", 3, "")]
         assert runs.claim("run-1") is None and not runs.watched("run-1")
         time.sleep(1.5)  # a poll after the claim would report it again
-        assert len(ends) == 1
+        assert len(ends) == 2
     finally:
         fake.release.set()
         runs.close()

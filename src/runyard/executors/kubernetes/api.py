@@ -2,7 +2,8 @@
 
 Responses are read raw (``_preload_content=False``) and parsed as plain dicts, so the
 executor sees exactly what the API server sent and never depends on the client's model
-classes accepting every field a newer server may return. Failures become ExecutorError.
+classes accepting every field a newer server may return. Failures become ExecutorError;
+429, 5xx and lost connections are first retried (see :mod:`.retry`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from typing import Any
 
 from runyard.errors import ExecutorError
 from runyard.executors.kubernetes.names import CONTAINER_NAME
+from runyard.executors.kubernetes.retry import (
+    RETRY_STATUSES,
+    RetryPolicy,
+    Transient,
+    parse_retry_after,
+)
 from runyard.kubernetes_settings import KubernetesSettings
 
 MISSING_CLIENT = (
@@ -26,6 +33,7 @@ _KINDS = {
     "Secret": ("core", "namespaced_secret"),
     "Pod": ("core", "namespaced_pod"),
     "NetworkPolicy": ("networking", "namespaced_network_policy"),
+    "Event": ("core", "namespaced_event"),
 }
 
 
@@ -76,11 +84,19 @@ def _message(exc: Any) -> str:
         return str(exc.reason)
 
 
+def _transient(
+    error: ExecutorError, cause: BaseException, retry_after: float | None = None
+) -> Transient:
+    error.__cause__ = cause
+    return Transient(error, retry_after)
+
+
 class KubeApi:
     """Create, read, patch, list and delete the few kinds a run uses, as dicts."""
 
-    def __init__(self, api_client: Any, timeout: float) -> None:
+    def __init__(self, api_client: Any, timeout: float, retry: RetryPolicy | None = None) -> None:
         self._k8s = import_client()
+        self.retry = retry or RetryPolicy()
         import urllib3
 
         self.transport_errors = (OSError, urllib3.exceptions.HTTPError)
@@ -100,14 +116,23 @@ class KubeApi:
 
     def _raw(self, action: str, method: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("_request_timeout", self.timeout)
+        return self.retry.call(lambda: self._once(action, method, args, kwargs))
+
+    def _once(self, action: str, method: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """One request; a failure worth retrying is raised as :class:`Transient`."""
         try:
             return method(*args, _preload_content=False, **kwargs)
         except self._k8s.client.ApiException as exc:
             if not exc.status:
-                raise ExecutorError(f"Cannot {action}: {exc.reason}") from exc
-            raise KubeApiError(action, exc.status, _message(exc)) from exc
+                raise _transient(ExecutorError(f"Cannot {action}: {exc.reason}"), exc) from exc
+            error = KubeApiError(action, exc.status, _message(exc))
+            if exc.status in RETRY_STATUSES:
+                headers = exc.headers or {}
+                raise _transient(error, exc, parse_retry_after(headers.get("Retry-After"))) from exc
+            raise error from exc
         except self.transport_errors as exc:
-            raise ExecutorError(f"Cannot {action}: API server {self.host}: {exc}") from exc
+            failure = ExecutorError(f"Cannot {action}: API server {self.host}: {exc}")
+            raise _transient(failure, exc) from exc
         except (self._k8s.client.exceptions.OpenApiException, ValueError) as exc:
             raise ExecutorError(f"The Kubernetes client refused to {action}: {exc}") from exc
 
@@ -153,9 +178,13 @@ class KubeApi:
             raise
         return True
 
-    def list(self, kind: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        found = self._json(f"list {kind}s", self._method("list", kind), namespace,
-                           label_selector=label_selector)
+    def list(
+        self, kind: str, namespace: str, label_selector: str = "", field_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        options = {"label_selector": label_selector}
+        if field_selector:
+            options["field_selector"] = field_selector
+        found = self._json(f"list {kind}s", self._method("list", kind), namespace, **options)
         return list(found.get("items") or [])
 
     def open_log(self, namespace: str, pod: str, idle_timeout: float) -> Any:

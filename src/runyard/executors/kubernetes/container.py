@@ -13,7 +13,7 @@ from runyard.errors import ExecutorError
 from runyard.executors.base import Limits
 from runyard.executors.kubernetes.names import STDIN_ENV, STDIN_KEY, STDIN_PATH
 from runyard.executors.kubernetes.package import OBJECT_LIMIT
-from runyard.kubernetes_settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings, ResourceSettings
 
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 SECRET_ENV_PREFIX = "env."
@@ -95,13 +95,37 @@ def command(argv: list[str], stdin: bool, settings: KubernetesSettings) -> list[
     return [settings.stdin_shell, "-c", f'exec "$@" < {STDIN_PATH}', "runyard-worker", *escaped]
 
 
-def resources(limits: Limits) -> dict[str, Any]:
-    caps: dict[str, str] = {}
+def resources(limits: Limits, configured: ResourceSettings) -> dict[str, Any]:
+    """Requests and limits of the worker container.
+
+    The run's own limits (``agent_limits``: memory and cpu) win over the configured
+    ``kubernetes.resources.limits``: they are what the run was promised, as a local run's
+    cgroup. A request above its limit is lowered to the limit (the API would refuse it).
+    """
+    caps = {k: v for k, v in configured.limits.model_dump().items() if v is not None}
     if limits.cpu is not None:
         caps["cpu"] = f"{max(1, math.ceil(limits.cpu * 1000))}m"
     if limits.memory_bytes is not None:
         caps["memory"] = str(limits.memory_bytes)
-    return {"limits": caps} if caps else {}
+    wanted = {k: v for k, v in configured.requests.model_dump().items() if v is not None}
+    requests = {
+        k: caps[k] if k in caps and quantity(caps[k]) < quantity(v) else v
+        for k, v in wanted.items()
+    }
+    return {"requests": requests, "limits": caps}
+
+
+_SUFFIX = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$")
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes quantity (``250m``, ``2Gi``, ``1.5``) as a number, to compare two."""
+    found = _QUANTITY.match(value)
+    if found is None or (found.group(2) and found.group(2) not in _SUFFIX):
+        raise ExecutorError(f"{value!r} is not a Kubernetes quantity")
+    return float(found.group(1)) * _SUFFIX.get(found.group(2), 1.0)
 
 
 def pod_security_context(settings: KubernetesSettings) -> dict[str, Any]:
@@ -109,6 +133,7 @@ def pod_security_context(settings: KubernetesSettings) -> dict[str, Any]:
         "runAsUser": settings.run_as_user,
         "runAsGroup": settings.run_as_group,
         "fsGroup": settings.effective_fs_group,
+        "fsGroupChangePolicy": "OnRootMismatch",  # no recursive chown of big volumes
         "runAsNonRoot": settings.run_as_user != 0,
         "seccompProfile": {"type": "RuntimeDefault"},
     }

@@ -7,6 +7,13 @@
     executor.cleanup(handle)         # log copying stopped
     executor.sweep(active_run_ids)   # leftovers of finished or unknown runs deleted
 
+Every object carries this server's ``runyard.dev/instance`` label; a background sweeper
+removes this instance's orphans at start and every ``sweep_interval_seconds``. A launch
+whose Job already exists (a retried create whose first answer was lost) adopts it when its
+run id and instance labels match. A run whose pod has not started within
+``start_timeout_seconds`` ends with Kubernetes' reason. Once the caller has the exit, the
+Job is deleted by :meth:`cleanup` (``ttlSecondsAfterFinished`` is only a backstop).
+
 ``handle.data`` holds only JSON values (namespace, Job name and uid, run id, log path and
 offset, and once known the exit), so a handle stored by the caller and rebuilt after a
 restart polls and cancels as before; the first poll resumes copying the pod log.
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from runyard.errors import ConfigError, ExecutorError
 from runyard.executors.base import Handle, LaunchSpec
-from runyard.executors.kubernetes.api import KubeApi, api_client_from_settings
+from runyard.executors.kubernetes.api import KubeApi, KubeApiError, api_client_from_settings
 from runyard.executors.kubernetes.logs import LogFollower
 from runyard.executors.kubernetes.manifests import (
     RESUME_PATCH,
@@ -35,10 +42,25 @@ from runyard.executors.kubernetes.manifests import (
     owned_by,
     split_package_mount,
 )
-from runyard.executors.kubernetes.names import managed_selector, run_id_of
+from runyard.executors.kubernetes.names import (
+    INSTANCE_LABEL,
+    RUN_ID_LABEL,
+    managed_selector,
+    run_id_of,
+)
 from runyard.executors.kubernetes.package import PackageFiles, read_package
-from runyard.executors.kubernetes.status import KubernetesExitInfo, job_outcome, vanished
-from runyard.executors.kubernetes.sweeper import Swept, sweep_leftovers
+from runyard.executors.kubernetes.placement import resolve_settings, workspace_instance
+from runyard.executors.kubernetes.retry import RetryPolicy
+from runyard.executors.kubernetes.status import (
+    KubernetesExitInfo,
+    Outcome,
+    job_outcome,
+    pending_reason,
+    pending_since,
+    start_timeout,
+    vanished,
+)
+from runyard.executors.kubernetes.sweeper import Sweeper, Swept, sweep_leftovers
 from runyard.executors.local import open_log
 from runyard.kubernetes_settings import KubernetesSettings
 
@@ -77,12 +99,21 @@ class KubernetesExecutor:
 
     name = "kubernetes"
 
-    def __init__(self, settings: KubernetesSettings, api_client: Any | None = None) -> None:
-        self.settings = settings
+    def __init__(
+        self, settings: KubernetesSettings, api_client: Any | None = None, *,
+        sweeping: bool = True,
+    ) -> None:
+        self.settings = resolve_settings(settings)  # a ConfigError here stops the start
         client = api_client if api_client is not None else api_client_from_settings(settings)
-        self._api = KubeApi(client, settings.request_timeout_seconds)
+        retry = RetryPolicy(settings.retry_attempts, settings.retry_base_seconds,
+                            settings.retry_max_seconds)
+        self._api = KubeApi(client, settings.request_timeout_seconds, retry)
         self._followers: dict[str, LogFollower] = {}
         self._lock = threading.Lock()
+        self._sweeper: Sweeper | None = None
+        if sweeping:
+            self._sweeper = Sweeper(self._api, self.settings)
+            self._sweeper.start()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KubernetesExecutor:
@@ -91,7 +122,14 @@ class KubernetesExecutor:
                 "The Kubernetes executor needs a 'kubernetes:' settings block "
                 "(at least kubernetes.image)"
             )
-        return cls(settings.kubernetes)
+        k8s = settings.kubernetes
+        if k8s.instance is None:
+            k8s = k8s.model_copy(update={"instance": workspace_instance(settings.workspace_dir)})
+        return cls(k8s)
+
+    @property
+    def instance(self) -> str:
+        return str(self.settings.instance)
 
     @property
     def namespace(self) -> str:
@@ -101,11 +139,12 @@ class KubernetesExecutor:
         run_id = run_id_of(spec.labels)
         manifests = build_manifests(spec, self.settings, run_id, self._package(spec))
         log_offset = _log_size(spec.log_path)
-        job = self._api.create("Job", self.namespace, manifests.job)
+        job, adopted = self._create_job(manifests)
         uid = str(job["metadata"]["uid"])
         try:
-            self._create_dependents(manifests, uid)
-            self._api.patch_job(self.namespace, manifests.name, RESUME_PATCH)
+            if job["spec"].get("suspend"):
+                self._create_dependents(manifests, uid, adopted)
+                self._api.patch_job(self.namespace, manifests.name, RESUME_PATCH)
         except ExecutorError:
             self._discard_job(self.namespace, manifests.name)
             raise
@@ -123,10 +162,34 @@ class KubernetesExecutor:
         folder = mount.host_path if mount is not None else self.settings.package_dir
         return None if folder is None else read_package(folder)
 
-    def _create_dependents(self, manifests: RunManifests, job_uid: str) -> None:
+    def _create_job(self, manifests: RunManifests) -> tuple[dict[str, Any], bool]:
+        """The created Job, or (True) the existing one of the same run and instance: a
+        create retried after its answer was lost finds its own Job there."""
+        try:
+            return self._api.create("Job", self.namespace, manifests.job), False
+        except KubeApiError as exc:
+            if exc.status != 409:
+                raise
+        existing = self._api.read_job(self.namespace, manifests.name)
+        labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+        ours = {RUN_ID_LABEL: manifests.run_id, INSTANCE_LABEL: self.instance}
+        if existing is None or any(labels.get(k) != v for k, v in ours.items()):
+            raise ExecutorError(
+                f"Job {self.namespace}/{manifests.name} already exists and is not this run's "
+                f"(labels {labels} do not match {ours}); delete it or use another namespace"
+            )
+        if existing["metadata"].get("deletionTimestamp"):
+            raise ExecutorError(f"Job {self.namespace}/{manifests.name} is being deleted")
+        return existing, True
+
+    def _create_dependents(self, manifests: RunManifests, job_uid: str, adopted: bool) -> None:
         for dependent in manifests.dependents:
             owned = owned_by(dependent, manifests.name, job_uid)
-            self._api.create(dependent["kind"], self.namespace, owned)
+            try:
+                self._api.create(dependent["kind"], self.namespace, owned)
+            except KubeApiError as exc:  # an adopted Job's first launch may have made it
+                if not (adopted and exc.status == 409):
+                    raise
 
     def _follow(self, handle: Handle) -> None:
         ref = _ref(handle)
@@ -149,14 +212,16 @@ class KubernetesExecutor:
             return KubernetesExitInfo(int(known["exit_code"]), str(known["reason"]))
         ref = _ref(handle)
         job = self._api.read_job(ref["namespace"], ref["job_name"])
-        if job is None or job["metadata"].get("uid") != ref["job_uid"]:
+        gone = job is None or job["metadata"].get("uid") != ref["job_uid"]
+        if gone or (ref.get("cancelled") and job and job["metadata"].get("deletionTimestamp")):
+            # a cancelled Job still being garbage-collected is as good as gone: its pod's
+            # exit (143 after SIGTERM) is the cancel's doing, not the run's
             info = vanished(bool(ref.get("cancelled")))
         else:
+            assert job is not None
             self._follow(handle)
             pods = self._api.list("Pod", ref["namespace"], managed_selector(ref["run_id"]))
-            outcome = job_outcome(
-                job, pods, datetime.now(UTC), self.settings.image_pull_grace_seconds
-            )
+            outcome = self._outcome(ref, job, pods)
             if outcome is None:
                 return None
             if outcome.stop_job:
@@ -165,6 +230,31 @@ class KubernetesExecutor:
         self._drain_log(handle)
         handle.data["exit"] = {"exit_code": info.exit_code, "reason": info.reason}
         return info
+
+    def _outcome(
+        self, ref: dict[str, Any], job: dict[str, Any], pods: list[dict[str, Any]]
+    ) -> Outcome | None:
+        """How the run ended, or ended for not starting within ``start_timeout_seconds``."""
+        now = datetime.now(UTC)
+        outcome = job_outcome(job, pods, now, self.settings.image_pull_grace_seconds)
+        if outcome is not None:
+            return outcome
+        pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+        since = pending_since(job, pod)
+        timeout = self.settings.start_timeout_seconds
+        if since is None or (now - since).total_seconds() < timeout:
+            return None
+        events = self._events(ref["namespace"], pod or job)
+        return start_timeout(pending_reason(job, pod, events), timeout)
+
+    def _events(self, namespace: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events about ``obj`` (best effort: reading them may not be allowed)."""
+        name = obj["metadata"]["name"]
+        try:
+            return self._api.list("Event", namespace, field_selector=f"involvedObject.name={name}")
+        except ExecutorError as exc:
+            logger.info("cannot read the events of %s: %s", name, exc)
+            return []
 
     def wait_exit(self, handle: Handle, timeout: float | None = None) -> KubernetesExitInfo | None:
         """The exit of ``handle`` within ``timeout`` seconds, else None: a pod has no pidfd,
@@ -206,23 +296,30 @@ class KubernetesExecutor:
                              grace_seconds=grace)
 
     def cleanup(self, handle: Handle) -> None:
-        """Stop copying the pod log (after draining it when the run has ended)."""
+        """Stop copying the pod log (after draining it when the run has ended); once the
+        run's end is known, delete its Job (and so its pod and what it owns)."""
         with self._lock:
             follower = self._followers.pop(handle.id, None)
-        if follower is None:
-            return
-        if "exit" in handle.data:
-            follower.finish(self.settings.log_drain_seconds)
-        follower.stop()
+        if follower is not None:
+            if "exit" in handle.data:
+                follower.finish(self.settings.log_drain_seconds)
+            follower.stop()
+        ref = handle.data
+        if "exit" in ref and not ref.get("deleted") and "job_name" in ref:
+            self._discard_job(ref["namespace"], ref["job_name"])
+            ref["deleted"] = True
 
     def sweep(self, active_run_ids: Collection[str], min_age_seconds: float = 300.0) -> list[Swept]:
         """Delete leftovers of runs not in ``active_run_ids`` (see :mod:`.sweeper`)."""
         return sweep_leftovers(
-            self._api, self.namespace, active_run_ids, min_age_seconds=min_age_seconds
+            self._api, self.namespace, self.instance, active_run_ids,
+            min_age_seconds=min_age_seconds,
         )
 
     def close(self) -> None:
-        """Stop every log follower and close the API client."""
+        """Stop the sweeper, every log follower, and close the API client."""
+        if self._sweeper is not None:
+            self._sweeper.stop()
         with self._lock:
             followers = list(self._followers.values())
             self._followers.clear()

@@ -20,6 +20,7 @@ from runyard.executors.base import LaunchSpec, Mount
 from runyard.executors.kubernetes import container as ctr
 from runyard.executors.kubernetes.names import (
     CONTAINER_NAME,
+    INSTANCE_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PACKAGE_TARGET,
@@ -64,9 +65,11 @@ def split_package_mount(mounts: list[Mount]) -> tuple[Mount | None, list[Mount]]
     return (package[0] if package else None), [m for m in mounts if m.target != PACKAGE_TARGET]
 
 
-def _metadata(spec: LaunchSpec, run_id: str) -> _Meta:
+def _metadata(spec: LaunchSpec, run_id: str, instance: str | None) -> _Meta:
     labels, annotations = split_labels(spec.labels)
     labels.update({MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: run_id})
+    if instance is not None:
+        labels[INSTANCE_LABEL] = instance
     return _Meta(resource_name(run_id), labels, annotations)
 
 
@@ -102,9 +105,7 @@ def _container(
         "env": ctr.env_entries(env, meta.name, stdin),
         "securityContext": ctr.container_security_context(),
     }
-    limits = ctr.resources(spec.limits)
-    if limits:
-        body["resources"] = limits
+    body["resources"] = ctr.resources(spec.limits, settings.resources)
     return body
 
 
@@ -135,7 +136,17 @@ def _pod_spec(
         pod["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
     if settings.node_selector:
         pod["nodeSelector"] = dict(settings.node_selector)
+    if settings.volume_mode == "hostPath" and settings.node_name:
+        pod["affinity"] = node_affinity(settings.node_name)
     return pod
+
+
+def node_affinity(node: str) -> dict[str, Any]:
+    """Only the node named ``node`` (by name, as a DaemonSet pins its pods): hostPath
+    volumes are that node's folders. The scheduler still reports when it cannot fit."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}
 
 
 def job_manifest(
@@ -174,22 +185,41 @@ def secret_manifest(meta: _Meta, data: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def network_policy_manifest(meta: _Meta) -> dict[str, Any]:
-    """Deny all ingress and egress of the run's pod (enforced where the CNI supports it)."""
+def network_policy_manifest(meta: _Meta, blocked: list[str] | None = None) -> dict[str, Any]:
+    """Deny all ingress and egress of the run's pod (enforced where the CNI supports it);
+    with ``blocked`` CIDRs (a run with network), allow egress anywhere but there, so the
+    cloud metadata address (169.254.169.254, fd00:ec2::254) stays out of reach."""
     selected = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: meta.labels[RUN_ID_LABEL]}
+    spec: dict[str, Any] = {
+        "podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress", "Egress"]
+    }
+    if blocked is not None:
+        spec["egress"] = [{"to": _allowed_blocks(blocked)}]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": meta.render(),
-        "spec": {"podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress", "Egress"]},
+        "spec": spec,
     }
+
+
+def _allowed_blocks(blocked: list[str]) -> list[dict[str, Any]]:
+    blocks = []
+    for everything in ("0.0.0.0/0", "::/0"):
+        family = ":" in everything
+        excepted = [cidr for cidr in blocked if (":" in cidr) == family]
+        block: dict[str, Any] = {"cidr": everything}
+        if excepted:
+            block["except"] = excepted
+        blocks.append({"ipBlock": block})
+    return blocks
 
 
 def build_manifests(
     spec: LaunchSpec, settings: KubernetesSettings, run_id: str, package: PackageFiles | None
 ) -> RunManifests:
     """The Job (suspended) and its dependents for one run; ``package`` is already read."""
-    meta = _metadata(spec, run_id)
+    meta = _metadata(spec, run_id, settings.instance)
     job = job_manifest(spec, settings, package, meta)
     dependents: list[dict[str, Any]] = []
     if package is not None:
@@ -197,8 +227,9 @@ def build_manifests(
     secrets = ctr.split_env(spec.env, settings).secret
     if secrets or spec.stdin:
         dependents.append(secret_manifest(meta, ctr.secret_data(secrets, spec.stdin)))
-    if not spec.network and settings.network_policy:
-        dependents.append(network_policy_manifest(meta))
+    if settings.network_policy:
+        blocked = settings.egress_blocked_cidrs if spec.network else None
+        dependents.append(network_policy_manifest(meta, blocked))
     return RunManifests(run_id, meta.name, job, dependents)
 
 

@@ -11,6 +11,7 @@ from runyard.errors import ExecutorError
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "runyard"
 RUN_ID_LABEL = "runyard.dev/run-id"
+INSTANCE_LABEL = "runyard.dev/instance"
 CONTAINER_NAME = "worker"
 PACKAGE_TARGET = "/opt/agent/package"
 STDIN_DIR = "/run/runyard"
@@ -86,8 +87,10 @@ def selector(labels: dict[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def managed_selector(run_id: str | None = None) -> str:
+def managed_selector(run_id: str | None = None, instance: str | None = None) -> str:
     labels = {MANAGED_BY_LABEL: MANAGED_BY}
     if run_id is not None:
         labels[RUN_ID_LABEL] = run_id
+    if instance is not None:
+        labels[INSTANCE_LABEL] = instance
     return selector(labels)

@@ -6,6 +6,7 @@
 | Job condition ``Complete``                             | 0         |                     |
 | Job failed with ``DeadlineExceeded``                   | 124       | timed out           |
 | image cannot be pulled / container cannot be created   | 125       | the kubelet's words |
+| not running within ``start_timeout_seconds``           | 125       | why, as reported    |
 | Job failed, or gone, without a container exit code     | 255       | what is known       |
 """
 
@@ -138,3 +139,67 @@ def vanished(cancelled: bool) -> KubernetesExitInfo:
     return KubernetesExitInfo(
         NO_EXIT_CODE, "the Job disappeared before its end was seen (deleted, or expired by TTL)"
     )
+
+
+def started(pod: dict[str, Any] | None) -> bool:
+    """Whether the worker container has run (running now, or already terminated)."""
+    state = container_state(pod)
+    return "running" in state or "terminated" in state
+
+
+def pending_since(job: dict[str, Any], pod: dict[str, Any] | None) -> datetime | None:
+    """Since when the run waits to start (None once its container has run): the pod's
+    creation, else (no pod yet) the Job's start or creation."""
+    if started(pod):
+        return None
+    if pod is not None:
+        return parse_time(pod["metadata"].get("creationTimestamp"))
+    status = job.get("status") or {}
+    return parse_time(status.get("startTime") or job["metadata"].get("creationTimestamp"))
+
+
+def _scheduling(pod: dict[str, Any] | None) -> str:
+    for condition in ((pod or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return _reason_text(condition)
+    return ""
+
+
+def _reason_text(item: dict[str, Any]) -> str:
+    reason, message = item.get("reason") or "", item.get("message") or ""
+    return f"{reason}: {message}" if reason and message else reason or message
+
+
+def pending_reason(
+    job: dict[str, Any], pod: dict[str, Any] | None, events: list[dict[str, Any]]
+) -> str:
+    """Why the run has not started, in Kubernetes' words: the pod's scheduling condition,
+    its container's waiting state, a Job condition, else the newest warning event."""
+    waiting = container_state(pod).get("waiting") or {}
+    if waiting.get("reason") in (FATAL_WAITING | PULL_WAITING):
+        return _reason_text(waiting)
+    for text in (_scheduling(pod), _job_condition_text(job)):
+        if text:
+            return text
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    newest = max(warnings, key=lambda e: e.get("lastTimestamp") or "", default=None)
+    if newest is not None:
+        return _reason_text(newest)
+    if waiting:
+        return _reason_text(waiting)
+    return "no pod was created" if pod is None else "the pod is still pending"
+
+
+def _job_condition_text(job: dict[str, Any]) -> str:
+    for condition in (job.get("status") or {}).get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") != "Suspended":
+            return _reason_text(condition)
+    return ""
+
+
+def start_timeout(reason: str, timeout: float) -> Outcome:
+    """The end of a run whose pod did not start in time: the Job must be stopped."""
+    info = KubernetesExitInfo(
+        NOT_STARTED_EXIT_CODE, f"not started within {timeout:g} s: {reason}"
+    )
+    return Outcome(info, stop_job=True)
