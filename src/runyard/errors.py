@@ -167,6 +167,10 @@ class UnnameablePath(RunyardError, FileNotFoundError):
     """A request path no file or record can have (a name past the system's limits)."""
 
 
+class BadEventId(InvalidInput):
+    """A ``Last-Event-ID`` that is no event id its stream could have sent."""
+
+
 class UnknownTarget(InvalidInput):
     """A Job call forwarded to a remote runyard the settings do not name."""
 

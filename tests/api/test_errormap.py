@@ -42,6 +42,7 @@ from runyard.api.jsonbody import BadJsonBody, JsonTooDeep
 from runyard.backup.errors import BackupError
 from runyard.errors import (
     AgentError,
+    BadEventId,
     BadIdempotencyKey,
     BodyTooLarge,
     ClientError,
@@ -140,6 +141,7 @@ JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     JsonTooDeep: (400, DETAIL),
     UnknownTarget: (422, DETAIL),
     UpstreamError: (502, DETAIL),
+    BadEventId: (422, DETAIL),
 }
 # families whose errors are the server's to fix: the only ones that may answer 5xx
 SERVER_FAULTS = (
@@ -317,5 +319,8 @@ def _edge_refusals(server: Any) -> None:
         assert "Malformed" in _detail(sent, 422)
         sent = client.post("/api/v1/gc", content=deep, headers=json_type)
         assert "nested too deeply" in _detail(sent, 400)
+        stream = {"arguments": {"task_id": "base#demo#x"}}
+        sent = client.post("/jobs/stream_task/events", json=stream, headers={"last-event-id": "x"})
+        assert _detail(sent, 422).startswith("Last-Event-ID must be an event id of this stream")
         target = {"arguments": {"task_id": "base#demo#x"}, "target": "nowhere"}
         assert "Unknown target 'nowhere'" in _detail(client.post("/jobs/status", json=target), 422)

@@ -44,6 +44,7 @@ from runyard.api.scopes import request_scope, scrub
 from runyard.backup.errors import BackupError
 from runyard.errors import (
     AgentError,
+    BadEventId,
     BadIdempotencyKey,
     BodyTooLarge,
     ClientError,
@@ -169,6 +170,7 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     JsonTooDeep: Rule(400, DETAIL),
     UnknownTarget: Rule(422, DETAIL),
     UpstreamError: Rule(502, DETAIL),
+    BadEventId: Rule(422, DETAIL),  # the Job events route; /api/v1 streams answer a 400
 }
 
 # HTTPExceptions of shared helpers (body reading, the guard) as /api/v1 codes (agents' routes)

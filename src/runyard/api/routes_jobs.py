@@ -99,10 +99,7 @@ def _add_job_routes(
         envelope, raw = await _parse(request, services, model)
         scope = request_scope(request)
         last_event_id = request.headers.get("last-event-id")
-        try:
-            cursor = parse_last_event_id(last_event_id)
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from exc
+        cursor = parse_last_event_id(last_event_id)  # BadEventId: a 422 (api/errormap.py)
         if envelope.target:
             target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_stream(target, job.name, raw, last_event_id)

@@ -36,6 +36,7 @@ from runyard.api.sse import (
     sse_client,
 )
 from runyard.changes import ChangeHub
+from runyard.errors import BadEventId
 from runyard.workspace.events import read_events
 from runyard.workspace.logs import MAX_LIMIT
 from runyard.workspace.records import TaskStatus
@@ -45,8 +46,12 @@ MAX_POSITION = (1 << (LOG_SHIFT + 32)) - 1  # run tags are 32 bits
 
 
 def parse_last_event_id(value: str | None) -> StreamCursor:
-    """The position a Last-Event-ID names; ValueError unless it is an id we could send."""
-    position, log_offset = parse_event_id(value, MAX_POSITION)
+    """The position a Last-Event-ID names; :class:`~runyard.errors.BadEventId` (answered
+    by the error table) unless it is an id we could send."""
+    try:
+        position, log_offset = parse_event_id(value, MAX_POSITION)
+    except ValueError as exc:
+        raise BadEventId(str(exc)) from exc
     return StreamCursor(position & EVENTS_MASK, log_offset, position >> LOG_SHIFT)
 
 
