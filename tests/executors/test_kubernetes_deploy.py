@@ -146,7 +146,8 @@ def fake() -> Iterator[FakeKubernetes]:
 def replay_every_flow(fake: FakeKubernetes, tmp_path: Path) -> None:
     """Launch (package, stdin, no network), poll with the log, cancel, and sweep."""
     settings = KubernetesSettings(image="registry.example/runyard:2", log_retry_seconds=0.05,
-                                  request_timeout_seconds=5, log_drain_seconds=2)  # fmt: skip
+                                  request_timeout_seconds=5, log_drain_seconds=2,
+                                  node_name="node-a", instance="ry-1")  # fmt: skip
     executor = KubernetesExecutor(settings, ApiClient(Configuration(host=fake.url)))
     package = tmp_path / "package"
     package.mkdir()
@@ -177,7 +178,8 @@ def replay_every_flow(fake: FakeKubernetes, tmp_path: Path) -> None:
         old = datetime.now(UTC) - timedelta(hours=1)
         for kind in ("Job", "ConfigMap", "Secret", "NetworkPolicy"):
             body: dict[str, Any] = {"metadata": {"name": "runyard-old", "labels": {
-                "app.kubernetes.io/managed-by": "runyard", RUN_ID_LABEL: "old"}}}
+                "app.kubernetes.io/managed-by": "runyard", RUN_ID_LABEL: "old",
+                "runyard.dev/instance": "ry-1"}}}
             if kind == "Job":
                 body["spec"] = {"template": {"spec": {"containers": []}}}
             fake.add(kind, body, old)
