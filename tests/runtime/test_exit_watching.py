@@ -138,15 +138,15 @@ def test_a_hanging_pod_poll_does_not_hold_up_the_monitor_and_the_end_is_claimed_
     try:
         runs.watch(runs.launch("run-1", "s-1", pod_spec(tmp_path), tmp_path / "x", 60))
         fake.start_container(JOB)
+        record = {"pid": unrelated.pid, "startTime": process_start_time(unrelated.pid)}
+        assert runs.adopt("run-2", "s-1", record, tmp_path / "none", time.monotonic() + 60)
         fake.stall.set()
         assert fake.stalled.wait(10), "the pod was never polled"
         # a pod poll hangs in the API: the monitor thread still runs everything else at once
         ticked = threading.Event()
         host.monitor.call_later(0.0, ticked.set)
         assert ticked.wait(2), "the monitor thread waits for the pod's API call"
-        # ... and a process run's exit is reported meanwhile (no lock held over the call)
-        record = {"pid": unrelated.pid, "startTime": process_start_time(unrelated.pid)}
-        assert runs.adopt("run-2", "s-1", record, tmp_path / "none", time.monotonic() + 60)
+        # ... and a process run's exit is reported meanwhile (no lock is held over the call)
         unrelated.kill()
         deadline = time.monotonic() + 2
         while not ends and time.monotonic() < deadline:

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,6 +64,8 @@ class WatchedRun:
     handle: Handle | None = None
     reason: str = ""
     exit: ExitInfo | None = None
+    # one claimer at a time asks the executor (a pod: the API), without holding up the rest
+    claiming: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record(self) -> dict[str, object]:
         """What the store keeps to find this run again after a restart."""
@@ -207,9 +209,15 @@ class AgentRuns:
         adopted run left no exit status."""
         with self._lock:
             run = self._runs.get(run_id)
-            if run is None or not self._ended(run):
+        if run is None:
+            return None
+        with run.claiming:  # not under self._lock: a pod's poll may take a while
+            if not self._ended(run):
                 return None
-            del self._runs[run_id]
+            with self._lock:
+                if self._runs.get(run_id) is not run:  # claimed meanwhile (or closed)
+                    return None
+                del self._runs[run_id]
         code = self._exit_code(run)
         self._release(run)
         return code, run.reason
