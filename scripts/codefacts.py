@@ -113,6 +113,19 @@ def _error_response(node: ast.AST) -> bool:
     return "error" in text
 
 
+ANSWER_CALLS = {"JSONResponse", "Response", "PlainTextResponse", "HTTPException"}
+
+
+def _literal_status_answer(node: ast.AST) -> bool:
+    """A response or HTTPException made with a literal 4xx/5xx status, whatever its body."""
+    if not (isinstance(node, ast.Call) and _call_name(node).split(".")[-1] in ANSWER_CALLS):
+        return False
+    statuses = [k.value for k in node.keywords if k.arg in ("status_code", "status")]
+    if _call_name(node).endswith("HTTPException") and node.args:
+        statuses.append(node.args[0])
+    return any(_is_status(status) for status in statuses)
+
+
 def maps_errors(tree: ast.Module) -> list[str]:
     kinds = set()
     for node in ast.walk(tree):
@@ -122,6 +135,8 @@ def maps_errors(tree: ast.Module) -> list[str]:
             kinds.add("exception carries status")
         if _error_response(node):
             kinds.add("error JSONResponse")
+        elif _literal_status_answer(node):
+            kinds.add("literal error status")
     return sorted(kinds)
 
 

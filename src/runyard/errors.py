@@ -171,6 +171,14 @@ class BadEventId(InvalidInput):
     """A ``Last-Event-ID`` that is no event id its stream could have sent."""
 
 
+class UnknownJob(RunyardError, LookupError):
+    """A Job API call to a job name the server does not have."""
+
+
+class MisplacedTarget(InvalidInput):
+    """A Job call's ``target`` given inside its ``arguments`` instead of beside them."""
+
+
 class UnknownTarget(InvalidInput):
     """A Job call forwarded to a remote runyard the settings do not name."""
 

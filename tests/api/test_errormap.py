@@ -56,6 +56,7 @@ from runyard.errors import (
     InvalidInput,
     InvalidLimit,
     InvalidTaskId,
+    MisplacedTarget,
     NoSuchFile,
     NotAuthenticated,
     NotParquet,
@@ -65,6 +66,7 @@ from runyard.errors import (
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
+    UnknownJob,
     UnknownTarget,
     UnnameablePath,
     UnsafePath,
@@ -105,6 +107,7 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     UnsupportedMediaType: (415, "unsupported_media_type"),
     BodyTooLarge: (413, "too_large"),
     UnnameablePath: (404, "not_found"),
+    UnknownJob: (404, "not_found"),
     BadJsonBody: (422, "invalid"),
     JsonTooDeep: (400, "bad_request"),
     SyncRefused: (422, OWN_CODE),
@@ -142,6 +145,8 @@ JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     UnknownTarget: (422, DETAIL),
     UpstreamError: (502, DETAIL),
     BadEventId: (422, DETAIL),
+    UnknownJob: (404, DETAIL),
+    MisplacedTarget: (422, DETAIL),
 }
 # families whose errors are the server's to fix: the only ones that may answer 5xx
 SERVER_FAULTS = (
@@ -284,9 +289,9 @@ def test_render_picks_the_surface_by_path_and_carries_the_rows_headers() -> None
     assert challenged.headers == {"WWW-Authenticate": "Bearer"}
 
 
-def _detail(reply: Any, status: int) -> str:
+def _detail(reply: Any, status: int) -> Any:
     assert reply.status_code == status, reply.text
-    detail: str = reply.json()["detail"]
+    detail = reply.json()["detail"]
     return detail
 
 
@@ -322,5 +327,10 @@ def _edge_refusals(server: Any) -> None:
         stream = {"arguments": {"task_id": "base#demo#x"}}
         sent = client.post("/jobs/stream_task/events", json=stream, headers={"last-event-id": "x"})
         assert _detail(sent, 422).startswith("Last-Event-ID must be an event id of this stream")
+        assert _detail(client.post("/jobs/nope", json={}), 404).startswith("Unknown job 'nope'")
+        inside = {"arguments": {"task_id": "base#demo#x", "target": "elsewhere"}}
+        assert "top level" in _detail(client.post("/jobs/status", json=inside), 422)
+        loose = _detail(client.post("/jobs/status", json={"arguments": {}, "extra": 1}), 422)
+        assert {"missing", "extra_forbidden"} == {error["type"] for error in loose}
         target = {"arguments": {"task_id": "base#demo#x"}, "target": "nowhere"}
         assert "Unknown target 'nowhere'" in _detail(client.post("/jobs/status", json=target), 422)

@@ -1,14 +1,12 @@
-"""The JobResponse envelope, its validation, and the envelope's text for an error.
+"""The JobResponse envelope, its model per job, and the envelope's text for an error.
 
-Request bodies are read by :mod:`runyard.api.requestbody`."""
+Request bodies are read and validated by :mod:`runyard.api.requestbody`."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from fastapi import HTTPException
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from runyard.errors import RunyardError
 
@@ -48,17 +46,6 @@ def error_type_name(exc: BaseException) -> str:
             if klass.__module__ == "builtins" and klass is not Exception:
                 return klass.__name__
     return type(exc).__name__
-
-
-def validate_envelope(model: type[BaseModel], data: Any) -> BaseModel:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise HTTPException(422, jsonable_errors(exc)) from exc
-
-
-def jsonable_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return json.loads(exc.json(include_url=False, include_context=False))
 
 
 def _all_optional(model: type[BaseModel]) -> bool:

@@ -58,6 +58,7 @@ from runyard.errors import (
     InvalidInput,
     InvalidLimit,
     InvalidTaskId,
+    MisplacedTarget,
     NoSuchFile,
     NotAuthenticated,
     NotParquet,
@@ -67,6 +68,7 @@ from runyard.errors import (
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
+    UnknownJob,
     UnknownTarget,
     UnnameablePath,
     UnsafePath,
@@ -128,6 +130,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     UnsupportedMediaType: Rule(415, "unsupported_media_type"),
     BodyTooLarge: Rule(413, "too_large"),
     UnnameablePath: Rule(404, "not_found"),
+    UnknownJob: Rule(404, "not_found"),
     BadJsonBody: Rule(422, "invalid"),
     JsonTooDeep: Rule(400, "bad_request"),
     SyncRefused: Rule(422, OWN_CODE),
@@ -171,6 +174,8 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     UnknownTarget: Rule(422, DETAIL),
     UpstreamError: Rule(502, DETAIL),
     BadEventId: Rule(422, DETAIL),  # the Job events route; /api/v1 streams answer a 400
+    UnknownJob: Rule(404, DETAIL),
+    MisplacedTarget: Rule(422, DETAIL),
 }
 
 # HTTPExceptions of shared helpers (body reading, the guard) as /api/v1 codes (agents' routes)
@@ -178,6 +183,8 @@ HTTP_CODES = {400: "bad_request", 404: "not_found", 409: "conflict", 413: "too_l
 HTTP_DEFAULT_CODE = "invalid"
 # FastAPI's RequestValidationError (a body or parameter a route's model refuses), /api/v1
 VALIDATION = Rule(422, "invalid")
+# a Job envelope its model refuses: FastAPI's own answer, pydantic's errors under "detail"
+ENVELOPE_INVALID = Rule(422, DETAIL)
 
 
 def _find(table: dict[type[BaseException], Rule], klass: type[BaseException]) -> Rule | None:
@@ -273,6 +280,11 @@ def job_failure(exc: Exception, scrub: Callable[[str], str]) -> dict[str, Any] |
     if job_rule(type(exc)).status == 200:
         return job_response(scrub(error_answer(exc)), False)
     return job_error_response(exc, scrub)
+
+
+def envelope_refusal(errors: list[dict[str, Any]]) -> HTTPException:
+    """The refusal of a Job envelope its model does not validate (``errors``: pydantic's)."""
+    return HTTPException(ENVELOPE_INVALID.status, errors)
 
 
 async def family_handler(request: Request, exc: Exception) -> Response:

@@ -1,4 +1,5 @@
-"""Reading a request's JSON body: a size limit, the JSON content type, the one parser.
+"""Reading a request's JSON body (a size limit, the JSON content type, the one parser) and
+validating a Job envelope.
 
 Its refusals are family errors (:class:`~runyard.errors.BodyTooLarge`,
 :class:`~runyard.errors.UnsupportedMediaType`, :class:`~runyard.api.jsonbody.BadJsonBody`)
@@ -9,11 +10,13 @@ object, the rest as FastAPI's ``{"detail"}``), and that stays as it was.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import Request
+from pydantic import BaseModel, ValidationError
 
-from runyard.api.errormap import as_http_exception
+from runyard.api.errormap import as_http_exception, envelope_refusal
 from runyard.api.jsonbody import BadJsonBody, parse_json_body
 from runyard.errors import BodyTooLarge, UnsupportedMediaType
 
@@ -45,3 +48,16 @@ async def _read_json_body(request: Request, limit: int) -> Any:
     if not body.strip():
         return {}
     return parse_json_body(body)
+
+
+def validate_envelope(model: type[BaseModel], data: Any) -> BaseModel:
+    """The Job envelope ``data`` as ``model``; refused as FastAPI refuses a body (the list of
+    pydantic's errors under ``detail``), with the status of the error table."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise envelope_refusal(jsonable_errors(exc)) from exc
+
+
+def jsonable_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return json.loads(exc.json(include_url=False, include_context=False))

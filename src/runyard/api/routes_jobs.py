@@ -15,14 +15,13 @@ from runyard.api.envelope import (
     JobResponse,
     envelope_model,
     job_response,
-    validate_envelope,
 )
 from runyard.api.errormap import job_error_response, job_failure
 from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once
 from runyard.api.jobs import JOBS, Job
-from runyard.api.requestbody import read_json_body
+from runyard.api.requestbody import read_json_body, validate_envelope
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
 from runyard.api.sse import SSE_HEADERS
@@ -32,7 +31,7 @@ from runyard.api.streaming import (
     stream_task_events,
 )
 from runyard.changes import ChangeHub
-from runyard.errors import Forbidden
+from runyard.errors import Forbidden, MisplacedTarget, UnknownJob
 
 log = logging.getLogger("runyard.api")
 # failures a caller causes: answered, not logged as a server fault
@@ -65,7 +64,7 @@ def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, di
     @router.post("/jobs/{name}", include_in_schema=False)
     @router.post("/jobs/{name}/events", include_in_schema=False)
     async def unknown_job(name: str) -> None:
-        raise HTTPException(404, f"Unknown job {name!r}. Jobs: {', '.join(JOBS)}")
+        raise UnknownJob(f"Unknown job {name!r}. Jobs: {', '.join(JOBS)}")
 
     return router, schemas
 
@@ -145,8 +144,8 @@ async def _parse(
     envelope: Any = validate_envelope(model, data)
     raw = data.get("arguments", {}) if isinstance(data, dict) else {}
     if isinstance(raw, dict) and "target" in raw:
-        raise HTTPException(
-            422, "'target' belongs at the top level of the request, not inside 'arguments'"
+        raise MisplacedTarget(
+            "'target' belongs at the top level of the request, not inside 'arguments'"
         )
     return envelope, raw
 
