@@ -15,6 +15,13 @@ The Job API keeps the seed's envelope: a job that fails answers HTTP 200 with
 lists the refusals that change the status: with the envelope (:data:`ENVELOPE`, such as the
 507 of a full disk) or, for a request refused before any job ran, FastAPI's own
 ``{"detail": message}`` (:data:`DETAIL`, such as the 403 of a run token).
+
+The edge of a request answers here too: the pure-ASGI middlewares (a missing token, a
+foreign Host or Origin, a non-JSON state change, a path no file can have) raise nothing but
+build a family error and answer ``render(exc, path)(scope, receive, send)``; request-body
+reading and forwarding raise family errors whose rows give their status. A row may carry
+headers (the ``WWW-Authenticate`` of a 401) and, on ``/api/v1``, the :data:`DETAIL` shape
+(a 401 answers ``{"detail"}`` on every surface).
 """
 
 from __future__ import annotations
