@@ -350,3 +350,10 @@ def test_settings_hold_the_kubernetes_block(tmp_path: Path, monkeypatch: pytest.
     (tmp_path / "runyard.yaml").write_text("kubernetes:\n  namespace: Not_A_Name\n  image: a\n")
     with pytest.raises(ConfigError, match="namespace"):
         Settings.load()
+
+
+def test_every_kubernetes_setting_is_documented() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "kubernetes.md").read_text()
+    rows = {cell.strip("` ") for line in doc.splitlines() if line.startswith("| `")
+            for cell in line.split("|")[1].split("/")}
+    assert set(KubernetesSettings.model_fields) - rows == set()
