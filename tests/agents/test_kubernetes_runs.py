@@ -116,3 +116,22 @@ def test_a_job_is_adopted_after_a_restart_and_can_be_cancelled(
     while job_of(second) in {name for (kind, _, name) in fake.objects if kind == "Job"}:
         assert time.monotonic() < deadline, "the Job was not deleted"
         time.sleep(0.02)
+
+
+def test_cancel_under_a_slow_garbage_collector_is_recorded_at_once(
+    fake: FakeKubernetes, make: Callable[[], AgentService]
+) -> None:
+    service = make()
+    session = service.catalog.create_session()
+    run = service.runs.create(RunRequest(session.id, "slow", package="probe"))
+    fake.start_container(job_of(run))
+    fake.gc_delay = 30.0  # the Job lingers with a deletionTimestamp long after the cancel
+    assert service.runs.cancel(run.id).state == TaskState.CANCELLED
+    deadline = time.monotonic() + 10
+    while (done := service.runs.run(run.id)).exit_code is None:
+        assert time.monotonic() < deadline, "the cancelled run's end was not recorded"
+        time.sleep(0.02)
+    assert done.state == TaskState.CANCELLED and done.exit_code == 130  # agent-packages.md
+    # read -15 from the lingering Job, then deleted it (Background): no wait for the GC
+    assert fake.requests_of("DELETE", f"/jobs/{job_of(run)}")[-1].query == {
+        "propagationPolicy": "Background"}
