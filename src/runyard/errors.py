@@ -183,6 +183,10 @@ class UnknownTarget(InvalidInput):
     """A Job call forwarded to a remote runyard the settings do not name."""
 
 
+class ServiceUnavailable(RunyardError):
+    """The server is up but not ready for this request yet (its start-up is under way)."""
+
+
 class UpstreamError(RunyardError):
     """A remote runyard a call was forwarded to could not be reached or answered no JSON."""
 

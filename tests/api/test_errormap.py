@@ -5,6 +5,7 @@ is the status and code its clients see; then both surfaces through a real server
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from runyard.agents.errors import (
     SessionClosed,
     UploadTooLarge,
 )
-from runyard.api import errormap
+from runyard.api import errormap, startup
 from runyard.api.errormap import (
     API_TABLE,
     DETAIL,
@@ -63,6 +64,7 @@ from runyard.errors import (
     PreviewUnavailable,
     RunMismatch,
     RunyardError,
+    ServiceUnavailable,
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
@@ -89,6 +91,7 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     ClientError: (502, "upstream_error"),
     InsufficientStorage: (507, "insufficient_storage"),
     PreviewUnavailable: (501, "preview_unavailable"),
+    ServiceUnavailable: (503, "starting"),
     InvalidInput: (400, "bad_request"),
     InvalidTaskId: (400, "invalid_task_id"),
     UnsafePath: (400, "unsafe_path"),
@@ -134,6 +137,7 @@ JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     BaseException: (200, ENVELOPE),
     InsufficientStorage: (507, ENVELOPE),
     IdempotencyConflict: (409, ENVELOPE),
+    ServiceUnavailable: (503, ENVELOPE),
     Forbidden: (403, DETAIL),
     BadIdempotencyKey: (422, DETAIL),
     NotAuthenticated: (401, DETAIL),
@@ -151,7 +155,7 @@ JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
 # families whose errors are the server's to fix: the only ones that may answer 5xx
 SERVER_FAULTS = (
     ConfigError, ExecutorError, RecordUnwritten, BackupError, SyncError, ClientError,
-    InsufficientStorage, PreviewUnavailable, UpstreamError,
+    InsufficientStorage, PreviewUnavailable, UpstreamError, ServiceUnavailable,
 )  # fmt: skip
 
 
@@ -192,7 +196,7 @@ def test_every_family_class_reaches_a_row_and_only_faults_answer_5xx(
     assert rule == API_TABLE[owner]
     if rule.status >= 500:
         assert issubclass(klass, SERVER_FAULTS) or klass is AgentError, klass
-    assert job_rule(klass).status in (200, 400, 401, 403, 404, 409, 413, 415, 422, 502, 507)
+    assert job_rule(klass).status in (200, 400, 401, 403, 404, 409, 413, 415, 422, 502, 503, 507)
 
 
 @pytest.mark.parametrize("klass", list(API_CONTRACT), ids=lambda k: k.__qualname__)
@@ -334,3 +338,25 @@ def _edge_refusals(server: Any) -> None:
         assert {"missing", "extra_forbidden"} == {error["type"] for error in loose}
         target = {"arguments": {"task_id": "base#demo#x"}, "target": "nowhere"}
         assert "Unknown target 'nowhere'" in _detail(client.post("/jobs/status", json=target), 422)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/jobs/list_task_ids", {"success": False}),
+        ("/api/v1/tasks", {"error": {"code": "starting"}}),
+        ("/mcp", {"error": {"code": "starting"}}),
+    ],
+)
+def test_a_request_the_start_up_holds_back_too_long_answers_503_from_the_table(
+    path: str, body: dict[str, Any]
+) -> None:
+    answer = startup.unavailable(path)
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "2"
+    got = json.loads(bytes(answer.body))
+    message = "The server is starting (building its task index); retry shortly"
+    if "success" in body:
+        assert got["success"] is False
+        assert got["answer"] == f"ServiceUnavailable: {message}"
+    else:
+        assert got == {"error": {"code": "starting", "message": message}}

@@ -43,7 +43,7 @@ def error_answer(exc: BaseException) -> str:
 def error_type_name(exc: BaseException) -> str:
     if isinstance(exc, RunyardError):
         for klass in type(exc).__mro__:
-            if klass.__module__ == "builtins" and klass is not Exception:
+            if klass.__module__ == "builtins" and klass not in (Exception, BaseException, object):
                 return klass.__name__
     return type(exc).__name__
 

@@ -72,6 +72,7 @@ from runyard.errors import (
     PreviewUnavailable,
     RunMismatch,
     RunyardError,
+    ServiceUnavailable,
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
@@ -104,6 +105,8 @@ DETAIL = "detail"  # {"detail": message}, the request was refused before any job
 API_PREFIX = "/api/"  # the paths that answer the /api/v1 error object
 # the answer to a request without a usable token, on every surface (RFC 6750)
 CHALLENGE = (("WWW-Authenticate", "Bearer"),)
+# when to ask again while the server starts (its index is being built)
+RETRY_STARTING = (("Retry-After", "2"),)
 
 API_TABLE: dict[type[BaseException], Rule] = {
     # server faults: the operator must act, the request was fine
@@ -117,6 +120,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     ClientError: Rule(502, "upstream_error"),
     InsufficientStorage: Rule(507, "insufficient_storage"),
     PreviewUnavailable: Rule(501, "preview_unavailable"),
+    ServiceUnavailable: Rule(503, "starting", RETRY_STARTING),
     # the caller's request
     InvalidInput: Rule(400, "bad_request"),
     InvalidTaskId: Rule(400, "invalid_task_id"),
@@ -169,6 +173,7 @@ ROUTE_TABLE: dict[str, dict[type[BaseException], Rule]] = {
 JOB_TABLE: dict[type[BaseException], Rule] = {
     BaseException: Rule(200, ENVELOPE),  # the seed: a job that failed is a 200 answer
     InsufficientStorage: Rule(507, ENVELOPE),
+    ServiceUnavailable: Rule(503, ENVELOPE, RETRY_STARTING),
     IdempotencyConflict: Rule(409, ENVELOPE),
     Forbidden: Rule(403, DETAIL),
     BadIdempotencyKey: Rule(422, DETAIL),

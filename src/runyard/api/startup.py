@@ -11,7 +11,8 @@ job catalogue and the single-task reads answered from the task's own files (``st
 ``wait_task``, ``read_task_log``, ``stream_task``, the definitions). Everything else --
 lists, graph and context (the index), submit, cancel, delete (the supervisor), the agent
 API and MCP -- waits for the start-up up to :data:`WAIT_SECONDS`, then is answered 503 with
-``Retry-After``: a Job API envelope on ``/jobs``, ``{"error": {code, message}}`` elsewhere.
+``Retry-After`` (the :class:`ServiceUnavailable` rows of the error table): a Job API
+envelope on ``/jobs``, ``{"error": {code, message}}`` elsewhere (MCP and metrics included).
 """
 
 from __future__ import annotations
@@ -21,18 +22,17 @@ import logging
 import os
 import signal
 import threading
-from typing import Any
 
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from runyard.api.envelope import job_response
+from runyard.api.errormap import api_error_response, job_error_response
 from runyard.api.services import Services
+from runyard.errors import ServiceUnavailable
 
 log = logging.getLogger("runyard.api")
 
 WAIT_SECONDS = 10.0
-RETRY_AFTER = "2"
 # answered from the task's own files (or from nothing), never from the index
 READS_WITHOUT_INDEX = frozenset(
     f"/jobs/{name}{suffix}"
@@ -109,18 +109,16 @@ class StartupGate:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1013})  # try again later
             return
-        await _unavailable(path)(scope, receive, send)
+        await unavailable(path)(scope, receive, send)
 
 
 def _needs_nothing(path: str) -> bool:
     return path in OPEN_PATHS or path in READS_WITHOUT_INDEX or path.startswith(OPEN_PREFIXES)
 
 
-def _unavailable(path: str) -> JSONResponse:
-    message = "The server is starting (building its task index); retry shortly"
-    headers = {"retry-after": RETRY_AFTER}
+def unavailable(path: str) -> Response:
+    """The answer to a request that waited for the start-up in vain."""
+    exc = ServiceUnavailable("The server is starting (building its task index); retry shortly")
     if path.startswith("/jobs/"):
-        body: Any = job_response(f"ServiceUnavailable: {message}", False)
-    else:
-        body = {"error": {"code": "starting", "message": message}}
-    return JSONResponse(body, status_code=503, headers=headers)
+        return job_error_response(exc)
+    return api_error_response(exc)
