@@ -141,7 +141,7 @@ class Kubelet:
             pods = {obj["metadata"]["uid"]: copy.deepcopy(obj)
                     for (kind, _, _), obj in self.fake.objects.items() if kind == "Pod"}  # fmt: skip
         for uid, pod in pods.items():
-            if uid not in self.containers and pod["status"].get("phase") == "Pending":
+            if uid not in self.containers and _bound(pod):
                 self._try_start(pod)
         for uid, container in list(self.containers.items()):
             if container.done or container.gone:
@@ -357,6 +357,16 @@ class Kubelet:
             container.reader.join(10)
         container.done = True
         self._end_job(container, succeeded=False)
+
+
+def _bound(pod: dict[str, Any]) -> bool:
+    """A pending pod the scheduler placed (one it could not place never reaches a node)."""
+    status = pod.get("status") or {}
+    unscheduled = any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                      for c in status.get("conditions") or [])  # fmt: skip
+    return status.get("phase") == "Pending" and bool(status.get("containerStatuses")) and not (
+        unscheduled
+    )
 
 
 def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:

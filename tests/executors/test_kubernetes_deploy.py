@@ -30,6 +30,7 @@ from runyard.executors.kubernetes.deployment import (
 )
 from runyard.executors.kubernetes.names import RUN_ID_LABEL
 
+NODE = {"kubernetes.io/hostname": "node-1"}  # hostPath mode: pods pinned to our node
 VERSIONS = ("1.37.0", "1.33.0")  # the validator's current minor and an older supported one
 KINDS = ["Namespace", "ServiceAccount", "Role", "RoleBinding", "PersistentVolumeClaim",
          "Deployment", "Service"]  # fmt: skip
@@ -146,6 +147,7 @@ def fake() -> Iterator[FakeKubernetes]:
 def replay_every_flow(fake: FakeKubernetes, tmp_path: Path) -> None:
     """Launch (package, stdin, no network), poll with the log, cancel, and sweep."""
     settings = KubernetesSettings(image="registry.example/runyard:2", log_retry_seconds=0.05,
+                                  node_selector=NODE,
                                   request_timeout_seconds=5, log_drain_seconds=2,
                                   node_name="node-a", instance="ry-1")  # fmt: skip
     executor = KubernetesExecutor(settings, ApiClient(Configuration(host=fake.url)))
@@ -184,6 +186,24 @@ def replay_every_flow(fake: FakeKubernetes, tmp_path: Path) -> None:
                 body["spec"] = {"template": {"spec": {"containers": []}}}
             fake.add(kind, body, old)
         assert len(executor.sweep(active_run_ids=set(), min_age_seconds=300)) >= 4
+    finally:
+        executor.close()
+    replay_a_start_timeout(fake, tmp_path, spec)
+
+
+def replay_a_start_timeout(fake: FakeKubernetes, tmp_path: Path, spec: LaunchSpec) -> None:
+    """A pod that never starts: its end names Kubernetes' reason, read from the events."""
+    settings = KubernetesSettings(image="registry.example/runyard:2", request_timeout_seconds=5,
+                                  start_timeout_seconds=0.2, log_retry_seconds=0.05,
+                                  node_selector=NODE)  # fmt: skip
+    executor = KubernetesExecutor(settings, ApiClient(Configuration(host=fake.url)))
+    try:
+        handle = executor.launch(LaunchSpec(**{**spec.__dict__, "labels": {RUN_ID_LABEL: "r3"}}))
+        fake.set_unschedulable("runyard-r3", "0/3 nodes are available")
+        deadline = datetime.now(UTC) + timedelta(seconds=10)
+        while (info := executor.poll(handle)) is None:
+            assert datetime.now(UTC) < deadline
+        assert "Unschedulable" in info.describe()
     finally:
         executor.close()
 

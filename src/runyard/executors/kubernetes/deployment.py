@@ -19,7 +19,8 @@ from typing import Any
 # create       KubeApi.create: the Job, then its ConfigMap, Secret and NetworkPolicy
 # get          KubeApi.read_job (Jobs) and KubeApi.open_log (pods/log)
 # patch        KubeApi.patch_job: resume the suspended Job
-# list         KubeApi.list: pods of a run (poll, cancel), every kind in the sweeper
+# list         KubeApi.list: pods of a run (poll, cancel), every kind in the sweeper, and
+#              the events of a pod that did not start in time (its reason)
 # delete       KubeApi.delete: cancel (Job, pod), a failed launch, the sweeper
 # A test replays the executor's calls against the fake API server and checks that this
 # table covers each of them and grants nothing they do not use.
@@ -29,6 +30,7 @@ EXECUTOR_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("", "secrets", ("create", "list", "delete")),
     ("", "pods", ("list", "delete")),
     ("", "pods/log", ("get",)),
+    ("", "events", ("list",)),
     ("networking.k8s.io", "networkpolicies", ("create", "list", "delete")),
 )
 USER_ID = 1000  # the image's non-root user (deploy/Dockerfile)
