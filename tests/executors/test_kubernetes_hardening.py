@@ -90,6 +90,25 @@ def test_an_unschedulable_pod_fails_at_the_start_timeout_with_the_scheduler_reas
     assert jobs(fake) == []  # the Job that cannot start is stopped
 
 
+def test_a_started_pod_lost_later_is_not_a_start_timeout(
+    fake: FakeKubernetes, make_executor: Callable[..., KubernetesExecutor], run_spec: LaunchSpec
+) -> None:
+    executor = make_executor(start_timeout_seconds=60)
+    handle = executor.launch(run_spec)
+    fake.start_container(JOB)
+    assert executor.poll(handle) is None
+    with fake.cond:  # its node is gone: the pod with it, the Job not yet marked failed
+        del fake.objects[("Pod", "default", fake.pod_of(JOB)["metadata"]["name"])]
+    fake.age_job(JOB, 3600)
+    assert executor.poll(handle) is None  # the job controller will say how it ended
+    with fake.cond:
+        failed = {"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
+                  "message": "the pod was deleted"}
+        fake.objects[("Job", "default", JOB)]["status"] = {"failed": 1, "conditions": [failed]}
+    info = executor.poll(handle)
+    assert info is not None and info.exit_code == 255 and "PodFailurePolicy" in info.reason
+
+
 def test_image_pull_back_off_fails_at_the_start_timeout_even_with_a_long_pull_grace(
     fake: FakeKubernetes, make_executor: Callable[..., KubernetesExecutor], run_spec: LaunchSpec
 ) -> None:

@@ -241,8 +241,10 @@ class KubernetesExecutor:
             return outcome
         pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
         since = pending_since(job, pod)
+        if since is None:
+            ref["started"] = True  # a pod lost later (a node gone) is the Job's to report
         timeout = self.settings.start_timeout_seconds
-        if since is None or (now - since).total_seconds() < timeout:
+        if ref.get("started") or since is None or (now - since).total_seconds() < timeout:
             return None
         events = self._events(ref["namespace"], pod or job)
         return start_timeout(pending_reason(job, pod, events), timeout)

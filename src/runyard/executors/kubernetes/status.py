@@ -187,7 +187,7 @@ def pending_reason(
         return _reason_text(newest)
     if waiting:
         return _reason_text(waiting)
-    return "no pod was created" if pod is None else "the pod is still pending"
+    return "the Job has no pod" if pod is None else "the pod is still pending"
 
 
 def _job_condition_text(job: dict[str, Any]) -> str:
