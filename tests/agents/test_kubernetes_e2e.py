@@ -4,7 +4,8 @@ the test kubelet, which really runs the pod's command (in bubblewrap, the pod's 
 their paths) → the agent package → its answer recorded by the server.
 
 Covers success (the reference agent, its demo task through the Job API socket), failure,
-cancel (the pod's process is killed) and a pod deleted under a run (a node loss)."""
+cancel (the pod's process is killed), a pod deleted under a run (a node loss), and the
+``pvc`` volume mode (the run's folders reach the pod as subPaths of the claim)."""
 
 from __future__ import annotations
 
@@ -134,3 +135,32 @@ def test_a_failing_run_a_cancelled_run_and_a_lost_pod(
         # the executor's reason (BackoffLimitExceeded) is not yet carried into the run's error
         assert ended["state"] == "failed" and ended["exitCode"] == 255, ended
         assert victim.proc.poll() is not None
+
+
+def test_in_pvc_mode_the_pod_sees_the_run_through_the_claim(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+) -> None:
+    # the claim is the folder holding workspace and logs, as /data in the Deployment
+    fake, kubelet, kubeconfig = cluster
+    root = tmp_path / "data"
+    kubelet.claims["runyard-data"] = root
+    k8s = {"image": IMAGE, "kubeconfig": str(kubeconfig), "request_timeout_seconds": 5,
+           "log_retry_seconds": 0.05, "log_drain_seconds": 2, "volume_mode": "pvc",
+           "pvc_name": "runyard-data", "pvc_host_root": str(root)}  # fmt: skip
+    server = agent_server(root, "none", agent_executor="kubernetes", kubernetes=k8s)
+    try:
+        with api(server) as client:
+            run = create_run(client, new_session(client), "through the claim")
+            done = wait_run(client, run["id"])
+            assert done["state"] == "succeeded", done
+            report = json.loads(client.get(f"/runs/{run['id']}/files/report.json").content)
+            assert report["demo"]["success"] is True
+    finally:
+        server.stop()
+    pod = fake.requests_of("POST", "/jobs")[-1].body["spec"]["template"]["spec"]
+    claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+              if "persistentVolumeClaim" in v]  # fmt: skip
+    assert claims == ["runyard-data"] and all("hostPath" not in v for v in pod["volumes"])
+    assert all(m.get("subPath") for m in pod["containers"][0]["volumeMounts"]
+               if m["mountPath"].startswith("/workspace"))  # fmt: skip
+
