@@ -10,7 +10,9 @@ cancel (the pod's process is killed), a pod deleted under a run (a node loss), a
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -142,7 +144,9 @@ def test_in_pvc_mode_the_pod_sees_the_run_through_the_claim(
 ) -> None:
     # the claim is the folder holding workspace and logs, as /data in the Deployment
     fake, kubelet, kubeconfig = cluster
-    root = tmp_path / "data"
+    # a short root: the run's socket must live on the claim, and a long test path (parallel
+    # workers nest deeper) would push it past the Unix socket length to /tmp, off the claim
+    root = Path(tempfile.mkdtemp(prefix="ry-claim-", dir="/tmp"))
     kubelet.claims["runyard-data"] = root
     k8s = {"image": IMAGE, "kubeconfig": str(kubeconfig), "request_timeout_seconds": 5,
            "log_retry_seconds": 0.05, "log_drain_seconds": 2, "volume_mode": "pvc",
@@ -152,11 +156,12 @@ def test_in_pvc_mode_the_pod_sees_the_run_through_the_claim(
         with api(server) as client:
             run = create_run(client, new_session(client), "through the claim")
             done = wait_run(client, run["id"])
-            assert done["state"] == "succeeded", done
+            assert done["state"] == "succeeded", (done["error"], done["exitCode"])
             report = json.loads(client.get(f"/runs/{run['id']}/files/report.json").content)
             assert report["demo"]["success"] is True
     finally:
         server.stop()
+        shutil.rmtree(root, ignore_errors=True)
     pod = fake.requests_of("POST", "/jobs")[-1].body["spec"]["template"]["spec"]
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
               if "persistentVolumeClaim" in v]  # fmt: skip

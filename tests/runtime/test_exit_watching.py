@@ -168,3 +168,39 @@ def test_a_hanging_pod_poll_does_not_hold_up_the_monitor_and_the_end_is_claimed_
         host.monitor.stop()
         executor.close()
         fake.stop()
+
+
+def test_a_pods_job_stays_until_its_end_is_recorded(tmp_path: Path) -> None:
+    # a server that dies between seeing the end and recording it must find the Job again
+    fake = FakeKubernetes().start()
+    k8s = KubernetesSettings(image="registry.example/agent:1", request_timeout_seconds=30,
+                             log_retry_seconds=0.05, log_drain_seconds=1, node_name="n1")  # fmt: skip
+    executor = KubernetesExecutor(k8s, ApiClient(Configuration(host=fake.url)))
+    host = Host()
+    seen: list[tuple[str, int | None, bool]] = []
+
+    def record_end(run_id: str, code: int | None, reason: str) -> None:
+        seen.append((run_id, code, "Job" in fake.kinds_named(JOB)))
+
+    runs = AgentRuns(settings(tmp_path), executor, host, record_end)
+    host.runs = runs
+    host.monitor.start()
+    try:
+        runs.watch(runs.launch("run-1", "s-1", pod_spec(tmp_path), tmp_path / "x", 60))
+        fake.start_container(JOB)
+        fake.terminate(JOB, 0)
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert seen == [("run-1", 0, True)], "the Job went before the end was recorded"
+        assert "Job" in fake.kinds_named(JOB)
+        runs.release("run-1")  # the end is on record: now the Job goes
+        deadline = time.monotonic() + 10
+        while "Job" in fake.kinds_named(JOB) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "Job" not in fake.kinds_named(JOB)
+    finally:
+        runs.close()
+        host.monitor.stop()
+        executor.close()
+        fake.stop()

@@ -55,6 +55,8 @@ class RunHost(Protocol):
 
     def claim(self, run_id: str) -> tuple[int | None, str] | None: ...
 
+    def release(self, run_id: str) -> None: ...  # after the claimed end is recorded
+
     def cancel(self, run_id: str, reason: str = CANCELLED) -> bool: ...
 
 
@@ -273,6 +275,7 @@ class RunManager:
         with self._lock:
             self._settle(run_id, code, reason)
             self._dispatch_all()
+        self.host.release(run_id)  # its Job (or cgroup) goes only now that the end is recorded
         self.notify()
 
     def _settle(self, run_id: str, code: int | None, reason: str) -> None:

@@ -5,6 +5,7 @@
     runs.watch(watched)                 # once its record says it runs
     runs.cancel(run_id, CANCELLED)      # the whole group (and cgroup), or the pod
     runs.claim(run_id)                  # (code, reason) once it ended, exactly once
+    runs.release(run_id)                # its end recorded: remove its Job or cgroup
 
 The supervisor's one monitor thread watches a local run's pidfd (checked against its start
 time, so a reused PID is never taken for it) and times a pod's poll, which has no pid, every
@@ -104,6 +105,9 @@ class AgentRuns:
         self._host = host
         self._on_exit = on_exit
         self._runs: dict[str, WatchedRun] = {}
+        # claimed runs whose ends are being recorded: what they leave (a pod's Job, a
+        # cgroup) is removed only once the end is on record (:meth:`release`)
+        self._claimed: dict[str, WatchedRun] = {}
         self._lock = threading.Lock()
         self._reporters: list[threading.Thread] = []
         # pod polls call the API: never on the monitor thread (one slow call would delay
@@ -205,8 +209,8 @@ class AgentRuns:
 
     def claim(self, run_id: str) -> tuple[int | None, str] | None:
         """``(exit code, reason)`` if the run has ended and nobody claimed it yet; the run
-        is then forgotten (and what it left running swept). The code is None when an
-        adopted run left no exit status."""
+        is then no longer watched, and what it leaves (its Job, its cgroup) waits for
+        :meth:`release`. The code is None when an adopted run left no exit status."""
         with self._lock:
             run = self._runs.get(run_id)
         if run is None:
@@ -218,9 +222,16 @@ class AgentRuns:
                 if self._runs.get(run_id) is not run:  # claimed meanwhile (or closed)
                     return None
                 del self._runs[run_id]
-        code = self._exit_code(run)
-        self._release(run)
-        return code, run.reason
+                self._claimed[run_id] = run
+        return self._exit_code(run), run.reason
+
+    def release(self, run_id: str) -> None:
+        """Remove what a claimed run leaves behind (its Job, its cgroup), once its end is
+        recorded: a server that dies before then finds the Job and settles the run from it."""
+        with self._lock:
+            run = self._claimed.pop(run_id, None)
+        if run is not None:
+            self._release(run)
 
     def _ended(self, run: WatchedRun) -> bool:
         if run.handle is not None:  # launched here, or a pod: the executor knows
@@ -247,10 +258,10 @@ class AgentRuns:
         thread = threading.Thread(
             target=self._guard, args=(run_id, code, reason), name=f"settle-{run_id}", daemon=True
         )
-        with self._lock:
+        with self._lock:  # started under the lock: close() never joins an unstarted one
             self._reporters = [t for t in self._reporters if t.is_alive()]
             self._reporters.append(thread)
-        thread.start()
+            thread.start()
 
     def _guard(self, run_id: str, code: int | None, reason: str) -> None:
         try:
