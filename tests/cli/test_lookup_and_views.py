@@ -56,7 +56,9 @@ def test_workspace_is_found_upwards_and_its_absence_is_said(tmp_path: Path) -> N
 def test_version_and_completion(tmp_path: Path) -> None:
     shown = runyard(tmp_path, "--version")
     assert shown.returncode == 0 and shown.stdout.strip() == f"runyard {version('runyard')}"
-    script = runyard(tmp_path, "--show-completion", "bash")
+    # the shell named, not guessed from the processes above the test (which vary by runner)
+    named = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    script = runyard(tmp_path, "--show-completion", "bash", env=named)
     assert script.returncode == 0 and "_RUNYARD_COMPLETE" in script.stdout
     # completion sees the whole CLI: commands of a group, not only the top level
     words = {"_RUNYARD_COMPLETE": "complete_bash", "COMP_CWORD": "2"}
