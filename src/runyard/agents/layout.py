@@ -364,3 +364,12 @@ def _sequence_length(lead: int) -> int:
     if lead >> 3 == 0b11110:
         return 4
     return 1
+
+
+def read_exit_file(path: Path) -> int | None:
+    """The exit code a run's launcher wrote to its ``exit-code`` file, or None (none yet,
+    or unreadable)."""
+    try:
+        return int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, check_still_granted, visible
 from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.errors import AgentInvalid, AgentNotFound, RunActive
-from runyard.agents.layout import AgentLayout, read_final_answer
+from runyard.agents.layout import AgentLayout, read_exit_file, read_final_answer
 from runyard.agents.models import HistoryEntry, Page, Run, RunScope, Session, new_id
 from runyard.agents.packages import resolve_package
 from runyard.agents.snapshots import skipped
@@ -359,7 +359,7 @@ class RunManager:
             if not self._claim(run.id):  # it ended just now: settled before anyone asks
                 log.info("adopted run %s (%s)", run.id, run.handle)
             return
-        code = _read_exit_file(exit_file)
+        code = read_exit_file(exit_file)
         self._settle(run.id, code, "")
 
 
@@ -381,10 +381,3 @@ def _deadline(started_at: str | None, timeout: float) -> float:
         return time.monotonic() + timeout
     started = datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp()
     return time.monotonic() + (started + timeout - time.time())
-
-
-def _read_exit_file(path: Path) -> int | None:
-    try:
-        return int(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return None

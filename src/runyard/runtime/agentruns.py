@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from runyard.agents.layout import read_exit_file
 from runyard.agents.runs import CANCELLED, TIMED_OUT
 from runyard.config import Settings
 from runyard.errors import ExecutorError
@@ -81,13 +82,6 @@ def handle_from_record(record: dict[str, Any]) -> Handle | None:
     if not isinstance(record.get("data"), dict) or not isinstance(record.get("id"), str):
         return None
     return Handle(id=record["id"], labels=dict(record.get("labels") or {}), data=record["data"])
-
-
-def read_exit_file(path: Path) -> int | None:
-    try:
-        return int(path.read_text(encoding="ascii").strip())
-    except (OSError, ValueError):
-        return None
 
 
 def deadline_after(seconds: float) -> float:
