@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -162,6 +162,10 @@ class Settings(BaseSettings):
     # agent runs running at once, all sessions together (one per session in any case)
     max_concurrent_runs: int = Field(8, ge=1, le=1024)
     agent_executor: str = Field("local", pattern="^(local|kubernetes)$")
+    # where task workers run: this host, or one Kubernetes Job each (a task definition's
+    # entry in task_executors, then a submit's ``executor`` argument, override it)
+    task_executor: Literal["local", "kubernetes"] = "local"
+    task_executors: dict[str, Literal["local", "kubernetes"]] = Field(default_factory=dict)
     kubernetes: KubernetesSettings | None = None
     agent_python: Path | None = None
     agent_limits: ResourceLimits = Field(
@@ -179,6 +183,16 @@ class Settings(BaseSettings):
         )
     )
     sync: SyncSettings | None = None
+
+    @model_validator(mode="after")
+    def _kubernetes_configured(self) -> Settings:
+        uses = [f"task_executor: {self.task_executor}"] if self.task_executor != "local" else []
+        uses += [f"task_executors.{t}" for t, e in self.task_executors.items() if e != "local"]
+        if uses and self.kubernetes is None:
+            raise ValueError(
+                f"{uses[0]} needs a 'kubernetes:' settings block (at least kubernetes.image)"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

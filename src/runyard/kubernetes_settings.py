@@ -81,6 +81,13 @@ class KubernetesSettings(BaseModel):
     node_name: str | None = None
     resources: ResourceSettings = Field(default_factory=ResourceSettings)
     package_dir: Path | None = None
+    # task runs: the image's Python (it runs ``-m runyard.runtime.worker``), per-task-
+    # definition resources (replacing ``resources``), Jobs at once, how often a running
+    # task's records are read (writes on other nodes raise no inotify event here)
+    python: str = Field("python", min_length=1)
+    task_resources: dict[str, ResourceSettings] = Field(default_factory=dict)
+    max_concurrent_tasks: int = Field(256, ge=1, le=100_000)
+    record_poll_seconds: float = Field(0.5, gt=0)
     stdin_shell: str | None = "/bin/sh"
 
     # lifetime

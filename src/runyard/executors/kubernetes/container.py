@@ -11,7 +11,7 @@ from typing import Any
 
 from runyard.errors import ExecutorError
 from runyard.executors.base import Limits
-from runyard.executors.kubernetes.names import STDIN_ENV, STDIN_KEY, STDIN_PATH
+from runyard.executors.kubernetes.names import LOG_FILE_ENV, STDIN_ENV, STDIN_KEY, STDIN_PATH
 from runyard.executors.kubernetes.package import OBJECT_LIMIT
 from runyard.kubernetes_settings import KubernetesSettings, ResourceSettings
 
@@ -85,14 +85,27 @@ def env_entries(split: EnvSplit, secret_name: str, stdin: bool) -> list[dict[str
     return entries
 
 
-def command(argv: list[str], stdin: bool, settings: KubernetesSettings) -> list[str]:
-    """``argv``, wrapped by a shell that feeds the stdin file when there is stdin to give."""
+def command(
+    argv: list[str], stdin: bool, settings: KubernetesSettings, log_in_pod: bool = False
+) -> list[str]:
+    """``argv``, wrapped by a shell that feeds the stdin file when there is stdin to give
+    and, with ``log_in_pod``, appends the output to ``$RUNYARD_LOG_FILE`` (a file on the
+    shared volume) instead of the pod log."""
     if not argv:
         raise ExecutorError("Nothing to launch: argv is empty")
     escaped = [escape_expansion(arg) for arg in argv]
-    if not stdin or settings.stdin_shell is None:
+    if settings.stdin_shell is None:
+        if log_in_pod:
+            raise ExecutorError(
+                "A task run writes its log through a shell: kubernetes.stdin_shell is unset"
+            )
         return escaped
-    return [settings.stdin_shell, "-c", f'exec "$@" < {STDIN_PATH}', "runyard-worker", *escaped]
+    redirect = f" < {STDIN_PATH}" if stdin else ""
+    if log_in_pod:
+        redirect += f' >> "${LOG_FILE_ENV}" 2>&1'
+    if not redirect:
+        return escaped
+    return [settings.stdin_shell, "-c", f'exec "$@"{redirect}', "runyard-worker", *escaped]
 
 
 def resources(limits: Limits, configured: ResourceSettings) -> dict[str, Any]:

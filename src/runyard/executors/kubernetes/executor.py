@@ -38,6 +38,7 @@ from runyard.executors.kubernetes.logs import LogFollower
 from runyard.executors.kubernetes.manifests import (
     RESUME_PATCH,
     RunManifests,
+    RunOptions,
     build_manifests,
     owned_by,
     split_package_mount,
@@ -135,9 +136,12 @@ class KubernetesExecutor:
     def namespace(self) -> str:
         return self.settings.namespace
 
-    def launch(self, spec: LaunchSpec) -> Handle:
+    def launch(self, spec: LaunchSpec, options: RunOptions | None = None) -> Handle:
+        """Create the run's Job; with ``options.log_in_pod`` (a task run) the pod appends
+        its output to ``spec.log_path`` on the shared volume and no pod log is copied."""
+        options = options or RunOptions()
         run_id = run_id_of(spec.labels)
-        manifests = build_manifests(spec, self.settings, run_id, self._package(spec))
+        manifests = build_manifests(spec, self.settings, run_id, self._package(spec), options)
         log_offset = _log_size(spec.log_path)
         job, adopted = self._create_job(manifests)
         uid = str(job["metadata"]["uid"])
@@ -152,6 +156,8 @@ class KubernetesExecutor:
             "namespace": self.namespace, "job_name": manifests.name, "job_uid": uid,
             "run_id": run_id, "log_path": str(spec.log_path), "log_offset": log_offset,
         }
+        if options.log_in_pod:
+            data["log_in_pod"] = True
         handle = Handle(id=f"{self.namespace}/{manifests.name}", labels=dict(spec.labels),
                         data=data)
         self._follow(handle)
@@ -191,8 +197,17 @@ class KubernetesExecutor:
                 if not (adopted and exc.status == 409):
                     raise
 
+    def find(self, run_id: str) -> dict[str, Any] | None:
+        """This instance's Job of run ``run_id`` (found by its labels), or None."""
+        selector = managed_selector(run_id, self.instance)
+        jobs = [j for j in self._api.list("Job", self.namespace, selector)
+                if not j["metadata"].get("deletionTimestamp")]  # fmt: skip
+        return jobs[0] if jobs else None
+
     def _follow(self, handle: Handle) -> None:
         ref = _ref(handle)
+        if ref.get("log_in_pod"):  # the pod writes the log file itself
+            return
         with self._lock:
             if handle.id in self._followers:
                 return

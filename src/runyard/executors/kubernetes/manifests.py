@@ -21,6 +21,7 @@ from runyard.executors.kubernetes import container as ctr
 from runyard.executors.kubernetes.names import (
     CONTAINER_NAME,
     INSTANCE_LABEL,
+    LOG_FILE_ENV,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PACKAGE_TARGET,
@@ -33,9 +34,18 @@ from runyard.executors.kubernetes.names import (
 )
 from runyard.executors.kubernetes.package import PackageFiles
 from runyard.executors.kubernetes.volumes import plan_volumes
-from runyard.kubernetes_settings import KubernetesSettings
+from runyard.kubernetes_settings import KubernetesSettings, ResourceSettings
 
 RESUME_PATCH: dict[str, Any] = {"spec": {"suspend": False}}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What differs between runs of one executor: a task run writes its own log on the
+    shared volume (``log_in_pod``), and its definition may have its own ``resources``."""
+
+    log_in_pod: bool = False
+    resources: ResourceSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -94,30 +104,35 @@ def _special_volumes(
 
 
 def _container(
-    spec: LaunchSpec, settings: KubernetesSettings, env: ctr.EnvSplit, meta: _Meta
-) -> dict[str, Any]:
+    spec: LaunchSpec, settings: KubernetesSettings, env: ctr.EnvSplit, meta: _Meta,
+    options: RunOptions,
+) -> dict[str, Any]:  # fmt: skip
     stdin = bool(spec.stdin)
+    entries = ctr.env_entries(env, meta.name, stdin)
+    if options.log_in_pod:
+        entries.append({"name": LOG_FILE_ENV, "value": ctr.escape_expansion(str(spec.log_path))})
     body: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "command": ctr.command(spec.argv, stdin, settings),
-        "env": ctr.env_entries(env, meta.name, stdin),
+        "command": ctr.command(spec.argv, stdin, settings, options.log_in_pod),
+        "env": entries,
         "securityContext": ctr.container_security_context(),
     }
-    body["resources"] = ctr.resources(spec.limits, settings.resources)
+    body["resources"] = ctr.resources(spec.limits, options.resources or settings.resources)
     return body
 
 
 def _pod_spec(
-    spec: LaunchSpec, settings: KubernetesSettings, package: PackageFiles | None, meta: _Meta
-) -> dict[str, Any]:
+    spec: LaunchSpec, settings: KubernetesSettings, package: PackageFiles | None, meta: _Meta,
+    options: RunOptions,
+) -> dict[str, Any]:  # fmt: skip
     env = ctr.split_env(spec.env, settings)
     _, workspace_mounts = split_package_mount(spec.mounts)
     planned = plan_volumes(workspace_mounts, settings, spec.cwd)
     tmp_mounted = any(m.target == TMP_TARGET for m in workspace_mounts)
     volumes, mounts = _special_volumes(meta, package, bool(spec.stdin), tmp_mounted)
-    worker = _container(spec, settings, env, meta)
+    worker = _container(spec, settings, env, meta, options)
     worker["volumeMounts"] = mounts + planned.volume_mounts
     if planned.working_dir is not None:
         worker["workingDir"] = planned.working_dir
@@ -150,14 +165,15 @@ def node_affinity(node: str) -> dict[str, Any]:
 
 
 def job_manifest(
-    spec: LaunchSpec, settings: KubernetesSettings, package: PackageFiles | None, meta: _Meta
-) -> dict[str, Any]:
+    spec: LaunchSpec, settings: KubernetesSettings, package: PackageFiles | None, meta: _Meta,
+    options: RunOptions,
+) -> dict[str, Any]:  # fmt: skip
     job_spec: dict[str, Any] = {
         "suspend": True,
         "backoffLimit": 0,
         "template": {
             "metadata": {k: v for k, v in meta.render().items() if k != "name"},
-            "spec": _pod_spec(spec, settings, package, meta),
+            "spec": _pod_spec(spec, settings, package, meta, options),
         },
     }
     if spec.limits.timeout_seconds is not None:
@@ -216,11 +232,12 @@ def _allowed_blocks(blocked: list[str]) -> list[dict[str, Any]]:
 
 
 def build_manifests(
-    spec: LaunchSpec, settings: KubernetesSettings, run_id: str, package: PackageFiles | None
-) -> RunManifests:
+    spec: LaunchSpec, settings: KubernetesSettings, run_id: str, package: PackageFiles | None,
+    options: RunOptions | None = None,
+) -> RunManifests:  # fmt: skip
     """The Job (suspended) and its dependents for one run; ``package`` is already read."""
     meta = _metadata(spec, run_id, settings.instance)
-    job = job_manifest(spec, settings, package, meta)
+    job = job_manifest(spec, settings, package, meta, options or RunOptions())
     dependents: list[dict[str, Any]] = []
     if package is not None:
         dependents.append(config_map_manifest(meta, package))

@@ -18,6 +18,7 @@ STDIN_DIR = "/run/runyard"
 STDIN_KEY = "stdin"
 STDIN_PATH = f"{STDIN_DIR}/{STDIN_KEY}"
 STDIN_ENV = "RUNYARD_STDIN_FILE"
+LOG_FILE_ENV = "RUNYARD_LOG_FILE"  # a task run's log on the shared volume
 TMP_TARGET = "/tmp"
 RESERVED_TARGETS = (STDIN_DIR,)
 AGENT_RUN_LABEL = "runyard.agent-run"
