@@ -1,0 +1,322 @@
+"""This machine's per-task floor, the same tasks through runyard over HTTP, and the ratio.
+
+    .venv/bin/python bench/floor.py [--tasks 500] [--repeats 3] [--concurrency 8] [--profile]
+
+The floor is the least a durable, isolated task can cost here. A warm process (this one)
+creates each task as runyard's submit does — a folder, a ``queued`` line in
+``events.jsonl``, ``status.json`` written atomically with fsync, the folders fsynced — then
+forks a child for it, at most ``--concurrency`` alive at once (runyard's
+``max_concurrent_tasks``), and reaps them. Each child takes the steps a runyard worker
+must: ``running`` (an events line and a status rewrite, not fsynced, as runyard's), then
+``metadata.json`` and the ``succeeded`` status, each atomic with fsync and its folder
+fsynced, a last events line, exit. Three fsynced records a task, as in runyard.
+
+Then the same count of ``demo`` tasks goes through a real runyard server on 127.0.0.1
+(``runyard.client.Client`` from ``--clients`` threads: submit all, then wait for each), in
+the same run, floor and server alternating. Prints tasks/s and ms a task (median of the
+repeats), the ratio (DESIGN section 8 asks for at least 50 %), and the CPU a task costs in
+each process: the floor's parent and children; runyard's server, its launcher (the
+pre-forked zygote) and the workers the launcher reaps, and the client.
+
+``--profile`` samples one more HTTP round (not in the figures) with py-spy (``pip install
+py-spy``; found on PATH, next to this Python or at ``--py-spy``) over the server and its
+subprocesses, and prints the share of each process, the top functions by own samples and
+the runyard functions the samples fall under. Every wait is bounded; nothing is asserted
+on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from floor_profile import Sampler, find_py_spy, print_profile  # noqa: E402
+
+from runyard.client import Client  # noqa: E402
+from serverproc import ServerProcess, start_server  # noqa: E402
+
+DEADLINE_SECONDS = 600.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# the floor
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, record: dict[str, Any], *, fsync: bool) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, json.dumps(record, separators=(",", ":")).encode())
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def append_line(path: Path, event: dict[str, Any]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, json.dumps(event, separators=(",", ":")).encode() + b"\n")
+    finally:
+        os.close(fd)
+
+
+def stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{time.time_ns() % 10**9:09d}Z"
+
+
+def create_task(base: Path, index: int) -> tuple[Path, dict[str, Any]]:
+    """What a submit writes: the folder, its first events line, a durable queued status."""
+    task_id = f"base#demo#floor-{index}"
+    status: dict[str, Any] = {
+        "task_id": task_id, "run_id": os.urandom(16).hex(), "task_type": "base",
+        "task_name": "demo", "state": "queued", "config": {"x": index, "y": 1},
+        "created_at": stamp(), "started_at": None, "finished_at": None, "pid": None,
+        "exit_code": None, "error": "", "result": {}, "steps": [],
+    }  # fmt: skip
+    folder = base / task_id
+    folder.mkdir()
+    append_line(folder / "events.jsonl", {"kind": "state", "state": "queued"})
+    write_atomic(folder / "status.json", status, fsync=True)
+    fsync_dir(folder)
+    fsync_dir(base)
+    return folder, status
+
+
+def run_task(folder: Path, status: dict[str, Any]) -> None:
+    """What a worker writes: running, then metadata and the final status, durably."""
+    status.update(state="running", started_at=stamp(), pid=os.getpid())
+    append_line(folder / "events.jsonl", {"kind": "state", "state": "running"})
+    write_atomic(folder / "status.json", status, fsync=False)
+    metadata = {"task_id": status["task_id"], "reg_name": "demo", "input_params": status["config"],
+                "output_params": {"result": status["config"]["x"] + 1}}  # fmt: skip
+    write_atomic(folder / "metadata.json", metadata, fsync=True)
+    fsync_dir(folder)
+    status.update(state="succeeded", finished_at=stamp(), exit_code=0,
+                  result=metadata["output_params"])  # fmt: skip
+    append_line(folder / "events.jsonl", {"kind": "state", "state": "succeeded"})
+    write_atomic(folder / "status.json", status, fsync=True)
+    fsync_dir(folder)
+
+
+def forked(folder: Path, status: dict[str, Any]) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            run_task(folder, status)
+            code = 0
+        finally:
+            os._exit(code)
+    return pid
+
+
+def reap_one() -> None:
+    _, wait_status = os.wait()
+    if os.waitstatus_to_exitcode(wait_status) != 0:
+        raise SystemExit("a floor task failed")
+
+
+def floor_round(base: Path, count: int, concurrency: int) -> float:
+    """Seconds for ``count`` tasks: created here, each run in a forked child."""
+    base.mkdir(parents=True)
+    alive = 0
+    started = time.perf_counter()
+    for index in range(count):
+        if alive >= concurrency:
+            reap_one()
+            alive -= 1
+        forked(*create_task(base, index))
+        alive += 1
+    for _ in range(alive):
+        reap_one()
+    return time.perf_counter() - started
+
+
+# runyard over HTTP
+
+
+def http_round(srv: ServerProcess, count: int, prefix: str, clients: int) -> float:
+    """Seconds from the first submit until every one of ``count`` demo tasks was waited for."""
+    failures: list[str] = []
+
+    def client_part(indexes: range) -> None:
+        with Client(srv.url, srv.token, timeout=DEADLINE_SECONDS) as client:
+            handles = [client.submit("demo", name=f"{prefix}-{i}", x=i, y=1) for i in indexes]
+            for handle in handles:
+                status = client.wait(handle, timeout=DEADLINE_SECONDS)
+                if status.state != "succeeded":
+                    failures.append(f"{handle.task_id}: {status.state} {status.error}")
+
+    started = time.perf_counter()
+    in_threads(client_part, [range(i, count, clients) for i in range(clients)])
+    took = time.perf_counter() - started
+    if failures:
+        raise SystemExit("demo tasks did not succeed: " + "; ".join(failures[:5]))
+    return took
+
+
+def in_threads(target: Callable[[Any], None], parts: list[Any]) -> None:
+    workers = [threading.Thread(target=target, args=(part,)) for part in parts]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(DEADLINE_SECONDS)
+        if worker.is_alive():
+            raise SystemExit(f"a client thread took more than {DEADLINE_SECONDS:.0f} s")
+
+
+# CPU accounting
+
+
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) CPU seconds of ``pid``, from /proc/<pid>/stat."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    own = int(fields[11]) + int(fields[12])
+    children = int(fields[13]) + int(fields[14])
+    return own / CLOCK_TICKS, children / CLOCK_TICKS
+
+
+def launcher_pid(server_pid: int) -> int | None:
+    """The zygote the server started (the process that forks and reaps the workers)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if parent == server_pid and b"runyard.executors.zygote" in cmdline:
+            return int(entry.name)
+    return None
+
+
+@dataclass
+class CpuSnapshot:
+    values: dict[str, float]
+
+    @classmethod
+    def of_runyard(cls, server_pid: int, zygote: int | None) -> CpuSnapshot:
+        server, _ = proc_cpu(server_pid)
+        launcher, workers = proc_cpu(zygote) if zygote else (0.0, 0.0)
+        client = os.times()
+        return cls({"server": server, "launcher": launcher, "workers": workers,
+                    "client (this process)": client.user + client.system})  # fmt: skip
+
+    @classmethod
+    def of_floor(cls) -> CpuSnapshot:
+        times = os.times()
+        return cls(
+            {
+                "parent (creates, forks, reaps)": times.user + times.system,
+                "children (run the task)": times.children_user + times.children_system,
+            }
+        )
+
+    def per_task_ms(self, before: CpuSnapshot, count: int) -> dict[str, float]:
+        return {k: (v - before.values[k]) * 1000 / count for k, v in self.values.items()}
+
+
+# the run
+
+
+@dataclass
+class Figures:
+    floor: list[float]
+    http: list[float]
+    floor_cpu: dict[str, float]
+    http_cpu: dict[str, float]
+
+
+def measure(root: Path, srv: ServerProcess, args: argparse.Namespace) -> Figures:
+    zygote = launcher_pid(srv.proc.pid)
+    http_round(srv, min(args.tasks, 20), "warm", args.clients)  # the zygote and page cache
+    figures = Figures([], [], {}, {})
+    for repeat in range(args.repeats):
+        before = CpuSnapshot.of_floor()
+        figures.floor.append(floor_round(root / f"floor-{repeat}", args.tasks, args.concurrency))
+        figures.floor_cpu = CpuSnapshot.of_floor().per_task_ms(before, args.tasks)
+        before = CpuSnapshot.of_runyard(srv.proc.pid, zygote)
+        figures.http.append(http_round(srv, args.tasks, f"r{repeat}", args.clients))
+        figures.http_cpu = CpuSnapshot.of_runyard(srv.proc.pid, zygote).per_task_ms(
+            before, args.tasks
+        )
+    return figures
+
+
+def report(figures: Figures, args: argparse.Namespace) -> None:
+    count = args.tasks
+    floor_s, http_s = statistics.median(figures.floor), statistics.median(figures.http)
+    print(f"\n{count} tasks, concurrency {args.concurrency}, median of {args.repeats} repeats")
+    print(f"  {'':32} {'tasks/s':>9} {'ms/task':>9}   each repeat (s)")
+    for label, took, runs in (("floor (fork, 3 fsynced records)", floor_s, figures.floor),
+                              ("runyard over HTTP (demo)", http_s, figures.http)):  # fmt: skip
+        each = " ".join(f"{r:.2f}" for r in runs)
+        print(f"  {label:32} {count / took:9.1f} {took * 1000 / count:9.2f}   {each}")
+    print(f"  ratio runyard / floor: {floor_s / http_s * 100:.0f} % (target >= 50 %)")
+    print("  CPU ms a task (last repeat):")
+    for label, cpu in (("floor", figures.floor_cpu), ("runyard", figures.http_cpu)):
+        parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
+        print(f"    {label:8} {sum(cpu.values()):6.2f} = {parts}")
+
+
+def profile(srv: ServerProcess, args: argparse.Namespace, where: Path) -> None:
+    py_spy = find_py_spy(args.py_spy)
+    if py_spy is None:
+        print("\nprofile: py-spy not found (pip install py-spy, or --py-spy PATH)")
+        return
+    zygote = launcher_pid(srv.proc.pid)
+    with Sampler(py_spy, srv.proc.pid, where / "profile.txt") as sampler:
+        http_round(srv, args.tasks, "profiled", args.clients)
+    roles = {srv.proc.pid: "server"} | ({zygote: "launcher"} if zygote else {})
+    print_profile(sampler.output, roles, top=args.top)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=8, help="max_concurrent_tasks")
+    parser.add_argument("--clients", type=int, default=4, help="HTTP client threads")
+    parser.add_argument("--profile", action="store_true", help="sample one more HTTP round")
+    parser.add_argument("--py-spy", default=None, help="the py-spy program")
+    parser.add_argument("--top", type=int, default=15, help="profile lines to print")
+    parser.add_argument("--dir", type=Path, default=None, help="where the workspaces go")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="runyard-floor-", dir=args.dir) as tmp:
+        root = Path(tmp)
+        srv = start_server(root / "server", config={"max_concurrent_tasks": args.concurrency})
+        try:
+            report(measure(root, srv, args), args)
+            if args.profile:
+                profile(srv, args, root)
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    main()
