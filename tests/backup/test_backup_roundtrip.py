@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -79,17 +80,31 @@ def fill_workspace(server: ServerProcess) -> dict[str, Any]:
             "first": first["id"], "second": second["id"]}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["backup.tar.gz", "backup.tar"])
-def test_backup_while_running_restores_everything(tmp_path: Path, name: str) -> None:
-    server = start_server(tmp_path / "old", config=CONFIG)
+ARCHIVES = ["backup.tar.gz", "backup.tar"]
+
+
+@pytest.fixture(scope="module")
+def backups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Any], Path]]:
+    """One busy workspace, backed up in each format while its tasks and run still write."""
+    root = tmp_path_factory.mktemp("backups")
+    server = start_server(root / "old", config=CONFIG)
     try:
         made = fill_workspace(server)
-        archive = tmp_path / name
-        created = runyard("backup", "create", archive, "--workspace-dir", server.workspace,
-                          "--log-dir", server.log_dir)  # fmt: skip
-        assert created.returncode == 0, created.stderr
+        for name in ARCHIVES:
+            created = runyard("backup", "create", root / name, "--workspace-dir",
+                              server.workspace, "--log-dir", server.log_dir)  # fmt: skip
+            assert created.returncode == 0, created.stderr
     finally:
         server.stop()
+    yield made, root
+
+
+@pytest.mark.parametrize("name", ARCHIVES)
+def test_backup_while_running_restores_everything(
+    tmp_path: Path, backups: tuple[dict[str, Any], Path], name: str
+) -> None:
+    made, root = backups
+    archive = root / name
     assert runyard("backup", "verify", archive).returncode == 0
     new_root = tmp_path / "new"
     restored = runyard("backup", "restore", archive, "--workspace-dir", new_root / "ws",
