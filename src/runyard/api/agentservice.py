@@ -62,7 +62,9 @@ class AgentService:
         # without a server's supervisor: one of our own, watching agent runs only
         self._own_supervisor = supervisor is None
         self.supervisor = supervisor or _agents_only_supervisor(settings)
-        self.executor = executor or build_executor(settings)
+        # a Kubernetes executor is the supervisor's, shared with task runs (one watch)
+        self._shared_executor = executor is None and settings.agent_executor == "kubernetes"
+        self.executor = executor or build_executor(settings, self.supervisor)
         self.run_host = self.supervisor.agent_runs(self.executor, self._run_ended)
         self.catalog = Catalog(settings, layout, store, self.owner)
         self._choice: SandboxChoice | None = None
@@ -143,7 +145,8 @@ class AgentService:
         self.run_host.close()
         if self._own_supervisor:
             self.supervisor.stop()
-        self.executor.close()
+        if not self._shared_executor:  # else the supervisor's stop() closes it
+            self.executor.close()
         self.store.close()
 
     def verify_run_token(self, token: str) -> RunScope | None:
@@ -161,12 +164,11 @@ def _agents_only_supervisor(settings: Settings) -> Supervisor:
     return Supervisor(settings, workspace, TaskRegistry.load(plugins=False))
 
 
-def build_executor(settings: Settings) -> WorkerExecutor:
-    """Local processes (sandboxed where bubblewrap works), or one Kubernetes Job per run."""
+def build_executor(settings: Settings, supervisor: Supervisor) -> WorkerExecutor:
+    """Local processes (sandboxed where bubblewrap works), or one Kubernetes Job per run
+    (through the supervisor's executor, which task runs on Kubernetes share)."""
     if settings.agent_executor == "kubernetes":
-        from runyard.executors.kubernetes import KubernetesExecutor
-
-        return KubernetesExecutor.from_settings(settings)
+        return supervisor.kubernetes_executor()
     return LocalExecutor()
 
 

@@ -59,6 +59,11 @@ class TaskArgs(Strict):
 
 class SubmitArgs(Lenient):
     task: str = Field(min_length=1, description="Task registration name, not a Task ID")
+    executor: Literal["local", "kubernetes"] | None = Field(
+        None,
+        description="Where this run's worker runs: 'local' (this host) or 'kubernetes' "
+        "(a Job); default: the server's task_executors entry, else task_executor",
+    )
 
 
 class WaitArgs(Strict):

@@ -89,7 +89,8 @@ async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub, scope: 
 async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
     handle = await run_in_threadpool(
-        s.supervisor.submit, args.task, a.extra_inputs(args), submitter_for(scope), key
+        s.supervisor.submit, args.task, a.extra_inputs(args), submitter_for(scope), key,
+        args.executor,
     )
     return handle.model_dump(mode="json"), True
 

@@ -18,6 +18,7 @@ from typing import Any
 from runyard.errors import RunMismatch, RunyardError, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.pidwatch import watching
+from runyard.runtime.kubemarks import on_kubernetes
 from runyard.runtime.submitters import trusted_log_path
 from runyard.runtime.workerlock import (
     SUPERVISED_FILE,
@@ -63,12 +64,15 @@ def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
     """``status``, or — for a ``running`` one whose worker is gone — the ``failed`` record.
 
     A run watched by a live supervisor is left to it: it knows the exact exit status and
-    records the end within milliseconds.
+    records the end within milliseconds. So is a run on Kubernetes (its worker's lock is
+    held by another node): only a server, reading its Job, can tell it ended.
     """
     if status.state is not TaskState.RUNNING or worker_alive(workspace, status.task_id):
         return status
     if supervised(supervision_path(workspace, status.task_id)):
         return workspace.read_status(status.task_id) or status
+    if on_kubernetes(workspace, status):  # its worker is a pod: the server reads its Job
+        return status
     try:
         return end_dead_run(workspace, status.task_id, status.run_id) or status
     except RecordUnwritten as exc:  # a full disk: the truth, said to be unwritten yet

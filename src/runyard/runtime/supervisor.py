@@ -22,7 +22,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runyard.config import Settings
 from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
@@ -34,6 +34,8 @@ from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import LogReferences, delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.heldends import HeldEnds
+from runyard.runtime.kubemarks import forget_mark, read_mark
+from runyard.runtime.kubetasks import KubernetesTasks, choose_executor
 from runyard.runtime.launch import TaskHandle
 from runyard.runtime.liveness import (
     record_limits,
@@ -53,6 +55,10 @@ from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus
 from runyard.workspace.space import require_space
+
+if TYPE_CHECKING:
+    from runyard.executors.base import ExitInfo
+    from runyard.executors.kubernetes import KubernetesExecutor
 
 __all__ = ["Supervisor", "TaskHandle"]
 
@@ -82,6 +88,10 @@ class Supervisor:
         self._agent_runs: AgentRuns | None = None
         self._executor: WorkerExecutor | None = None
         self._sandbox_executor = LocalExecutor()  # sandboxed workers never use the zygote
+        # task runs on Kubernetes: their queue, their side, the executor agent runs share
+        self._kube_queue: deque[tuple[str, str]] = deque()
+        self._kube: KubernetesTasks | None = None
+        self._kube_executor: KubernetesExecutor | None = None
         self._sandbox_problem: str | None = None
         self._sandbox_probed = False
         # final statuses a full disk kept from being written: served, retried
@@ -103,10 +113,15 @@ class Supervisor:
                 if not Path(rel).name.startswith("."):
                     self._changed(Path(rel).name)
             self._executor = make_executor(self.settings, self.registry, self.workspace)
+            if self._tasks_on_kubernetes():  # a ConfigError here stops the start
+                self.kubernetes_tasks()
             self.start_monitor()
             self._queue.clear()  # the queued statuses on disk are the queue
+            self._kube_queue.clear()
             for status in unfinished_statuses(self.workspace):
                 self._reconcile(status)
+            if self._kube is not None:
+                self._kube.collect()
         self._pump()
 
     def start_monitor(self) -> ExitMonitor:
@@ -130,11 +145,14 @@ class Supervisor:
             return self._agent_runs
 
     def stop(self) -> None:
-        """Stop watching and launching; live workers keep running."""
+        """Stop watching and launching; live workers (and Jobs) keep running."""
         with self._lock:
             monitor, executor = self._monitor, self._executor
+            kube, kube_executor = self._kube, self._kube_executor
             self._monitor = self._executor = None
+            self._kube, self._kube_executor = None, None
             self._queue.clear()
+            self._kube_queue.clear()
             for act in self._active.values():
                 act.release()
             self._active.clear()
@@ -142,11 +160,66 @@ class Supervisor:
             monitor.stop()
         if executor is not None:
             executor.close()
+        if kube is not None:
+            kube.close()
+        if kube_executor is not None:
+            kube_executor.close()
 
     def active_count(self) -> int:
         """Runs this supervisor tracks that are not finished: queued plus running."""
         with self._lock:
-            return len(self._queue) + len(self._active)
+            kube = 0 if self._kube is None else self._kube.count()
+            return len(self._queue) + len(self._active) + len(self._kube_queue) + kube
+
+    # -- Kubernetes ----------------------------------------------------------------------
+
+    def _tasks_on_kubernetes(self) -> bool:
+        settings = self.settings
+        return settings.task_executor == "kubernetes" or "kubernetes" in set(
+            settings.task_executors.values()
+        )
+
+    def kubernetes_executor(self) -> KubernetesExecutor:
+        """The one Kubernetes executor of this server (task runs and agent runs share its
+        watch and sweeper), made on first use; a ConfigError when it cannot be."""
+        with self._lock:
+            if self._kube_executor is None:
+                from runyard.executors.kubernetes import KubernetesExecutor
+
+                executor = KubernetesExecutor.from_settings(self.settings)
+                executor.on_change(self._kube_changed)
+                self._kube_executor = executor
+            return self._kube_executor
+
+    def kubernetes_tasks(self) -> KubernetesTasks:
+        with self._lock:
+            if self._kube is None:
+                self.kubernetes_executor()
+                self._kube = KubernetesTasks(
+                    self.settings, self.workspace, self.registry, self.kubernetes_executor, self
+                )
+            return self._kube
+
+    def _kube_changed(self, run_id: str) -> None:
+        kube = self._kube
+        if kube is not None:
+            kube.nudge(run_id)
+
+    def record_end(
+        self, task_id: str, run_id: str, info: ExitInfo | None, cancelled: bool, error: str | None
+    ) -> TaskStatus | None:
+        """Record the end of a Kubernetes task run (the worker's own final status stays)."""
+        with self._lock:
+            return self._held.end(task_id, run_id, info, cancelled=cancelled, error=error)
+
+    def announce(self, task_id: str) -> None:
+        self._changed(task_id)
+
+    def run_ended(self, task_id: str) -> None:
+        self._finished(task_id)
+        with self._lock:
+            if self._monitor is not None:
+                self._monitor.call_later(0.0, self._pump)
 
     # -- submit ------------------------------------------------------------------------
 
@@ -156,14 +229,20 @@ class Supervisor:
         inputs: dict[str, Any],
         submitted_by: Submitter = ADMIN,
         idempotency_key: str | None = None,
+        executor: str | None = None,
     ) -> TaskHandle:
         """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
+
+        ``executor`` (``local`` or ``kubernetes``) overrides where it runs (else
+        ``task_executors``, then ``task_executor``). A run-submitted task always runs in
+        its sandbox on this host.
 
         A run-submitted task (``submitted_by`` a dict) will run sandboxed; where no
         sandbox works, :class:`Forbidden` says why and nothing is written. Below
         ``min_free_mb`` free, or on a full disk, :class:`InsufficientStorage`.
         """
         require_space(self.workspace.root, self.settings.min_free_mb)
+        on_kubernetes = self._on_kubernetes(task, submitted_by, executor)
         if isinstance(submitted_by, dict):
             problem = self.sandbox_problem()
             if problem is not None:
@@ -171,19 +250,41 @@ class Supervisor:
         status = create_task(
             self.workspace, self.registry, task, inputs, submitted_by, idempotency_key
         )
+        if on_kubernetes and read_mark(self.workspace, status.task_id, status.run_id) is None:
+            self.kubernetes_tasks().queue_mark(status)  # before anything launches it
         with self._lock:
             self._held.discard(status.task_id)  # an earlier run's held end: replaced
         self._changed(status.task_id)
         with self._lock:
-            self._queue.append((status.task_id, status.run_id))
+            queue = self._kube_queue if on_kubernetes else self._queue
+            queue.append((status.task_id, status.run_id))
             if self._monitor is not None:  # launch from the monitor thread: submit returns now
                 self._monitor.call_later(0.0, self._pump)
         return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
+
+    def _on_kubernetes(self, task: str, submitted_by: Submitter, executor: str | None) -> bool:
+        if isinstance(submitted_by, dict):
+            if executor == "kubernetes":
+                raise InvalidInput(
+                    "A task submitted by an agent run runs in its sandbox on this host: "
+                    "executor 'kubernetes' is for admin submits"
+                )
+            return False
+        self.registry.get(task)  # UnknownTask first, as for any submit
+        return choose_executor(self.settings, task, executor) == "kubernetes"
 
     def _pump(self) -> None:
         with self._lock:
             while self._executor is not None and self._queue and self._has_slot():
                 self._launch(*self._queue.popleft())
+            while self._executor is not None and self._kube_queue:
+                kube = self.kubernetes_tasks()
+                if not kube.has_slot():
+                    break
+                task_id, run_id = self._kube_queue.popleft()
+                status = self.workspace.read_status(task_id)
+                if status is not None and status.run_id == run_id and not status.terminal:
+                    kube.launch(status)
 
     def sandbox_problem(self) -> str | None:
         """Why run-submitted tasks cannot be sandboxed here (probed once), or None."""
@@ -226,6 +327,10 @@ class Supervisor:
     # -- reconcile and exits -------------------------------------------------------------
 
     def _reconcile(self, status: TaskStatus) -> None:
+        record = read_mark(self.workspace, status.task_id, status.run_id)
+        if record is not None:
+            self._reconcile_kube(status, record)
+            return
         if worker_alive(self.workspace, status.task_id):
             self._adopt(status)
             return
@@ -234,6 +339,16 @@ class Supervisor:
             self._queue.append((status.task_id, status.run_id))
         elif settle(self.workspace, status) is not status:
             self._changed(status.task_id)
+
+    def _reconcile_kube(self, status: TaskStatus, record: dict[str, Any]) -> None:
+        """A run on Kubernetes: followed again by its Job, never by a process here."""
+        if self.settings.kubernetes is None:
+            error = "It ran on Kubernetes, which this server is no longer configured for"
+            self._held.end(status.task_id, status.run_id, error=error)
+            self._changed(status.task_id)
+            return
+        if not self.kubernetes_tasks().adopt(status, record):
+            self._kube_queue.append((status.task_id, status.run_id))
 
     def _adopt(self, status: TaskStatus) -> ActiveRun | None:
         """Watch the live worker of ``status`` (one we did not launch) if we are started."""
@@ -309,12 +424,16 @@ class Supervisor:
         with self._lock:
             if self._held.holds(task_id):  # it ended; only its record waits for space
                 return False
-            queued = next((item for item in self._queue if item[0] == task_id), None)
-            if queued is not None:
-                self._queue.remove(queued)
-                return self._cancel_queued(task_id, queued[1])
+            for queue in (self._queue, self._kube_queue):
+                queued = next((item for item in queue if item[0] == task_id), None)
+                if queued is not None:
+                    queue.remove(queued)
+                    return self._cancel_queued(task_id, queued[1])
             status = self.workspace.read_status(task_id)  # an exiting earlier run may linger
             act = self._active.get(status.run_id) if status is not None else None
+            kube = self._kube
+        if kube is not None and status is not None and kube.tracks(status.run_id):
+            return kube.cancel(task_id, status.run_id)
         if act is not None:
             return self._request_cancel(act)
         return self._cancel_untracked(task_id)
@@ -370,6 +489,7 @@ class Supervisor:
         deleted += delete_tasks(self.workspace, rest, self.log_references)
         for task_id in deleted:
             forget_submitter(self.workspace, task_id)
+            forget_mark(self.workspace, task_id)
             self._changed(task_id)
         return deleted
 

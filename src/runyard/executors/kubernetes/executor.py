@@ -197,12 +197,17 @@ class KubernetesExecutor:
                 if not (adopted and exc.status == 409):
                     raise
 
-    def find(self, run_id: str) -> dict[str, Any] | None:
-        """This instance's Job of run ``run_id`` (found by its labels), or None."""
+    def jobs(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """This instance's Jobs (of run ``run_id``) found by their labels, less those
+        being deleted."""
         selector = managed_selector(run_id, self.instance)
-        jobs = [j for j in self._api.list("Job", self.namespace, selector)
-                if not j["metadata"].get("deletionTimestamp")]  # fmt: skip
-        return jobs[0] if jobs else None
+        return [job for job in self._api.list("Job", self.namespace, selector)
+                if not job["metadata"].get("deletionTimestamp")]  # fmt: skip
+
+    def discard(self, job: dict[str, Any]) -> None:
+        """Delete ``job`` (one of :meth:`jobs`); on failure the sweeper or its TTL will."""
+        self._discard_job(job["metadata"].get("namespace") or self.namespace,
+                          job["metadata"]["name"])  # fmt: skip
 
     def _follow(self, handle: Handle) -> None:
         ref = _ref(handle)

@@ -1,0 +1,290 @@
+"""Tasks end to end on Kubernetes without a cluster: a real server → the real ``kubernetes``
+client → the fake API server → the test kubelet, which really runs the pod's command (the
+runyard worker, ``python -m runyard.runtime.worker``, in bubblewrap with the pod's volumes
+at their paths) → the task's records in the shared workspace → the server → the Job API.
+
+Covers success, failure, cancel, a pod that never starts, a server restart in the middle
+(adoption by the recorded Job, and a run that ended while no server ran and whose Job is
+gone), a pod deleted under a run (a node loss), and the leftover sweeper."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+import runyard
+from serverproc import ServerProcess, start_server
+
+pytest.importorskip("kubernetes")
+pytestmark = pytest.mark.sandbox
+sys.path.insert(0, str(Path(__file__).parent.parent / "executors"))
+from k8s_fake_api import FakeKubernetes  # noqa: E402
+from k8s_kubelet import Container, Kubelet  # noqa: E402
+
+IMAGE = "registry.example/runyard:1"
+# the "image" holds this interpreter, its virtualenv and runyard's source, read-only
+IMAGE_PATHS = tuple(sorted({
+    str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, Path(runyard.__file__).parents[1])
+    if not str(Path(p).resolve()).startswith("/usr")
+}))  # fmt: skip
+
+
+def kubeconfig(path: Path, fake: FakeKubernetes) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+        "users": [{"name": "fake", "user": {}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+    }))  # fmt: skip
+    return path
+
+
+def k8s_settings(config: Path, **extra: Any) -> dict[str, Any]:
+    return {"image": IMAGE, "kubeconfig": str(config), "request_timeout_seconds": 5,
+            "python": sys.executable, "record_poll_seconds": 0.2,
+            "node_selector": {"kubernetes.io/hostname": "test-node"}, **extra}  # fmt: skip
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubernetes, Kubelet, Path]]:
+    fake = FakeKubernetes().start()
+    kubelet = Kubelet(fake, image_paths=IMAGE_PATHS).start()
+    yield fake, kubelet, kubeconfig(tmp_path / "kubeconfig", fake)
+    kubelet.stop()
+    fake.stop()
+
+
+def serve(root: Path, k8s: dict[str, Any], **config: Any) -> ServerProcess:
+    values = {"kubernetes": k8s, "task_executors": {"command": "kubernetes"},
+              "cancel_grace_seconds": 1.0, **config}  # fmt: skip
+    return start_server(root, config=values)
+
+
+@pytest.fixture
+def server(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+) -> Iterator[ServerProcess]:
+    proc = serve(tmp_path / "srv", k8s_settings(cluster[2]))
+    yield proc
+    proc.stop()
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def submit(server: ServerProcess, task: str, **arguments: Any) -> dict[str, Any]:
+    reply = server.call("submit", task=task, **arguments)
+    assert reply["success"], reply
+    return reply["answer"]  # type: ignore[no-any-return]
+
+
+def wait_task(server: ServerProcess, handle: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+    reply = server.call("wait_task", timeout=timeout + 10, task_id=handle["task_id"],
+                        run_id=handle["run_id"], poll_interval=0.2)  # fmt: skip
+    return reply["answer"]  # type: ignore[no-any-return]
+
+
+def status(server: ServerProcess, task_id: str) -> dict[str, Any]:
+    return server.call("status", task_id=task_id)["answer"]  # type: ignore[no-any-return]
+
+
+def container_of(kubelet: Kubelet, run_id: str) -> Container:
+    def find() -> Container | None:
+        for container in list(kubelet.containers.values()):
+            if container.job and run_id.lower()[:20] in container.job:
+                return container
+        return None
+
+    return wait_for(find)  # type: ignore[no-any-return]
+
+
+def jobs_of(fake: FakeKubernetes, run_id: str) -> list[dict[str, Any]]:
+    with fake.cond:
+        return [obj for (kind, _, _), obj in fake.objects.items() if kind == "Job"
+                and obj["metadata"]["labels"].get("runyard.dev/run-id") == run_id]  # fmt: skip
+
+
+def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
+) -> None:
+    fake, kubelet, _ = cluster
+    handle = submit(server, "demo", x=2, y=3, executor="kubernetes")
+    final = wait_task(server, handle)
+    assert final["state"] == "succeeded", final
+    assert final["result"]["result"] == 5
+    container = container_of(kubelet, handle["run_id"])
+    assert wait_for(lambda: container.proc.poll() == 0)  # the kubelet ran the worker
+    # the Job the server created: the image's Python running the worker, limits set
+    job = fake.requests_of("POST", "/jobs")[-1].body
+    pod = job["spec"]["template"]["spec"]
+    worker = pod["containers"][0]
+    assert worker["command"][-3:] == [sys.executable, "-m", "runyard.runtime.worker"]
+    assert worker["resources"]["requests"] == {"cpu": "250m", "memory": "512Mi"}
+    assert worker["resources"]["limits"] == {"memory": "2Gi"}
+    assert job["spec"]["backoffLimit"] == 0 and pod["restartPolicy"] == "Never"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    mounts = {m["mountPath"] for m in worker["volumeMounts"]}
+    assert str(server.workspace.resolve()) in mounts and str(server.log_dir.resolve()) in mounts
+    # the records, written by the worker in the pod, are the local contract
+    task_dir = server.workspace / "base" / handle["task_id"]
+    events = [json.loads(line) for line in (task_dir / "events.jsonl").read_text().splitlines()]
+    assert any(e.get("kind") == "progress" for e in events)
+    assert final["limits"]["enforced_by"] == "kubernetes"
+    log = Path(final["log_path"]).read_text()
+    assert log.strip(), "the worker's log is in the shared log folder"
+    assert fake.logs.get(container.pod, b"") == b""  # not in the pod log
+    wait_for(lambda: not jobs_of(fake, handle["run_id"]))  # deleted once the end is recorded
+    # a local task on the same server still runs locally
+    local = submit(server, "demo", x=1, y=1)
+    assert wait_task(server, local)["state"] == "succeeded"
+    assert not any(handle_of_run(c, local["run_id"]) for c in kubelet.containers.values())
+
+
+def handle_of_run(container: Container, run_id: str) -> bool:
+    return bool(container.job and run_id.lower()[:20] in container.job)
+
+
+def test_failure_cancel_and_a_lost_pod(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
+) -> None:
+    fake, kubelet, _ = cluster
+    failing = submit(server, "demo", x=1, y=1, fail=True, executor="kubernetes")
+    failed = wait_task(server, failing)
+    assert failed["state"] == "failed" and failed["exit_code"] == 1, failed
+    assert "fail" in failed["error"].lower()  # the worker's own error, not a pod's exit
+
+    # task_executors sends every `command` task to Kubernetes
+    slow = submit(server, "command", command="sleep 60")
+    running = container_of(kubelet, slow["run_id"])
+    wait_for(lambda: status(server, slow["task_id"])["state"] == "running")
+    cancel = server.call("cancel", task_id=slow["task_id"])
+    assert cancel["success"] and cancel["answer"] is True, cancel
+    cancelled = wait_task(server, slow)
+    assert cancelled["state"] == "cancelled", cancelled
+    wait_for(lambda: running.proc.poll() is not None, timeout=10)  # the pod's process died
+
+    lost = submit(server, "command", command="sleep 60")
+    victim = container_of(kubelet, lost["run_id"])
+    wait_for(lambda: status(server, lost["task_id"])["state"] == "running")
+    deleted = httpx.delete(f"{fake.url}/api/v1/namespaces/default/pods/{victim.pod}",
+                           params={"gracePeriodSeconds": "0"})  # fmt: skip
+    assert deleted.status_code == 200  # what a node loss or an eviction does to it
+    ended = wait_task(server, lost)
+    assert ended["state"] == "failed", ended
+    assert "Job failed" in ended["error"], ended["error"]  # Kubernetes' reason, kept
+    assert victim.proc.poll() is not None
+
+
+def test_a_pod_that_never_starts_fails_with_the_schedulers_reason(tmp_path: Path) -> None:
+    fake = FakeKubernetes().start()  # no kubelet: pods stay Pending
+    try:
+        config = kubeconfig(tmp_path / "kubeconfig", fake)
+        server = serve(tmp_path / "srv", k8s_settings(config, start_timeout_seconds=1.5))
+        try:
+            handle = submit(server, "demo", x=1, y=1, executor="kubernetes")
+            job = wait_for(lambda: jobs_of(fake, handle["run_id"]))[0]
+            wait_for(lambda: has_pod(fake, job["metadata"]["name"]))
+            fake.set_unschedulable(job["metadata"]["name"], "0/3 nodes are available: "
+                                   "3 Insufficient memory.")  # fmt: skip
+            final = wait_task(server, handle, timeout=30)
+            assert final["state"] == "failed", final
+            assert "not started within 1.5 s" in final["error"], final["error"]
+            assert "Unschedulable" in final["error"] and "Insufficient memory" in final["error"]
+            wait_for(lambda: not jobs_of(fake, handle["run_id"]))  # the Job is stopped
+        finally:
+            server.stop()
+    finally:
+        fake.stop()
+
+
+def has_pod(fake: FakeKubernetes, job_name: str) -> bool:
+    try:
+        return bool(fake.pod_of(job_name))
+    except KeyError:
+        return False
+
+
+def test_a_restarted_server_adopts_its_jobs(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+) -> None:
+    fake, kubelet, config = cluster
+    k8s = k8s_settings(config)
+    first = serve(tmp_path / "srv", k8s)
+    try:
+        long = submit(first, "command", command="sleep 8")
+        short = submit(first, "command", command="true")
+        container_of(kubelet, long["run_id"])
+        wait_for(lambda: status(first, short["task_id"])["state"] == "succeeded")
+        wait_for(lambda: status(first, long["task_id"])["state"] == "running")
+        quick = submit(first, "command", command="sleep 1")
+        ended = submit(first, "command", command="sleep 1")
+        for handle in (quick, ended):
+            wait_for(lambda h=handle: status(first, h["task_id"])["state"] == "running")
+    finally:
+        first.stop(keep_runs=True)
+    # while no server runs, `quick` and `ended` end (their workers record it); the Job of
+    # `quick` goes away (as by its TTL), the Job of `ended` stays
+    for handle in (quick, ended):
+        path = first.workspace / "base" / handle["task_id"] / "status.json"
+        wait_for(lambda p=path: json.loads(p.read_text())["state"] == "succeeded")
+    for job in jobs_of(fake, quick["run_id"]):
+        name = job["metadata"]["name"]
+        httpx.delete(f"{fake.url}/apis/batch/v1/namespaces/default/jobs/{name}",
+                     params={"propagationPolicy": "Background"})  # fmt: skip
+    assert jobs_of(fake, long["run_id"]), "the long run's Job is still there"
+
+    second = serve(tmp_path / "srv", k8s)
+    try:
+        final = wait_task(second, long, timeout=30)
+        assert final["state"] == "succeeded", final  # followed by its Job, no PID involved
+        assert status(second, quick["task_id"])["state"] == "succeeded"  # not "exit 255"
+        wait_for(lambda: not jobs_of(fake, long["run_id"]))
+        wait_for(lambda: not jobs_of(fake, ended["run_id"]))  # collected at the start
+        creates = [r for r in fake.requests_of("POST", "/jobs")
+                   if r.body["metadata"]["labels"]["runyard.dev/run-id"] == long["run_id"]]
+        assert len(creates) == 1  # adopted, not launched again
+    finally:
+        second.stop()
+
+
+def test_the_sweeper_removes_only_this_servers_leftovers(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+) -> None:
+    fake, _, config = cluster
+    root = tmp_path / "srv"
+    (root / "ws").mkdir(parents=True)
+    (root / "ws" / "kubernetes-instance").write_text("ry-mine\n")
+    leftover = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"suspend": True, "template": {
+        "spec": {"containers": [{"name": "worker", "image": IMAGE}], "restartPolicy": "Never"}}}}
+    for name, instance in (("runyard-mine", "ry-mine"), ("runyard-theirs", "ry-theirs")):
+        body = json.loads(json.dumps(leftover))
+        body["metadata"] = {"name": name, "labels": {
+            "app.kubernetes.io/managed-by": "runyard", "runyard.dev/run-id": name,
+            "runyard.dev/instance": instance}}
+        reply = httpx.post(f"{fake.url}/apis/batch/v1/namespaces/default/jobs", json=body)
+        assert reply.status_code == 201, reply.text
+    server = serve(root, k8s_settings(config, sweep_min_age_seconds=0,
+                                      sweep_interval_seconds=0.5), task_executor="kubernetes")
+    try:
+        wait_for(lambda: "Job" not in fake.kinds_named("runyard-mine"))
+        assert "Job" in fake.kinds_named("runyard-theirs")
+        handle = submit(server, "demo", x=1, y=2)  # task_executor: every task on Kubernetes
+        assert wait_task(server, handle)["state"] == "succeeded"
+        assert jobs_of(fake, handle["run_id"]) or fake.requests_of("POST", "/jobs")
+    finally:
+        server.stop()
