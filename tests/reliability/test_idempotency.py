@@ -6,6 +6,7 @@ import contextlib
 import signal
 import socket
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -25,6 +26,16 @@ def _submit(server: ServerProcess, key: str, body: dict = DEMO) -> httpx.Respons
 
 def _task_ids(server: ServerProcess) -> list[str]:
     return sorted(server.call("list_task_ids")["answer"])
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server for the tests that neither kill nor restart it."""
+    server = start_server(tmp_path_factory.mktemp("shared"), config={"agent_sandbox": "none"})
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def test_same_key_answers_the_first_submit_across_a_restart(tmp_path: Path) -> None:
@@ -121,49 +132,44 @@ def _copy(src: socket.socket, dst: socket.socket) -> None:
             sock.close()
 
 
-def test_the_client_retries_a_lost_submit_with_its_key_and_runs_it_once(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "srv")
-    proxy = _LosingProxy(server.url)
+def test_the_client_retries_a_lost_submit_with_its_key_and_runs_it_once(
+    shared: ServerProcess,
+) -> None:
+    before = _task_ids(shared)
+    proxy = _LosingProxy(shared.url)
     try:
-        with Client(proxy.url, token=server.token, timeout=30) as client:
+        with Client(proxy.url, token=shared.token, timeout=30) as client:
             handle = client.submit("demo", x=1, y=2)
         assert proxy.dropped == 1
-        assert _task_ids(server) == [handle.task_id]  # answered once, made once
+        assert _task_ids(shared) == sorted([*before, handle.task_id])  # answered once, made once
     finally:
         proxy.close()
-        server.stop()
 
 
-def test_runs_take_an_idempotency_key(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "srv", config={"agent_sandbox": "none"})
-    try:
-        with httpx.Client(base_url=server.url + "/api/v1", headers=server.headers) as http:
-            session = http.post("/sessions", json={"title": "t"}).json()["id"]
-            body = {"sessionId": session, "userPrompt": "hello"}
-            key = {"Idempotency-Key": "run-1"}
-            first = http.post("/runs", json=body, headers=key)
-            assert first.status_code == 201, first.text
-            again = http.post("/runs", json=body, headers=key)
-            assert again.status_code == 201 and again.json()["id"] == first.json()["id"]
-            assert len(http.get("/runs", params={"sessionId": session}).json()["items"]) == 1
-            other = http.post("/runs", json={**body, "userPrompt": "other"}, headers=key)
-            assert other.status_code == 409
-            assert other.json()["error"]["code"] == "conflict"
-    finally:
-        server.stop()
+def test_runs_take_an_idempotency_key(shared: ServerProcess) -> None:
+    with httpx.Client(base_url=shared.url + "/api/v1", headers=shared.headers) as http:
+        session = http.post("/sessions", json={"title": "t"}).json()["id"]
+        body = {"sessionId": session, "userPrompt": "hello"}
+        key = {"Idempotency-Key": "run-1"}
+        first = http.post("/runs", json=body, headers=key)
+        assert first.status_code == 201, first.text
+        again = http.post("/runs", json=body, headers=key)
+        assert again.status_code == 201 and again.json()["id"] == first.json()["id"]
+        assert len(http.get("/runs", params={"sessionId": session}).json()["items"]) == 1
+        other = http.post("/runs", json={**body, "userPrompt": "other"}, headers=key)
+        assert other.status_code == 409
+        assert other.json()["error"]["code"] == "conflict"
 
 
 def test_a_run_whose_answer_was_lost_to_a_kill_is_not_made_again(tmp_path: Path) -> None:
     """The server dies after making the run, before keeping the key's answer: the retry
     finds that run by the id reserved under the key, and makes no second one."""
     config = {"agent_sandbox": "none"}
-    server = start_server(tmp_path / "srv", config=config)
-    with server.client() as http:
-        session = http.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
-    server.stop()
     server = start_server(
         tmp_path / "srv", config=config, env={"RUNYARD_FAULT_POINT": "idempotency.answer"}
     )
+    with server.client() as http:  # a request without a key never reaches the fault point
+        session = http.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
     body = {"sessionId": session, "userPrompt": "hello"}
     key = {"Idempotency-Key": "lost-run"}
     with pytest.raises(httpx.TransportError), server.client() as http:
