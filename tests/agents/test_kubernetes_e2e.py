@@ -23,6 +23,7 @@ import pytest
 import yaml
 from api_helpers import agent_server, api, create_run, new_session, wait_run
 
+from runyard.executors.kubernetes.names import resource_name
 from serverproc import ServerProcess
 
 pytest.importorskip("kubernetes")
@@ -34,33 +35,39 @@ from k8s_kubelet import Container, Kubelet  # noqa: E402
 IMAGE = "registry.example/runyard:1"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubernetes, Kubelet, Path]]:
-    fake = FakeKubernetes().start()
-    kubelet = Kubelet(fake).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
+def write_kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
+    path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "fake",
         "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
         "users": [{"name": "fake", "user": {}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
     }))  # fmt: skip
-    yield fake, kubelet, kubeconfig
+    return path
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubernetes, Kubelet, Path]]:
+    fake = FakeKubernetes().start()
+    kubelet = Kubelet(fake).start()
+    yield fake, kubelet, write_kubeconfig(fake, tmp_path / "kubeconfig")
     kubelet.stop()
     fake.stop()
+
+
+def hostpath_server(root: Path, kubeconfig: Path, **k8s: Any) -> ServerProcess:
+    k8s = {"image": IMAGE, "kubeconfig": str(kubeconfig), "request_timeout_seconds": 5,
+           "log_retry_seconds": 0.05, "log_drain_seconds": 2,
+           # hostPath volumes: the pods must land on this node
+           "node_selector": {"kubernetes.io/hostname": "test-node"}, **k8s}  # fmt: skip
+    return agent_server(root, "none", agent_executor="kubernetes", kubernetes=k8s,
+                        cancel_grace_seconds=1.0)  # fmt: skip
 
 
 @pytest.fixture
 def server(
     cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
 ) -> Iterator[ServerProcess]:
-    _, _, kubeconfig = cluster
-    k8s = {"image": IMAGE, "kubeconfig": str(kubeconfig), "request_timeout_seconds": 5,
-           "log_retry_seconds": 0.05, "log_drain_seconds": 2,
-           # hostPath volumes: the pods must land on this node
-           "node_selector": {"kubernetes.io/hostname": "test-node"}}  # fmt: skip
-    proc = agent_server(tmp_path / "srv", "none", agent_executor="kubernetes", kubernetes=k8s,
-                        cancel_grace_seconds=1.0)  # fmt: skip
+    proc = hostpath_server(tmp_path / "srv", cluster[2])
     yield proc
     proc.stop()
 
@@ -133,10 +140,69 @@ def test_a_failing_run_a_cancelled_run_and_a_lost_pod(
                                params={"gracePeriodSeconds": "0"})  # fmt: skip
         assert deleted.status_code == 200  # what a node loss or an eviction does to it
         ended = wait_run(client, lost["id"])
-        # the Job failed with no container exit code: 255 (executors/kubernetes/status.py);
-        # the executor's reason (BackoffLimitExceeded) is not yet carried into the run's error
+        # the Job failed with no container exit code: 255, and the Job controller's reason
         assert ended["state"] == "failed" and ended["exitCode"] == 255, ended
+        assert ended["error"] == (
+            "The agent exited with code 255 (Job failed: BackoffLimitExceeded: "
+            "Job has reached the specified backoff limit)"
+        ), ended
         assert victim.proc.poll() is not None
+    assert failed["error"] == "The agent exited with code 3"  # a plain exit: nothing to add
+    assert cancelled["error"] == "Cancelled on request"
+
+
+def test_a_run_whose_pod_is_never_scheduled_fails_with_the_schedulers_words(
+    tmp_path: Path,
+) -> None:
+    fake = FakeKubernetes().start()  # no kubelet: nothing would run the pod anyway
+    server = hostpath_server(tmp_path / "srv", write_kubeconfig(fake, tmp_path / "kubeconfig"),
+                             start_timeout_seconds=2)  # fmt: skip
+    try:
+        with api(server) as client:
+            run = create_run(client, new_session(client), "answer never", package="probe")
+            name = resource_name(run["id"])
+            wait_for(lambda: any(kind == "Pod" and obj["metadata"]["labels"].get("job-name")
+                                 == name for (kind, _, _), obj in list(fake.objects.items())))  # fmt: skip
+            fake.set_unschedulable(name, "0/3 nodes are available: 3 Insufficient memory.")
+            ended = wait_run(client, run["id"])
+    finally:
+        server.stop()
+        fake.stop()
+    assert ended["state"] == "failed" and ended["exitCode"] == 125, ended
+    assert ended["error"] == (
+        "The agent exited with code 125 (not started within 2 s: Unschedulable: "
+        "0/3 nodes are available: 3 Insufficient memory.)"
+    ), ended
+
+
+def test_a_run_that_ended_unwatched_after_its_job_vanished_reports_its_own_exit(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+) -> None:
+    # the server is down longer than the Job's TTL: the Job is gone when it comes back
+    fake, kubelet, kubeconfig = cluster
+    first = hostpath_server(tmp_path / "srv", kubeconfig)
+    with api(first) as client:
+        session = new_session(client)
+        run = create_run(client, session, "wait-for go\nanswer done unwatched", package="probe")
+        pod = container_of(kubelet, run["id"])
+        wait_for(lambda: b"probe: wait-for go" in fake.logs.get(pod.pod, b""))
+    first.stop(keep_runs=True)
+    (first.workspace / "agent" / "session-state" / session / "go").touch()
+    wait_for(lambda: pod.done)  # the pod ended, and its Job Complete, with nobody watching
+    name = resource_name(run["id"])
+    gone = httpx.delete(f"{fake.url}/apis/batch/v1/namespaces/default/jobs/{name}",
+                        params={"propagationPolicy": "Background"})  # fmt: skip
+    assert gone.status_code == 200, gone.text
+    wait_for(lambda: not fake.kinds_named(name))
+    second = hostpath_server(tmp_path / "srv", kubeconfig)
+    try:
+        with api(second) as client:
+            done = wait_run(client, run["id"])
+            answer = client.get(f"/runs/{run['id']}/files/final-answer.md").text
+    finally:
+        second.stop()
+    assert done["state"] == "succeeded" and done["exitCode"] == 0, done
+    assert answer == "done unwatched"
 
 
 def test_in_pvc_mode_the_pod_sees_the_run_through_the_claim(

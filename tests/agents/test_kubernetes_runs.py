@@ -20,6 +20,7 @@ from runyard.agents.runs import RunRequest
 from runyard.agents.store import SQLiteStore
 from runyard.api.agentservice import AgentService
 from runyard.executors.kubernetes.names import resource_name
+from runyard.runtime.agentlaunch import POD_EXIT_FILE, POD_EXIT_RECORDER
 from runyard.wire import TaskState
 
 pytest.importorskip("kubernetes")
@@ -77,7 +78,9 @@ def test_a_run_becomes_a_job_with_the_pod_layout(
     run = service.runs.create(RunRequest(session.id, "summarise", package="probe"))
     assert run.state == TaskState.RUNNING and run.isolation == "kubernetes"
     worker = container(fake, run)
-    assert worker["command"][:1] == ["python3"] or worker["args"][:1] == ["python3"]
+    # the image's shell records the exit code in the run's tmp/, then runs the agent
+    recorder = ["/bin/sh", "-c", POD_EXIT_RECORDER, "runyard-run", "/workspace/tmp/" + POD_EXIT_FILE]
+    assert worker["command"][:6] == [*recorder, "python3"]
     targets = {m["mountPath"] for m in worker["volumeMounts"]}
     assert {"/workspace/in", "/workspace/out", "/workspace/tmp", "/workspace/state",
             "/opt/agent/package", "/var/run/runyard-api"} <= targets  # fmt: skip

@@ -55,6 +55,8 @@ class RunHost(Protocol):
 
     def claim(self, run_id: str) -> tuple[int | None, str] | None: ...
 
+    def exit_reason(self, run_id: str) -> str: ...  # a claimed run's, in its executor's words
+
     def release(self, run_id: str) -> None: ...  # after the claimed end is recorded
 
     def cancel(self, run_id: str, reason: str = CANCELLED) -> bool: ...
@@ -81,8 +83,11 @@ class RunRequest:
     run_id: str | None = None  # chosen by the caller (an idempotent request), else new
 
 
-def outcome(code: int | None, reason: str, answer: str | None, timeout: float) -> tuple:
-    """``(state, exit_code, error)`` of a run that ended with ``code``."""
+def outcome(
+    code: int | None, reason: str, answer: str | None, timeout: float, detail: str = ""
+) -> tuple:
+    """``(state, exit_code, error)`` of a run that ended with ``code``; ``detail`` is the
+    executor's account of that end (a pod's reason), added to the error in brackets."""
     if reason == CANCELLED:
         return TaskState.CANCELLED, CANCEL_EXIT_CODE, "Cancelled on request"
     if reason == TIMED_OUT:
@@ -91,12 +96,17 @@ def outcome(code: int | None, reason: str, answer: str | None, timeout: float) -
         return TaskState.FAILED, None, "The run ended unwatched by a server and left no exit status"
     if code == 0 and answer is not None:
         return TaskState.SUCCEEDED, 0, ""
+    state, error = TaskState.FAILED, _failure(code)
+    return state, code, f"{error} ({detail})" if detail else error
+
+
+def _failure(code: int) -> str:
     if code == 0:
-        return TaskState.FAILED, 0, "The agent exited 0 without writing out/final-answer.md"
+        return "The agent exited 0 without writing out/final-answer.md"
     if code < 0 or 128 < code <= 128 + 64:  # a shell reports a signal as 128 + its number
         signal = -code if code < 0 else code - 128
-        return TaskState.FAILED, code, f"The agent was killed by signal {signal}"
-    return TaskState.FAILED, code, f"The agent exited with code {code}"
+        return f"The agent was killed by signal {signal}"
+    return f"The agent exited with code {code}"
 
 
 class RunManager:
@@ -282,7 +292,8 @@ class RunManager:
         limit = self.settings.agent_max_final_answer_bytes
         answer_text = read_final_answer(self.layout.run_subdir(run_id, "out"), limit)
         timeout = self.settings.agent_run_timeout_seconds
-        state, exit_code, error = outcome(code, reason, answer_text, timeout)
+        detail = self.host.exit_reason(run_id)
+        state, exit_code, error = outcome(code, reason, answer_text, timeout, detail)
         self._snapshot(run_id)
         now = utcnow()
         answer = HistoryEntry("assistant", answer_text, run_id, now) if answer_text else None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.agents.context import RunView, SandboxChoice
-from runyard.agents.layout import Ownership
+from runyard.agents.layout import NODE_FLAGS, Ownership
 from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.executors.base import Executor, LaunchSpec, Limits, Mount
@@ -39,6 +39,10 @@ SANDBOX_PACKAGE = "/opt/agent/package"
 SANDBOX_SOCKET_DIR = "/run/runyard"
 POD_SOCKET_DIR = "/var/run/runyard-api"  # /run/runyard is the Kubernetes executor's
 EXIT_RECORDER = 'f=$1; shift; umask 007; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
+# a pod's: its umask stays the image's (the server reads what the pod writes)
+POD_EXIT_RECORDER = 'f=$1; shift; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
+POD_EXIT_FILE = ".runyard-exit-code"  # in the run's tmp/: what a pod's recorder writes
+EXIT_FILE_BYTES = 32
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -169,20 +173,22 @@ def limits_report(
 
 
 def launch_spec(
-    plan: RunPlan, choice: SandboxChoice, owner: Ownership, timeout: float
-) -> LaunchSpec:
+    plan: RunPlan, choice: SandboxChoice, owner: Ownership, timeout: float,
+    shell: str | None = None,
+) -> LaunchSpec:  # fmt: skip
     """The final spec: sandbox (or plain), then the run user, then the exit recorder.
 
-    A pod needs none of the three: Kubernetes isolates it, runs it as its configured
-    user and reports how it ended.
+    A pod needs only the recorder (in its image's ``shell``, none without one): Kubernetes
+    isolates it and runs it as its configured user, and says how it ended while its Job
+    exists; the file tells it when the Job is gone before that was read.
     """
     labels = {"runyard.agent-run": plan.run_id, "runyard.session": plan.session_id}
     limits = replace(plan.limits, timeout_seconds=timeout)
     if choice.mode == "kubernetes":
         return LaunchSpec(
-            argv=plan.argv, log_path=plan.log_path, cwd=Path(SANDBOX_WORKSPACE), env=plan.env,
-            mounts=sandbox_mounts(plan, POD_SOCKET_DIR), labels=labels, limits=limits,
-            network=plan.network,
+            argv=pod_argv(plan.argv, shell), log_path=plan.log_path, cwd=Path(SANDBOX_WORKSPACE),
+            env=plan.env, mounts=sandbox_mounts(plan, POD_SOCKET_DIR), labels=labels,
+            limits=limits, network=plan.network,
         )  # fmt: skip
     if choice.mode == "bwrap":
         inner = LaunchSpec(
@@ -198,3 +204,31 @@ def launch_spec(
         )  # fmt: skip
     argv = ["/bin/sh", "-c", EXIT_RECORDER, "runyard-run", str(plan.exit_file)]
     return replace(spec, argv=[*argv, *user_prefix(owner), *spec.argv])
+
+
+def pod_argv(argv: list[str], shell: str | None) -> list[str]:
+    """``argv`` under the exit recorder, writing :data:`POD_EXIT_FILE` in the pod's tmp/."""
+    if shell is None:
+        return argv
+    recorded = f"{SANDBOX_WORKSPACE}/tmp/{POD_EXIT_FILE}"
+    return [shell, "-c", POD_EXIT_RECORDER, "runyard-run", recorded, *argv]
+
+
+def pod_exit_file(run_dir: Path) -> Path:
+    """Where the server finds what a pod's recorder wrote (a folder the run can write)."""
+    return run_dir / "tmp" / POD_EXIT_FILE
+
+
+def read_pod_exit_file(path: Path) -> int | None:
+    """The code in a pod's exit file, or None: the run may have put anything there, so a
+    link is not followed, a FIFO does not block, and only a few bytes are read."""
+    try:
+        fd = os.open(path, NODE_FLAGS)
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, EXIT_FILE_BYTES).decode("ascii").strip())
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)

@@ -5,6 +5,7 @@
     runs.watch(watched)                 # once its record says it runs
     runs.cancel(run_id, CANCELLED)      # the whole group (and cgroup), or the pod
     runs.claim(run_id)                  # (code, reason) once it ended, exactly once
+    runs.exit_reason(run_id)            # a claimed pod's end in Kubernetes' words
     runs.release(run_id)                # its end recorded: remove its Job or cgroup
 
 The supervisor's one monitor thread watches a local run's pidfd (checked against its start
@@ -15,7 +16,9 @@ A run ends exactly once: whoever :meth:`AgentRuns.claim`\\ s it
 first (the monitor, or a caller that must settle a session's runs before it goes on) gets
 its exit and ``on_exit`` is called for monitor claims only. An adopted local run (started
 by an earlier server) reports the code its launcher wrote to its ``exit-code`` file, or
-None when it left none. Cancel is the same for a run launched here and an adopted one: the
+None when it left none; so does a pod whose Job is gone before its end was seen (a
+server down longer than the Job's TTL), from what the pod's recorder wrote in its tmp/.
+Cancel is the same for a run launched here and an adopted one: the
 process group is signalled (SIGTERM, SIGKILL after the grace), then its cgroup is swept.
 """
 
@@ -36,8 +39,10 @@ from runyard.config import Settings
 from runyard.errors import ExecutorError
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import agent_cgroup_name, sweep
+from runyard.executors.kubernetes.status import KubernetesExitInfo, vanished
 from runyard.executors.local import terminate_group
 from runyard.executors.pidwatch import ExitMonitor, is_alive, process_start_time
+from runyard.runtime.agentlaunch import pod_exit_file, read_pod_exit_file
 from runyard.runtime.executor import WorkerExecutor
 
 __all__ = ["CANCELLED", "TIMED_OUT", "AgentRuns", "WatchedRun", "handle_from_record"]
@@ -45,6 +50,8 @@ __all__ = ["CANCELLED", "TIMED_OUT", "AgentRuns", "WatchedRun", "handle_from_rec
 log = logging.getLogger(__name__)
 KEY_PREFIX = "agent:"  # monitor keys of agent runs (task runs are keyed by their run id)
 POD_POLL_SECONDS = 1.0
+JOB_GONE = vanished(cancelled=False)  # a pod's end its executor cannot tell
+RECORDED = "its Job was gone before its end was seen: the code is the one the run recorded"
 
 ExitReport = Callable[[str, int | None, str], None]
 
@@ -227,12 +234,29 @@ class AgentRuns:
         if run is not None:
             self._release(run)
 
+    def exit_reason(self, run_id: str) -> str:
+        """Why a claimed run ended, in its executor's words (a pod's: ``Job failed:
+        BackoffLimitExceeded…``, ``not started within 300 s: Unschedulable: …``); empty for
+        a local run, and once its end is released."""
+        with self._lock:
+            run = self._claimed.get(run_id)
+        exit_info = run.exit if run is not None else None
+        return exit_info.reason if isinstance(exit_info, KubernetesExitInfo) else ""
+
     def _ended(self, run: WatchedRun) -> bool:
         if run.handle is not None:  # launched here, or a pod: the executor knows
             if run.exit is None:
-                run.exit = self.executor.poll(run.handle)
+                run.exit = self._from_the_run(run, self.executor.poll(run.handle))
             return run.exit is not None
         return run.pid is None or not is_alive(run.pid, run.start_time)
+
+    @staticmethod
+    def _from_the_run(run: WatchedRun, exit_info: ExitInfo | None) -> ExitInfo | None:
+        """A pod whose Job is gone says how it ended through its recorder's file, if any."""
+        if exit_info != JOB_GONE:
+            return exit_info
+        recorded = read_pod_exit_file(pod_exit_file(run.exit_file.parent))
+        return exit_info if recorded is None else KubernetesExitInfo(recorded, RECORDED)
 
     def _exit_code(self, run: WatchedRun) -> int | None:
         if run.exit is not None:

@@ -192,7 +192,8 @@ class RunStarter:
     def _launch(self, run: Run, plan: RunPlan, choice: SandboxChoice) -> Run:
         ctx = self.ctx
         timeout = ctx.settings.agent_run_timeout_seconds
-        spec = launch_spec(plan, choice, ctx.owner, timeout)
+        shell = ctx.settings.kubernetes.stdin_shell if ctx.settings.kubernetes else None
+        spec = launch_spec(plan, choice, ctx.owner, timeout, shell)
         watched = ctx.runs.launch(run.id, run.session_id, spec, plan.exit_file, timeout)
         started = ctx.store.mark_running(run.id, started_at=utcnow(), handle=watched.record())
         ctx.runs.watch(watched)  # only now: its end is settled after it is seen running

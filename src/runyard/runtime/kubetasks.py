@@ -24,6 +24,7 @@ else what Kubernetes reports), and only then is the Job deleted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -124,6 +125,70 @@ def resources_report(spec: LaunchSpec, resources: ResourceSettings | None, setti
     assert settings.kubernetes is not None
     chosen = container_resources(spec.limits, resources or settings.kubernetes.resources)
     return {"enforced_by": "kubernetes", **chosen}
+
+
+def job_preview(
+    settings: Settings, workspace: Workspace, registry: TaskRegistry, task: str,
+    inputs: dict[str, Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The Job, Secret and NetworkPolicy a submit of ``task`` with ``inputs`` would create,
+    with the settings in force; nothing is written and no cluster is contacted. The Job is
+    shown resumed (the executor creates it suspended and resumes it once what it owns
+    exists), the Secret's environment values are redacted, and nothing carries owner
+    references (they need the created Job's uid)."""
+    from runyard.executors.kubernetes.manifests import RunOptions, build_manifests
+    from runyard.executors.kubernetes.placement import INSTANCE_FILE, resolve_settings
+
+    if settings.kubernetes is None:
+        raise InvalidInput("No 'kubernetes:' settings: set at least kubernetes.image")
+    k8s = settings.kubernetes
+    if k8s.instance is None:  # the workspace's, when a server recorded one; never made here
+        with contextlib.suppress(OSError):
+            recorded = (workspace.root / INSTANCE_FILE).read_text().strip()
+            k8s = k8s.model_copy(update={"instance": recorded or None})
+    k8s = resolve_settings(k8s)
+    status = planned_status(workspace, registry, task, inputs)
+    spec = task_launch_spec(settings, workspace, status, registry.get(task).target)
+    options = RunOptions(log_in_pod=True, resources=task_resources(settings, task))
+    manifests = build_manifests(spec, k8s, status.run_id, None, options)
+    manifests.job["spec"]["suspend"] = False
+    return [manifests.job, *(_redacted(doc) for doc in manifests.dependents)]
+
+
+def planned_status(
+    workspace: Workspace, registry: TaskRegistry, task: str, inputs: dict[str, Any]
+) -> TaskStatus:
+    """The ``queued`` status a submit would write (inputs validated), written nowhere."""
+    import uuid
+
+    from runyard.workspace.identity import build_task_id, generate_task_name
+    from runyard.workspace.records import utcnow
+
+    registered = registry.get(task)
+    typed = registry.validate_inputs(task, inputs)
+    task_type = registered.definition.task_type
+    task_id = build_task_id(task_type, task, typed.task_name or generate_task_name())
+    run_id = uuid.uuid4().hex
+    config = typed.model_dump(mode="json")
+    config["task_name"] = task_id.rsplit("#", 1)[1]
+    return TaskStatus(
+        task_id=task_id, run_id=run_id, task_type=task_type, task_name=task,
+        state=TaskState.QUEUED, config=config, created_at=utcnow(),
+        log_path=os.path.abspath(workspace.run_log_path(task_id, run_id)),
+    )  # fmt: skip
+
+
+def _redacted(doc: dict[str, Any]) -> dict[str, Any]:
+    import base64
+
+    from runyard.executors.kubernetes.container import SECRET_ENV_PREFIX
+
+    if doc.get("kind") != "Secret":
+        return doc
+    hidden = base64.b64encode(b"REDACTED").decode()
+    data = {key: hidden if key.startswith(SECRET_ENV_PREFIX) else value
+            for key, value in doc.get("data", {}).items()}  # fmt: skip
+    return {**doc, "data": data}
 
 
 class TaskHost(Protocol):
