@@ -21,6 +21,16 @@ import pytest
 import yaml
 
 import runyard
+from runyard.config import Settings
+from runyard.errors import ConfigError, InvalidInput, UnknownTask
+from runyard.kubernetes_settings import KubernetesSettings
+from runyard.runtime.creation import create_task
+from runyard.runtime.kubemarks import forget_mark, mark
+from runyard.runtime.liveness import settle
+from runyard.runtime.supervisor import Supervisor
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskState, utcnow
 from serverproc import ServerProcess, start_server
 
 pytest.importorskip("kubernetes")
@@ -288,3 +298,52 @@ def test_the_sweeper_removes_only_this_servers_leftovers(
         assert jobs_of(fake, handle["run_id"]) or fake.requests_of("POST", "/jobs")
     finally:
         server.stop()
+
+
+# --- without a cluster: what readers, submits and settings do with Kubernetes runs --------
+
+
+def test_a_reader_without_a_server_leaves_a_kubernetes_run_alone(
+    workspace: Workspace, registry: TaskRegistry
+) -> None:
+    queued = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    running = queued.model_copy(update={"state": TaskState.RUNNING, "started_at": utcnow()})
+    workspace.write_status(running)
+    mark(workspace, queued.task_id, "0" * 32)  # an earlier run's mark does not count...
+    assert settle(workspace, running).state is TaskState.FAILED
+    workspace.write_status(running)
+    mark(workspace, queued.task_id, queued.run_id)  # ...this run's does: its worker is a pod
+    assert settle(workspace, running).state is TaskState.RUNNING  # no lock here, not dead
+    assert workspace.read_status(queued.task_id) == running
+    forget_mark(workspace, queued.task_id)
+    assert settle(workspace, running).state is TaskState.FAILED  # a local run: dead
+
+
+def test_a_submit_refuses_an_executor_it_cannot_use_and_writes_nothing(
+    settings: Settings, workspace: Workspace, registry: TaskRegistry
+) -> None:
+    supervisor = Supervisor(settings, workspace, registry)
+    inputs = {"x": 1, "y": 2}
+    with pytest.raises(InvalidInput, match="not configured"):
+        supervisor.submit("demo", inputs, executor="kubernetes")
+    with pytest.raises(InvalidInput, match="one of local, kubernetes"):
+        supervisor.submit("demo", inputs, executor="mars")
+    with pytest.raises(UnknownTask):
+        supervisor.submit("nosuch", inputs, executor="kubernetes")
+    k8s = settings.model_copy(update={"kubernetes": KubernetesSettings(image="i")})
+    by_run = {"session_id": "s1", "run_id": "r1"}
+    with pytest.raises(InvalidInput, match="sandbox"):  # an agent's task stays in its sandbox
+        Supervisor(k8s, workspace, registry).submit("demo", inputs, by_run, None, "kubernetes")
+    assert not list(workspace.root.rglob("status.json"))
+    assert not (workspace.root / ".kubernetes").exists()
+
+
+def test_kubernetes_task_settings_need_a_kubernetes_block() -> None:
+    for given in ({"task_executor": "kubernetes"}, {"task_executors": {"train": "kubernetes"}}):
+        with pytest.raises(ConfigError, match="kubernetes"):
+            Settings.load(given)
+    with pytest.raises(ConfigError, match="task_executor"):
+        Settings.load({"task_executor": "mars"})
+    assert Settings.load({"task_executors": {"train": "local"}}).task_executors == {
+        "train": "local"
+    }
