@@ -188,3 +188,20 @@ def test_restored_submitter_records_name_no_host_process(tmp_path: Path) -> None
     )
     assert restored["submitted_by"] == by  # who submitted it still decides what it may see
     assert "pid" not in restored and "start_time" not in restored
+
+
+def test_a_restored_workspace_is_another_kubernetes_instance(tmp_path: Path) -> None:
+    ws, logs = small_workspace(tmp_path)
+    (ws / "kubernetes-instance").write_text("ry-original\n")
+    mark = ws / ".kubernetes" / "base" / "base#demo#a.json"
+    mark.parent.mkdir(parents=True)
+    mark.write_text(json.dumps({"task_id": "base#demo#a", "run_id": "f" * 32, "handle": None}))
+    archive = tmp_path / "b.tar"
+    create_backup(ws, logs, archive)
+    restore_backup(archive, tmp_path / "r" / "ws", tmp_path / "r" / "logs")
+    restored = tmp_path / "r" / "ws"
+    # neither the original's instance id (its sweeper's label) nor its Jobs' marks
+    assert not (restored / "kubernetes-instance").exists()
+    assert not (restored / ".kubernetes").exists()
+    assert (restored / "base" / "base#demo#a" / "result.txt").exists()
+    assert mark.exists() and (ws / "kubernetes-instance").exists()  # the source untouched

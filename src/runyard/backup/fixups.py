@@ -9,15 +9,21 @@
   the restored workspace must never signal or adopt it.
 - Agent runs that were queued or running become ``failed`` the same way (their tokens
   stop working with it), and each session's state folder is moved to the new workspace.
+- The workspace's Kubernetes instance id and its marks of task runs on Kubernetes go: a
+  restored workspace is another instance, which must never follow, sweep or delete the
+  Jobs of the one it was copied from (which may still run).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
 from runyard.backup.manifest import Manifest
+from runyard.executors.kubernetes.placement import INSTANCE_FILE
+from runyard.runtime.kubemarks import MARKS_DIR
 from runyard.runtime.liveness import end_dead_run
 from runyard.runtime.submitters import SUBMITTERS_DIR
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
@@ -38,6 +44,8 @@ def adopt_restored(manifest: Manifest, workspace_dir: Path, log_dir: Path) -> No
         if status is not None:
             end_dead_run(workspace, task_id, status.run_id, error=INTERRUPTED)
     _forget_host_processes(workspace_dir / SUBMITTERS_DIR)
+    shutil.rmtree(workspace_dir / MARKS_DIR, ignore_errors=True)
+    (workspace_dir / INSTANCE_FILE).unlink(missing_ok=True)
     old_agent = Path(manifest.source["workspace_dir"]) / "agent"
     _settle_agent_state(workspace_dir / "agent" / "state.db", old_agent, workspace_dir / "agent")
 
