@@ -6,7 +6,7 @@ import base64
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 
 from runyard.agents.layout import AgentLayout
 from runyard.api.jobs import JOBS
-from serverproc import ServerProcess, kill_strays
+from serverproc import ServerProcess, kill_strays, start_server
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
 
@@ -34,6 +34,16 @@ TOOLS = {
     "get_task_definition",
 }  # fmt: skip
 PNG = b"\x89PNG\r\n\x1a\n\x00\xff binary"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module: each test makes and reads tasks of its own."""
+    proc = start_server(tmp_path_factory.mktemp("mcp") / "srv")
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 @asynccontextmanager
