@@ -8,7 +8,13 @@ container, write log bytes, terminate it with an exit code, fail the Job, ...), 
 test kubelet (k8s_kubelet.py) run the pods. It is a stand-in for a cluster, not a model of
 one: no admission, no validation, no scheduling.
 
-Objects carry a uid and a ``resourceVersion`` that grows with every change. Deletion
+Objects carry a uid and a ``resourceVersion`` from one counter that grows with every
+change; every change is also an event (ADDED, MODIFIED, DELETED) in a bounded history, which
+``?watch=true`` streams as chunked JSON lines from a list's ``metadata.resourceVersion``
+(label selector, ``timeoutSeconds`` and BOOKMARK events honoured). A watch from a version
+the history no longer covers gets an ERROR event with a 410 Status (``gone_as_http``: an
+HTTP 410 instead); ``expire_watch_history`` forgets the history now and ``drop_watches``
+cuts every open stream. ``request_counts`` counts requests by verb and kind. Deletion
 follows ``propagationPolicy``: ``Background`` (the default here) removes the object at once
 and its dependents later; ``Foreground`` marks it (``deletionTimestamp``, the
 ``foregroundDeletion`` finalizer) and removes it only after its dependents; ``Orphan``
@@ -25,11 +31,13 @@ import re
 import secrets
 import socket
 import threading
+import time
 import uuid
+from collections import Counter, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 ROUTES = [
@@ -44,6 +52,8 @@ ROUTES = [
     (re.compile(r"^/api/v1/namespaces/([^/]+)/events(?:/([^/]+))?$"), "Event"),
 ]
 LOG_ROUTE = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+API_VERSIONS = {"Job": "batch/v1", "NetworkPolicy": "networking.k8s.io/v1"}
+HISTORY = 1000  # events kept for watches; older versions answer 410 Gone
 
 
 def timestamp(moment: datetime | None = None) -> str:
@@ -89,6 +99,15 @@ def matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class WatchEvent:
+    version: int
+    type: str
+    kind: str
+    namespace: str
+    object: dict[str, Any]
+
+
 @dataclass
 class Injected:
     """A failure answered to the next ``times`` requests matching ``method`` and ``path``;
@@ -126,6 +145,12 @@ class FakeKubernetes:
         self.log_requests = 0
         self.break_next_stream_after: int | None = None
         self.version = 0
+        self.history: deque[WatchEvent] = deque(maxlen=HISTORY)
+        self.history_floor = 0  # a watch from an older version is answered 410 Gone
+        self.gone_as_http = False
+        self.watch_epoch = 0  # drop_watches moves it: streams of an older epoch are cut
+        self.bookmark_seconds = 0.5
+        self.counts: Counter[tuple[str, str]] = Counter()
         self.gc_delay = 0.0
         self.pod_grace: dict[str, int | None] = {}
         self.cond = threading.Condition()
@@ -165,7 +190,8 @@ class FakeKubernetes:
                          and matches(o["metadata"].get("labels") or {},
                                      query.get("labelSelector", ""))
                          and field_matches(o, query.get("fieldSelector", ""))]
-                return {"kind": f"{kind}List", "apiVersion": "v1", "metadata": {}, "items": items}
+                return {"kind": f"{kind}List", "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(self.version)}, "items": items}
             current = self.objects.get((kind, ns, name or ""))
             if current is None:
                 raise ApiFailure(404, "NotFound", f'{kind.lower()}s "{name}" not found')
@@ -188,7 +214,7 @@ class FakeKubernetes:
         stored = copy.deepcopy(body)
         stored["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), creationTimestamp=timestamp())
         self.objects[(kind, ns, name)] = stored
-        self.touch(stored)
+        self.touch(stored, "ADDED", kind)
         if kind == "Job" and not stored["spec"].get("suspend"):
             self._create_pod(stored)
         return copy.deepcopy(stored)
@@ -201,11 +227,30 @@ class FakeKubernetes:
             self._create_pod(job)
         return copy.deepcopy(job)
 
-    def touch(self, obj: dict[str, Any]) -> None:
-        """A change: the object's resourceVersion moves past every earlier one."""
+    def touch(self, obj: dict[str, Any], event: str = "MODIFIED", kind: str | None = None) -> None:
+        """A change: the object's resourceVersion moves past every earlier one, and
+        watches see it as ``event``."""
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
+        kind = kind or self._kind_of(obj)
+        if len(self.history) == self.history.maxlen:
+            self.history_floor = self.history[0].version
+        self.history.append(WatchEvent(self.version, event, kind, obj["metadata"].get(
+            "namespace", "default"), copy.deepcopy(obj)))
         self.cond.notify_all()
+
+    def _kind_of(self, obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        if (obj.get("kind"), meta.get("namespace", "default"), meta["name"]) in self.objects:
+            return str(obj["kind"])
+        for (kind, _, _), other in self.objects.items():
+            if other is obj:
+                return kind
+        return str(obj.get("kind") or "")
+
+    def _removed(self, kind: str, obj: dict[str, Any]) -> None:
+        """``obj`` has left the store: watches see it DELETED."""
+        self.touch(obj, "DELETED", kind)
 
     def _propagate(self, kind: str, ns: str, obj: dict[str, Any], policy: str) -> None:
         if policy == "Foreground" and self._dependents(obj["metadata"]["uid"]):
@@ -214,8 +259,8 @@ class FakeKubernetes:
             self.touch(obj)
             self._later(lambda: self._delete(kind, ns, obj))
             return
-        self.objects.pop((kind, ns, obj["metadata"]["name"]), None)
-        self.cond.notify_all()
+        if self.objects.pop((kind, ns, obj["metadata"]["name"]), None) is not None:
+            self._removed(kind, obj)
         if policy != "Orphan":
             self._later(lambda: self._delete(kind, ns, obj))
 
@@ -242,6 +287,7 @@ class FakeKubernetes:
         key = (kind, ns, obj["metadata"]["name"])
         if self.objects.get(key) is obj:
             del self.objects[key]
+            self._removed(kind, obj)
         for (dep_kind, dep_ns, _), other in self._dependents(obj["metadata"]["uid"]):
             self._delete(dep_kind, dep_ns, other)
         self.cond.notify_all()
@@ -278,7 +324,7 @@ class FakeKubernetes:
             "spec": copy.deepcopy(template["spec"]),
             "status": {"phase": "Pending", "containerStatuses": [status]},
         }
-        self.touch(self.objects[("Pod", meta["namespace"], name)])
+        self.touch(self.objects[("Pod", meta["namespace"], name)], "ADDED", "Pod")
         self.logs[name] = bytearray()
 
     # --- test controls -------------------------------------------------------------------
@@ -304,7 +350,7 @@ class FakeKubernetes:
         with self.cond:
             self.pod_of(job_name)["status"]["phase"] = "Running"
             self._container(job_name)["state"] = {"running": {"startedAt": timestamp()}}
-            self.cond.notify_all()
+            self.touch(self.pod_of(job_name), kind="Pod")
 
     def set_waiting(self, job_name: str, reason: str, message: str, age_seconds: int = 0) -> None:
         with self.cond:
@@ -312,6 +358,7 @@ class FakeKubernetes:
             created = datetime.fromtimestamp(datetime.now(UTC).timestamp() - age_seconds, UTC)
             pod["metadata"]["creationTimestamp"] = timestamp(created)
             self._container(job_name)["state"] = {"waiting": {"reason": reason, "message": message}}
+            self.touch(pod, kind="Pod")
 
     def set_unschedulable(self, job_name: str, message: str, age_seconds: int = 0) -> None:
         """What the scheduler reports for a pod no node can take: no container yet."""
@@ -322,6 +369,7 @@ class FakeKubernetes:
             pod["status"] = {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                  "message": message}]}
+            self.touch(pod, kind="Pod")
 
     def add_event(self, about: str, reason: str, message: str, kind: str = "Job") -> None:
         with self.cond:
@@ -332,12 +380,14 @@ class FakeKubernetes:
                 "metadata": {"name": name, "namespace": "default"},
                 "involvedObject": {"kind": kind, "name": about, "namespace": "default"},
             }
+            self.touch(self.objects[("Event", "default", name)], "ADDED", "Event")
 
     def age_job(self, job_name: str, seconds: int) -> None:
         with self.cond:
             job = self.objects[("Job", "default", job_name)]
             created = datetime.fromtimestamp(datetime.now(UTC).timestamp() - seconds, UTC)
             job["metadata"]["creationTimestamp"] = timestamp(created)
+            self.touch(job, kind="Job")
 
     def write_log(self, job_name: str, data: bytes) -> None:
         with self.cond:
@@ -359,7 +409,8 @@ class FakeKubernetes:
                 condition = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                              "message": "Job has reached the specified backoff limit"}
                 job["status"] = {"failed": 1, "conditions": [condition]}
-            self.cond.notify_all()
+            self.touch(pod, kind="Pod")
+            self.touch(job, kind="Job")
 
     def fail_job(self, job_name: str, reason: str, message: str) -> None:
         """What the job controller does at activeDeadlineSeconds: Failed, pods deleted."""
@@ -367,9 +418,10 @@ class FakeKubernetes:
             job = self.objects[("Job", "default", job_name)]
             condition = {"type": "Failed", "status": "True", "reason": reason, "message": message}
             job["status"] = {"failed": 1, "conditions": [condition]}
+            self.touch(job, kind="Job")
             pod = self.pod_of(job_name)
             del self.objects[("Pod", "default", pod["metadata"]["name"])]
-            self.cond.notify_all()
+            self._removed("Pod", pod)
 
     def add(self, kind: str, body: dict[str, Any], created: datetime, ns: str = "default") -> None:
         with self.cond:
@@ -377,9 +429,102 @@ class FakeKubernetes:
             stored["metadata"].update(namespace=ns, uid=str(uuid.uuid4()),
                                       creationTimestamp=timestamp(created))
             self.objects[(kind, ns, stored["metadata"]["name"])] = stored
+            self.touch(stored, "ADDED", kind)
 
     def requests_of(self, method: str, kind_path: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and kind_path in r.path]
+
+    def request_counts(self) -> Counter[tuple[str, str]]:
+        """Requests so far by (verb, kind): ``("watch", "Job")``, ``("get", "Pod/log")``."""
+        with self.cond:
+            return Counter(self.counts)
+
+    def count(self, method: str, path: str, query: dict[str, str]) -> None:
+        log = LOG_ROUTE.match(path)
+        found = [(pattern.match(path), kind) for pattern, kind in ROUTES]
+        named, kind = next(((m.group(2), k) for m, k in found if m), (None, "?"))
+        if log:
+            named, kind = log.group(2), "Pod/log"
+        verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete"}.get(method, "")
+        if method == "GET":
+            verb = "get" if named else ("watch" if query.get("watch") in ("true", "1") else "list")
+        with self.cond:
+            self.counts[(verb, kind)] += 1
+
+    # --- watches -------------------------------------------------------------------------
+    def expire_watch_history(self) -> None:
+        """Forget every event so far, as a compacted etcd does: a watch from an earlier
+        version (open streams included) is answered 410 Gone."""
+        with self.cond:
+            self.history.clear()
+            self.history_floor = self.version
+            self.cond.notify_all()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch stream, as a lost connection does (no final chunk)."""
+        with self.cond:
+            self.watch_epoch += 1
+            self.cond.notify_all()
+
+    def watch_events(
+        self, kind: str, ns: str, query: dict[str, str]
+    ) -> Any:
+        """Yield the lines of a watch: events after ``resourceVersion`` matching the label
+        selector, BOOKMARKs when asked, until ``timeoutSeconds``; an ERROR with a 410 Status
+        when the history does not reach back that far; ``"cut"`` when the stream must break."""
+        position = int(query.get("resourceVersion") or 0)
+        selector = query.get("labelSelector", "")
+        bookmarks = query.get("allowWatchBookmarks") == "true"
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        with self.cond:
+            epoch = self.watch_epoch
+        while True:
+            with self.cond:
+                found, position, end = self._next_events(kind, ns, selector, position, epoch)
+                if not found and end is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        end = "timeout"
+                    else:
+                        self.cond.wait(min(left, self.bookmark_seconds))
+                        found, position, end = self._next_events(
+                            kind, ns, selector, position, epoch)
+                        if not found and end is None and bookmarks:
+                            found = [self._bookmark(kind, position)]
+            yield from found
+            if end == "timeout" and bookmarks:
+                yield self._bookmark(kind, position)
+            if end == "gone":
+                yield {"type": "ERROR", "object": ApiFailure(
+                    410, "Expired", f"too old resource version: {position}").status()}
+            if end is not None:
+                if end == "cut":
+                    yield "cut"
+                return
+
+    def _next_events(
+        self, kind: str, ns: str, selector: str, position: int, epoch: int
+    ) -> tuple[list[Any], int, Literal["gone", "cut", "timeout"] | None]:
+        if self.closed or epoch != self.watch_epoch:
+            return [], position, "cut"
+        if position < self.history_floor:
+            return [], position, "gone"
+        events = [
+            {"type": e.type, "object": copy.deepcopy(e.object)} for e in self.history
+            if e.version > position and e.kind == kind and e.namespace == ns
+            and matches(e.object["metadata"].get("labels") or {}, selector)
+        ]
+        return events, max(position, self.version), None
+
+    def _bookmark(self, kind: str, version: int) -> dict[str, Any]:
+        return {"type": "BOOKMARK", "object": {
+            "kind": kind, "apiVersion": API_VERSIONS.get(kind, "v1"),
+            "metadata": {"resourceVersion": str(version)}}}
+
+    def watch_precheck(self, query: dict[str, str]) -> None:
+        with self.cond:
+            if self.gone_as_http and int(query.get("resourceVersion") or 0) < self.history_floor:
+                raise ApiFailure(410, "Expired", "too old resource version")
 
     # --- pod log streaming ---------------------------------------------------------------
     def log_chunks(self, pod_name: str, follow: bool) -> Any:
@@ -438,6 +583,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.fake.requests.append(Request(method, parts.path, query, body, headers))
+        self.fake.count(method, parts.path, query)
         failure = self.fake.take_injected(method, parts.path)
         if failure is not None and not failure.apply:
             return self._fail(failure)
@@ -448,6 +594,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._stream_log(log.group(2), query.get("follow") == "true")
             for pattern, kind in ROUTES:
                 found = pattern.match(parts.path)
+                if found and method == "GET" and not found.group(2) and query.get("watch"):
+                    self.fake.watch_precheck(query)
+                    return self._stream_watch(kind, found.group(1), query)
                 if found:
                     answer = self.fake.handle(method, kind, found.group(1), found.group(2),
                                               query, body)
@@ -476,6 +625,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _stream_watch(self, kind: str, ns: str, query: dict[str, str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in self.fake.watch_events(kind, ns, query):
+                if event == "cut":
+                    self._cut()
+                    return
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client went away
+            self.close_connection = True
+
+    def _cut(self) -> None:
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
     def _stream_log(self, pod_name: str, follow: bool) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -483,9 +654,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         for chunk in self.fake.log_chunks(pod_name, follow):
             if chunk is None:  # a broken stream: no final chunk, connection cut
-                self.wfile.flush()
-                self.close_connection = True
-                self.connection.shutdown(socket.SHUT_RDWR)
+                self._cut()
                 return
             if chunk:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
