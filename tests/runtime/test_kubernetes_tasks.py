@@ -10,6 +10,7 @@ gone), a pod deleted under a run (a node loss), and the leftover sweeper."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -163,6 +164,22 @@ def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
     local = submit(server, "demo", x=1, y=1)
     assert wait_task(server, local)["state"] == "succeeded"
     assert not any(handle_of_run(c, local["run_id"]) for c in kubelet.containers.values())
+    # the CLI chooses it per submit too
+    done = subprocess.run(
+        [sys.executable, "-m", "runyard", "submit", "demo", "x=4", "y=4", "--executor",
+         "kubernetes", "--wait", "--json"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    by_cli = json.loads(done.stdout)
+    assert by_cli["state"] == "succeeded" and by_cli["result"]["result"] == 8
+    assert by_cli["limits"]["enforced_by"] == "kubernetes"
+    # an executor the server does not know: one clear error, nothing submitted
+    with server.client() as client:
+        reply = client.post("/jobs/submit", json={"arguments": {
+            "task": "demo", "x": 1, "y": 1, "executor": "mars"}})  # fmt: skip
+    assert reply.status_code in (400, 422), reply.text
+    assert "executor" in reply.text
 
 
 def handle_of_run(container: Container, run_id: str) -> bool:

@@ -133,13 +133,23 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            "--executor",
+            help="Where the worker runs: local or kubernetes (default: the server's setting)",
+        ),
+    ] = None,
 ) -> None:
     """Submit a task to the server.
 
     With --wait, Ctrl-C (exit 130) or --timeout (exit 124) stops waiting, not the task.
     """
+    inputs = _inputs(fields, name, source)
+    if executor is not None:
+        inputs["executor"] = executor
     try:
-        handle = client.submit(task, **_inputs(fields, name, source))
+        handle = client.submit(task, **inputs)
     except KeyboardInterrupt:
         fail(
             "interrupted while submitting; the task may be queued (see `runyard ls`)",
