@@ -47,9 +47,10 @@ def k8s_settings(**overrides: Any) -> KubernetesSettings:
 def make_executor(fake: FakeKubernetes) -> Iterator[Callable[..., KubernetesExecutor]]:
     made: list[KubernetesExecutor] = []
 
-    def make(sweeping: bool = False, **overrides: Any) -> KubernetesExecutor:
-        executor = KubernetesExecutor(k8s_settings(**overrides),
-                                      ApiClient(Configuration(host=fake.url)), sweeping=sweeping)
+    def make(sweeping: bool = False, watching: bool = False, **overrides: Any) -> KubernetesExecutor:
+        # without the watch, each poll reads what the test has just changed
+        executor = KubernetesExecutor(k8s_settings(**overrides), ApiClient(Configuration(
+            host=fake.url)), sweeping=sweeping, watching=watching)
         made.append(executor)
         return executor
 

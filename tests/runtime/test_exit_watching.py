@@ -129,7 +129,8 @@ def test_a_hanging_pod_poll_does_not_hold_up_the_monitor_and_the_end_is_claimed_
     fake = StallingKubernetes().start()
     k8s = KubernetesSettings(image="registry.example/agent:1", request_timeout_seconds=30,
                              log_retry_seconds=0.05, log_drain_seconds=1, node_name="n1")  # fmt: skip
-    executor = KubernetesExecutor(k8s, ApiClient(Configuration(host=fake.url)))
+    # polled through the API, not the watch's cache: the Job read is what hangs
+    executor = KubernetesExecutor(k8s, ApiClient(Configuration(host=fake.url)), watching=False)
     host = Host()
     ends: list[tuple[str, int | None, str]] = []
     runs = AgentRuns(settings(tmp_path), executor, host, lambda *end: ends.append(end))

@@ -3,13 +3,15 @@
 Responses are read raw (``_preload_content=False``) and parsed as plain dicts, so the
 executor sees exactly what the API server sent and never depends on the client's model
 classes accepting every field a newer server may return. Failures become ExecutorError;
-429, 5xx and lost connections are first retried (see :mod:`.retry`).
+429, 5xx and lost connections are first retried (see :mod:`.retry`), except by a watch,
+whose caller resumes it from its last ``resourceVersion`` (see :mod:`.watch`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -89,6 +91,42 @@ def _transient(
 ) -> Transient:
     error.__cause__ = cause
     return Transient(error, retry_after)
+
+
+class WatchStream:
+    """The events of one watch request as dicts (``{"type": …, "object": …}``), read line by
+    line from the chunked answer; a broken connection raises ExecutorError. ``close()``
+    from another thread ends the iteration."""
+
+    def __init__(
+        self, response: Any, where: str, transport_errors: tuple[type[Exception], ...]
+    ) -> None:
+        self._response = response
+        self._where = where
+        self._errors = transport_errors
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        try:
+            for line in iter_resp_lines(self._response):
+                if line.strip():
+                    yield json.loads(line)
+        except self._errors as exc:
+            raise ExecutorError(f"The watch broke: {self._where}: {exc}") from exc
+        except ValueError as exc:
+            raise ExecutorError(f"A watch event is not JSON: {self._where}: {exc}") from exc
+        finally:
+            self._response.release_conn()
+
+    def close(self) -> None:
+        shutdown = getattr(self._response, "shutdown", None)  # urllib3 >= 2.3
+        try:
+            if shutdown is not None:
+                shutdown()  # unblocks a read in progress in the reading thread
+            self._response.close()
+        except self._errors:
+            pass
 
 
 class KubeApi:
@@ -178,6 +216,15 @@ class KubeApi:
             raise
         return True
 
+    def list_with_version(
+        self, kind: str, namespace: str, label_selector: str
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The items and the list's ``metadata.resourceVersion`` (where a watch starts)."""
+        found = self._json(f"list {kind}s", self._method("list", kind), namespace,
+                           label_selector=label_selector)
+        version = str((found.get("metadata") or {}).get("resourceVersion") or "")
+        return list(found.get("items") or []), version
+
     def list(
         self, kind: str, namespace: str, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]:
@@ -186,6 +233,24 @@ class KubeApi:
             options["field_selector"] = field_selector
         found = self._json(f"list {kind}s", self._method("list", kind), namespace, **options)
         return list(found.get("items") or [])
+
+    def watch(
+        self, kind: str, namespace: str, label_selector: str, resource_version: str,
+        timeout_seconds: int,
+    ) -> WatchStream:
+        """The events after ``resource_version`` (one request, not retried: the caller
+        resumes from its last version). An HTTP 410 raises KubeApiError with status 410."""
+        options = {
+            "label_selector": label_selector, "watch": True, "resource_version": resource_version,
+            "allow_watch_bookmarks": True, "timeout_seconds": timeout_seconds,
+            "_request_timeout": (self.timeout, timeout_seconds + self.timeout),
+        }
+        action = f"watch {kind}s"
+        try:
+            response = self._once(action, self._method("list", kind), (namespace,), options)
+        except Transient as failure:
+            raise failure.cause from failure.cause.__cause__
+        return WatchStream(response, f"{action}: API server {self.host}", self.transport_errors)
 
     def open_log(self, namespace: str, pod: str, idle_timeout: float) -> Any:
         """The streaming response of the worker container's log (``follow=True``)."""

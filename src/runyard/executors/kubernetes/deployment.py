@@ -20,15 +20,17 @@ from typing import Any
 # get          KubeApi.read_job (Jobs) and KubeApi.open_log (pods/log)
 # patch        KubeApi.patch_job: resume the suspended Job
 # list         KubeApi.list: pods of a run (poll, cancel), every kind in the sweeper, and
-#              the events of a pod that did not start in time (its reason)
+#              the events of a pod that did not start in time (its reason); and
+#              KubeApi.list_with_version: the Jobs and pods a watch starts from
+# watch        KubeApi.watch: this instance's Jobs and pods (executors/kubernetes/watch.py)
 # delete       KubeApi.delete: cancel (Job, pod), a failed launch, the sweeper
 # A test replays the executor's calls against the fake API server and checks that this
 # table covers each of them and grants nothing they do not use.
 EXECUTOR_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("batch", "jobs", ("create", "get", "list", "patch", "delete")),
+    ("batch", "jobs", ("create", "get", "list", "watch", "patch", "delete")),
     ("", "configmaps", ("create", "list", "delete")),
     ("", "secrets", ("create", "list", "delete")),
-    ("", "pods", ("list", "delete")),
+    ("", "pods", ("list", "watch", "delete")),
     ("", "pods/log", ("get",)),
     ("", "events", ("list",)),
     ("networking.k8s.io", "networkpolicies", ("create", "list", "delete")),

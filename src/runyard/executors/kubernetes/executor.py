@@ -7,8 +7,11 @@
     executor.cleanup(handle)         # log copying stopped
     executor.sweep(active_run_ids)   # leftovers of finished or unknown runs deleted
 
-Every object carries this server's ``runyard.dev/instance`` label; a background sweeper
-removes this instance's orphans at start and every ``sweep_interval_seconds``. A launch
+Polls are answered from one watch of this instance's Jobs and one of its pods
+(:mod:`.watch`), not from two requests per run; ``on_change`` tells a caller at once that a
+run's Job or pod changed. Every object carries this server's ``runyard.dev/instance`` label;
+a background sweeper removes this instance's orphans at start and every
+``sweep_interval_seconds``. A launch
 whose Job already exists (a retried create whose first answer was lost) adopts it when its
 run id and instance labels match. A run whose pod has not started within
 ``start_timeout_seconds`` ends with Kubernetes' reason. Once the caller has the exit, the
@@ -26,7 +29,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,12 +59,14 @@ from runyard.executors.kubernetes.status import (
     KubernetesExitInfo,
     Outcome,
     job_outcome,
+    newest_pod,
     pending_reason,
     pending_since,
     start_timeout,
     vanished,
 )
 from runyard.executors.kubernetes.sweeper import Sweeper, Swept, sweep_leftovers
+from runyard.executors.kubernetes.watch import RunWatch
 from runyard.executors.local import open_log
 from runyard.kubernetes_settings import KubernetesSettings
 
@@ -69,7 +74,7 @@ if TYPE_CHECKING:
     from runyard.config import Settings
 
 logger = logging.getLogger(__name__)
-WAIT_POLL_SECONDS = 1.0  # how often wait_exit asks the API; a pod has no pidfd
+WAIT_POLL_SECONDS = 1.0  # how often wait_exit polls; a pod has no pidfd
 _HANDLE_KEYS = ("namespace", "job_name", "job_uid", "run_id", "log_path", "log_offset")
 
 
@@ -102,7 +107,7 @@ class KubernetesExecutor:
 
     def __init__(
         self, settings: KubernetesSettings, api_client: Any | None = None, *,
-        sweeping: bool = True,
+        sweeping: bool = True, watching: bool = True,
     ) -> None:
         self.settings = resolve_settings(settings)  # a ConfigError here stops the start
         client = api_client if api_client is not None else api_client_from_settings(settings)
@@ -115,6 +120,12 @@ class KubernetesExecutor:
         if sweeping:
             self._sweeper = Sweeper(self._api, self.settings)
             self._sweeper.start()
+        self._callbacks: list[Callable[[str], None]] = []
+        self._watch: RunWatch | None = None
+        if watching:
+            self._watch = RunWatch(self._api, self.namespace, self.instance,
+                                   on_change=self._changed, retry=retry)
+            self._watch.start()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> KubernetesExecutor:
@@ -135,6 +146,11 @@ class KubernetesExecutor:
     @property
     def namespace(self) -> str:
         return self.settings.namespace
+
+    @property
+    def watch(self) -> RunWatch | None:
+        """The watch of this instance's Jobs and pods (None when not watching)."""
+        return self._watch
 
     def launch(self, spec: LaunchSpec, options: RunOptions | None = None) -> Handle:
         """Create the run's Job; with ``options.log_in_pod`` (a task run) the pod appends
@@ -227,47 +243,88 @@ class KubernetesExecutor:
         follower.start()
 
     def poll(self, handle: Handle) -> KubernetesExitInfo | None:
+        """The run's end, or None while it runs: from the watch's cache when it is current
+        and holds the run's Job, else from the API. A Job is stopped (a pod that cannot or
+        did not start) only on what the API says at that moment, never on the cache."""
         known = handle.data.get("exit")
         if known is not None:
             return KubernetesExitInfo(int(known["exit_code"]), str(known["reason"]))
         ref = _ref(handle)
+        seen = self._cached(ref)
+        if seen is None:
+            outcome = self._read_outcome(handle, ref)
+        else:
+            self._follow(handle)
+            outcome = self._outcome(ref, *seen, cached=True)
+            if outcome is not None and outcome.stop_job:
+                outcome = self._read_outcome(handle, ref)
+        if outcome is None:
+            return None
+        if outcome.stop_job:
+            self._discard_job(ref["namespace"], ref["job_name"])
+        info = outcome.info
+        self._drain_log(handle)
+        handle.data["exit"] = {"exit_code": info.exit_code, "reason": info.reason}
+        return info
+
+    def _cached(self, ref: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The run's Job and pods from the watch, or None when the API must be asked: no
+        current watch, a cancelled run (its end is read at once), or a Job the watch does
+        not hold (just created, gone, or an older Job of the same name)."""
+        watch = self._watch
+        if watch is None or ref.get("cancelled") or not watch.synced():
+            return None
+        job = watch.job(ref["job_name"])
+        if job is None or job["metadata"].get("uid") != ref["job_uid"]:
+            return None
+        return job, watch.pods_of(ref["run_id"])
+
+    def _read_outcome(self, handle: Handle, ref: dict[str, Any]) -> Outcome | None:
         job = self._api.read_job(ref["namespace"], ref["job_name"])
         gone = job is None or job["metadata"].get("uid") != ref["job_uid"]
         if gone or (ref.get("cancelled") and job and job["metadata"].get("deletionTimestamp")):
             # a cancelled Job still being garbage-collected is as good as gone: its pod's
             # exit (143 after SIGTERM) is the cancel's doing, not the run's
-            info = vanished(bool(ref.get("cancelled")))
-        else:
-            assert job is not None
-            self._follow(handle)
-            pods = self._api.list("Pod", ref["namespace"], managed_selector(ref["run_id"]))
-            outcome = self._outcome(ref, job, pods)
-            if outcome is None:
-                return None
-            if outcome.stop_job:
-                self._discard_job(ref["namespace"], ref["job_name"])
-            info = outcome.info
-        self._drain_log(handle)
-        handle.data["exit"] = {"exit_code": info.exit_code, "reason": info.reason}
-        return info
+            return Outcome(vanished(bool(ref.get("cancelled"))))
+        assert job is not None
+        self._follow(handle)
+        pods = self._api.list("Pod", ref["namespace"], managed_selector(ref["run_id"]))
+        return self._outcome(ref, job, pods)
 
     def _outcome(
-        self, ref: dict[str, Any], job: dict[str, Any], pods: list[dict[str, Any]]
+        self, ref: dict[str, Any], job: dict[str, Any], pods: list[dict[str, Any]],
+        cached: bool = False,
     ) -> Outcome | None:
-        """How the run ended, or ended for not starting within ``start_timeout_seconds``."""
+        """How the run ended, or ended for not starting within ``start_timeout_seconds``
+        (``cached``: without reading the events, as the caller asks the API again)."""
         now = datetime.now(UTC)
         outcome = job_outcome(job, pods, now, self.settings.image_pull_grace_seconds)
         if outcome is not None:
             return outcome
-        pod = max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+        pod = newest_pod(pods)
         since = pending_since(job, pod)
         if since is None:
             ref["started"] = True  # a pod lost later (a node gone) is the Job's to report
         timeout = self.settings.start_timeout_seconds
         if ref.get("started") or since is None or (now - since).total_seconds() < timeout:
             return None
-        events = self._events(ref["namespace"], pod or job)
+        events = [] if cached else self._events(ref["namespace"], pod or job)
         return start_timeout(pending_reason(job, pod, events), timeout)
+
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(run_id)`` whenever a run's Job or pod changes or is deleted, as
+        the watch sees it (on its thread: it must be quick; what it raises is logged)."""
+        self._callbacks.append(callback)
+
+    def _changed(self, kind: str, obj: dict[str, Any]) -> None:
+        run_id = ((obj.get("metadata") or {}).get("labels") or {}).get(RUN_ID_LABEL)
+        if run_id is None:
+            return
+        for callback in list(self._callbacks):
+            try:
+                callback(run_id)
+            except Exception:
+                logger.exception("a change callback failed for run %s", run_id)
 
     def _events(self, namespace: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
         """The events about ``obj`` (best effort: reading them may not be allowed)."""
@@ -280,7 +337,7 @@ class KubernetesExecutor:
 
     def wait_exit(self, handle: Handle, timeout: float | None = None) -> KubernetesExitInfo | None:
         """The exit of ``handle`` within ``timeout`` seconds, else None: a pod has no pidfd,
-        so the API is polled every :data:`WAIT_POLL_SECONDS`."""
+        so it is polled every :data:`WAIT_POLL_SECONDS`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while (info := self.poll(handle)) is None:
             left = None if deadline is None else deadline - time.monotonic()
@@ -339,9 +396,11 @@ class KubernetesExecutor:
         )
 
     def close(self) -> None:
-        """Stop the sweeper, every log follower, and close the API client."""
+        """Stop the sweeper, the watch, every log follower, and close the API client."""
         if self._sweeper is not None:
             self._sweeper.stop()
+        if self._watch is not None:
+            self._watch.close()
         with self._lock:
             followers = list(self._followers.values())
             self._followers.clear()
