@@ -36,6 +36,7 @@ K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 LABEL_VALUE = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
 METADATA_CIDRS = ("169.254.0.0/16", "fd00:ec2::254/128")
+HTTP_ORIGIN = r"^https?://[^/?#@\s]+$"  # scheme, host and port: no path, no credentials
 
 
 class ResourceAmounts(BaseModel):
@@ -104,6 +105,10 @@ class KubernetesSettings(BaseModel):
     run_as_user: int = Field(1000, ge=0)
     run_as_group: int = Field(1000, ge=0)
     fs_group: int | None = Field(None, ge=0)
+    # how an agent run's pod reaches the Task Job API over TCP (the Service in front of
+    # runyard); needed with volume_mode 'pvc': a pod on another node has no way to the
+    # server's Unix socket. Unset: the socket, which hostPath pods share with the server
+    job_api_url: str | None = Field(None, pattern=HTTP_ORIGIN)
 
     # environment and network
     secret_env: list[str] = Field(default_factory=lambda: list(DEFAULT_SECRET_ENV))

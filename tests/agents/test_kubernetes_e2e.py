@@ -4,8 +4,12 @@ the test kubelet, which really runs the pod's command (in bubblewrap, the pod's 
 their paths) → the agent package → its answer recorded by the server.
 
 Covers success (the reference agent, its demo task through the Job API socket), failure,
-cancel (the pod's process is killed), a pod deleted under a run (a node loss), and the
-``pvc`` volume mode (the run's folders reach the pod as subPaths of the claim)."""
+cancel (the pod's process is killed), a pod deleted under a run (a node loss) and a pod
+never scheduled, each with Kubernetes' reason in the run's error; a run that ended while
+the server was down and whose Job was deleted meanwhile (its own exit record decides);
+and the ``pvc`` volume mode: the run's folders reach the pod as subPaths of the claim, and
+the pod reaches the Job API over TCP through a stand-in for the Service, with exactly the
+run token's scope."""
 
 from __future__ import annotations
 
@@ -21,9 +25,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from api_helpers import agent_server, api, create_run, new_session, wait_run
+from api_helpers import agent_server, api, create_run, new_session, wait_file, wait_run
+from k8s_service import ServicePort
 
+from runyard.agents.layout import AgentLayout
 from runyard.executors.kubernetes.names import resource_name
+from runyard.runtime.agentlaunch import POD_SOCKET_DIR
 from serverproc import ServerProcess
 
 pytest.importorskip("kubernetes")
@@ -205,33 +212,127 @@ def test_a_run_that_ended_unwatched_after_its_job_vanished_reports_its_own_exit(
     assert answer == "done unwatched"
 
 
-def test_in_pvc_mode_the_pod_sees_the_run_through_the_claim(
-    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
-) -> None:
-    # the claim is the folder holding workspace and logs, as /data in the Deployment
-    fake, kubelet, kubeconfig = cluster
-    # a short root: the run's socket must live on the claim, and a long test path (parallel
-    # workers nest deeper) would push it past the Unix socket length to /tmp, off the claim
+def pvc_server(kubelet: Kubelet, kubeconfig: Path, service: ServicePort) -> ServerProcess:
+    """A server whose workspace is the claim ``runyard-data`` (as /data in the Deployment),
+    its run pods reaching the Job API through ``service``."""
+    # a short root: the server's own socket (still bound for local use) must fit in a path
     root = Path(tempfile.mkdtemp(prefix="ry-claim-", dir="/tmp"))
     kubelet.claims["runyard-data"] = root
     k8s = {"image": IMAGE, "kubeconfig": str(kubeconfig), "request_timeout_seconds": 5,
            "log_retry_seconds": 0.05, "log_drain_seconds": 2, "volume_mode": "pvc",
-           "pvc_name": "runyard-data", "pvc_host_root": str(root)}  # fmt: skip
+           "pvc_name": "runyard-data", "pvc_host_root": str(root),
+           "job_api_url": service.url}  # fmt: skip
     server = agent_server(root, "none", agent_executor="kubernetes", kubernetes=k8s)
+    service.route_to(server.url)
+    return server
+
+
+@pytest.fixture
+def service() -> Iterator[ServicePort]:
+    port = ServicePort()
+    yield port
+    port.close()
+
+
+def test_in_pvc_mode_the_pod_reaches_the_job_api_over_tcp_through_the_claim(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], service: ServicePort
+) -> None:
+    fake, kubelet, kubeconfig = cluster
+    server = pvc_server(kubelet, kubeconfig, service)
     try:
         with api(server) as client:
             run = create_run(client, new_session(client), "through the claim")
             done = wait_run(client, run["id"])
             assert done["state"] == "succeeded", (done["error"], done["exitCode"])
             report = json.loads(client.get(f"/runs/{run['id']}/files/report.json").content)
-            assert report["demo"]["success"] is True
+        folder = server.workspace / "agent" / "workspaces" / run["id"]
+        context = json.loads((folder / "in" / "run-context.json").read_text())
     finally:
         server.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    pod = fake.requests_of("POST", "/jobs")[-1].body["spec"]["template"]["spec"]
+        shutil.rmtree(server.root, ignore_errors=True)
+    # the server answered the pod's submit as it answers a run token (a Kubernetes run's
+    # tasks cannot run sandboxed yet): only a request that reached it gets these words
+    assert report["demo"]["state"] == "refused", report["demo"]
+    assert "agent runs execute on Kubernetes" in report["demo"]["reason"]
+    assert service.connections >= 1  # through the Service, not the socket
+    tool = context["builtInTools"][0]
+    assert (tool["transport"], tool["baseUrl"], tool["socket"]) == ("http", service.url, None)
+    facts = context["envFacts"]
+    assert (facts["apiUrl"], facts["apiSocket"]) == (service.url, None)
+    name = resource_name(run["id"])
+    created = {r.body["kind"]: r.body for r in fake.requests if r.method == "POST"
+               and isinstance(r.body, dict) and r.body["metadata"]["name"] == name}  # fmt: skip
+    pod = created["Job"]["spec"]["template"]["spec"]
     claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
               if "persistentVolumeClaim" in v]  # fmt: skip
     assert claims == ["runyard-data"] and all("hostPath" not in v for v in pod["volumes"])
-    assert all(m.get("subPath") for m in pod["containers"][0]["volumeMounts"]
-               if m["mountPath"].startswith("/workspace"))  # fmt: skip
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert all(m.get("subPath") for m in mounts if m["mountPath"].startswith("/workspace"))
+    assert all(not m["mountPath"].startswith(POD_SOCKET_DIR) for m in mounts)  # no socket
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["RUNYARD_API_URL"] == service.url and "RUNYARD_API_SOCKET" not in env
+    # the pod may reach the server's pods on the Service's port (and DNS), nothing else
+    egress = created["NetworkPolicy"]["spec"]["egress"]
+    server_pods = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "runyard"}}}
+    assert egress[0] == {"to": [server_pods], "ports": [{"protocol": "TCP", "port": service.port}]}
+    assert {p["port"] for p in egress[1]["ports"]} == {53} and len(egress) == 2
 
+
+SCOPE_PROBES = [  # (method, path, body): what a run token may and may not do
+    ("POST", "/jobs/list_task_ids", {"arguments": {}}),
+    ("GET", "/api/v1/sessions/{own}", None),
+    ("GET", "/api/v1/sessions/{other}", None),
+    ("GET", "/api/v1/runs/{other_run}", None),
+    ("GET", "/api/v1/runs?sessionId={other}", None),
+    ("POST", "/api/v1/gc", {"dryRun": True}),
+    ("POST", "/jobs/list_task_ids", {"arguments": {}, "target": "elsewhere"}),
+    ("POST", "/api/v1/sessions", {"title": "mine"}),
+    ("GET", "/metrics", None),
+]
+
+
+def ask(transport: httpx.BaseTransport | None, url: str, token: str,
+        probes: list[tuple[str, str, Any]]) -> list[int]:  # fmt: skip
+    headers = {"authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, transport=transport, headers=headers, timeout=30) as http:
+        return [http.request(method, path, json=body).status_code
+                for method, path, body in probes]  # fmt: skip
+
+
+def test_a_run_token_over_tcp_has_exactly_its_socket_scope(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], service: ServicePort
+) -> None:
+    _, kubelet, kubeconfig = cluster
+    server = pvc_server(kubelet, kubeconfig, service)
+    try:
+        with api(server) as client:
+            other = new_session(client)
+            other_run = create_run(client, other, "answer theirs", package="probe")
+            wait_run(client, other_run["id"])
+            own = new_session(client)
+            script = "\n".join([f"api GET /api/v1/sessions/{own}",
+                                f"api GET /api/v1/runs/{other_run['id']}",
+                                "token", "wait-for go", "answer mine"])  # fmt: skip
+            run = create_run(client, own, script, package="probe")
+            token = wait_file(client, run["id"], "token").decode()
+            ids = {"own": own, "other": other, "other_run": other_run["id"]}
+            probes = [(m, p.format(**ids), b) for m, p, b in SCOPE_PROBES]
+            over_tcp = ask(None, service.url, token, probes)
+            sock = AgentLayout(server.workspace / "agent", server.log_dir).socket_path()
+            over_socket = ask(httpx.HTTPTransport(uds=str(sock)), "http://runyard", token, probes)
+            admin = ask(None, server.url, server.token or "", probes[2:6])
+            (server.workspace / "agent" / "session-state" / own / "go").touch()
+            assert wait_run(client, run["id"])["state"] == "succeeded"
+            ended = ask(None, service.url, token, probes[:2])
+            pod_side = json.loads(client.get(f"/runs/{run['id']}/files/probes.json").content)
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
+    # its own session's jobs and records; other sessions as missing; no admin routes
+    assert over_tcp == [200, 200, 404, 404, 404, 403, 403, 403, 401], over_tcp
+    assert over_socket[:-1] == over_tcp[:-1]  # /metrics is not served on the socket at all
+    assert admin == [200, 200, 200, 200]  # the same requests are not refused as such
+    assert ended == [401, 401]  # the token ends with its run
+    # the pod itself, over the Service: the same answers
+    seen = [result["value"][0] for result in pod_side["results"]]
+    assert seen == [200, 404], pod_side["results"]

@@ -31,12 +31,14 @@ class SandboxChoice:
 
 @dataclass(frozen=True)
 class RunView:
-    """Paths as the run sees them."""
+    """Paths as the run sees them, and its way to the Job API: the Unix socket
+    ``api_socket``, or (a pod in ``pvc`` volume mode) the TCP address ``api_url``."""
 
     isolation: str
     workspace: str
     package_dir: str
     api_socket: str
+    api_url: str = ""
 
     def path(self, relative: str) -> str:
         return f"{self.workspace}/{relative}"
@@ -65,21 +67,25 @@ def input_entry(placed: PlacedInput) -> dict[str, Any]:
 
 
 def built_in_tools(view: RunView) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": "runyard-jobs",
-            "description": (
-                "The Task Job API of this runyard: POST /jobs/<name> with "
-                '{"arguments": {...}} (submit, status, wait_task, read_task_log, ...)'
-            ),
-            "transport": "http+unix",
-            "socket": view.api_socket,
-            "socketEnv": "RUNYARD_API_SOCKET",
-            "tokenEnv": "RUNYARD_API_TOKEN",
-            "baseUrl": "http://runyard",
-            "paths": {"jobs": "/jobs", "agentApi": "/api/v1"},
-        }
-    ]
+    """The Job API entry: over the socket (``http+unix``) or, for a run given a URL,
+    over TCP (``http``, ``baseUrl`` that URL, ``socket`` null)."""
+    tool: dict[str, Any] = {
+        "name": "runyard-jobs",
+        "description": (
+            "The Task Job API of this runyard: POST /jobs/<name> with "
+            '{"arguments": {...}} (submit, status, wait_task, read_task_log, ...)'
+        ),
+        "transport": "http+unix",
+        "socket": view.api_socket,
+        "socketEnv": "RUNYARD_API_SOCKET",
+        "tokenEnv": "RUNYARD_API_TOKEN",
+        "baseUrl": "http://runyard",
+        "paths": {"jobs": "/jobs", "agentApi": "/api/v1"},
+    }
+    if view.api_url:
+        tool.update(transport="http", socket=None, socketEnv=None, baseUrl=view.api_url,
+                    urlEnv="RUNYARD_API_URL")  # fmt: skip
+    return [tool]
 
 
 def env_facts(
@@ -103,7 +109,8 @@ def env_facts(
         "workspace": view.workspace,
         "packageDir": view.package_dir,
         "stateDir": view.path("state"),
-        "apiSocket": view.api_socket,
+        "apiSocket": view.api_socket or None,
+        "apiUrl": view.api_url or None,
         "uid": owner.effective_uid,
         "gid": owner.effective_gid,
         "python": python,

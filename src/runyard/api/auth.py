@@ -3,7 +3,10 @@
 * The configured server token (compared in constant time) opens every route.
 * A run token issued by the agent-run backend opens ``/jobs``, ``/api/v1`` and ``/mcp``
   only; the routes themselves narrow it to its own session (``request.state.run_scope``).
-  ``/metrics`` is the server token's alone.
+  ``/metrics`` is the server token's alone. The rule is the same on the TCP listener as on
+  the agent-run socket — the same routes, the same scope, nothing more: a run reaches the
+  TCP port when it is given one (a pod on a cluster, ``kubernetes.job_api_url``) and where
+  its network allows.
 * ``/health`` and the Studio's static files are open: the Studio takes the token from the
   ``#token=`` fragment of the link ``serve`` prints (a fragment never reaches a server) or
   asks for it, and sends it only as a header.

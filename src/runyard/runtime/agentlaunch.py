@@ -9,12 +9,16 @@ With bubblewrap the run sees the pod layout::
     /opt/agent/package                                             read-only
     /run/runyard/api.sock                                          the runyard API
 
-On Kubernetes the run is a pod with the same layout (the socket under
-``/var/run/runyard-api``; it reaches the server where the pod shares its node's folders).
+On Kubernetes the run is a pod with the same layout. It reaches the Job API through the
+socket under ``/var/run/runyard-api`` where the pod shares its node's folders (hostPath),
+or over TCP at ``kubernetes.job_api_url`` (``$RUNYARD_API_URL``; required with ``pvc``
+volumes, where a pod may land on any node) — then no socket is mounted at all.
 Without either the run is a plain process: ``$RUNYARD_WORKSPACE`` is the run's own folder,
 holding ``in``, ``out``, ``tmp`` and the links ``state`` and ``mounts/<name>``, so the same
-relative paths work. Either way a small shell records the exit code in the run folder, so
-a run that ends while the server is down still reports how it ended.
+relative paths work. Either way a small shell records the exit code, so a run that ends
+while the server is down still reports how it ended: outside the sandbox in the run folder
+(``exit-code``), or, in a pod, in the run's own ``tmp/`` (:data:`POD_EXIT_FILE`), the one
+folder there both the pod may write and the server reads.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ class RunPlan:
     run_dir: Path
     state_dir: Path
     package_dir: Path
-    socket_path: Path
+    socket_path: Path | None  # None: the run reaches the Job API over TCP
     log_path: Path
     exit_file: Path
     argv: list[str]
@@ -91,10 +95,34 @@ class RunPlan:
     limits: Limits = field(default_factory=Limits)  # memory, pids, cpu (agent_limits)
 
 
-def view_for(choice: SandboxChoice, plan_dir: Path, package_dir: Path, socket: Path) -> RunView:
+def job_api_url(settings: Settings) -> str | None:
+    """The URL a run reaches the Job API at over TCP, or None when it uses the socket.
+
+    Only pods do (``kubernetes.job_api_url``), and with ``pvc`` volumes they must: the
+    socket is a file on the server's node. ConfigError when that URL is missing.
+    """
+    k8s = settings.kubernetes
+    if settings.agent_executor != "kubernetes" or k8s is None:
+        return None
+    if k8s.job_api_url is None and k8s.volume_mode == "pvc":
+        raise ConfigError(
+            "agent_executor 'kubernetes' with kubernetes.volume_mode 'pvc' needs "
+            "kubernetes.job_api_url: the address run pods reach the Task Job API at over TCP "
+            "(e.g. http://runyard.runyard.svc:8765, the Service of `runyard kubernetes "
+            "manifests`); a pod on another node cannot reach the server's Unix socket"
+        )
+    return k8s.job_api_url
+
+
+def view_for(
+    choice: SandboxChoice, plan_dir: Path, package_dir: Path, socket: Path, api_url: str | None
+) -> RunView:
+    """Paths as the run sees them; a run given ``api_url`` has no socket (``api_socket``
+    is empty)."""
     if choice.mode in ("bwrap", "kubernetes"):
         folder = SANDBOX_SOCKET_DIR if choice.mode == "bwrap" else POD_SOCKET_DIR
-        return RunView(choice.mode, SANDBOX_WORKSPACE, SANDBOX_PACKAGE, f"{folder}/{socket.name}")
+        seen = "" if api_url else f"{folder}/{socket.name}"
+        return RunView(choice.mode, SANDBOX_WORKSPACE, SANDBOX_PACKAGE, seen, api_url or "")
     return RunView("none", str(plan_dir), str(package_dir), str(socket))
 
 
@@ -117,10 +145,13 @@ def run_env(settings: Settings, view: RunView, extra: dict[str, str]) -> dict[st
         RUNYARD_CONTEXT=view.path("in/run-context.json"),
         RUNYARD_STATE_DIR=view.path("state"),
         RUNYARD_PACKAGE_DIR=view.package_dir,
-        RUNYARD_API_SOCKET=view.api_socket,
         RUNYARD_ISOLATION=view.isolation,
         PYTHONDONTWRITEBYTECODE="1",
     )
+    if view.api_url:
+        env["RUNYARD_API_URL"] = view.api_url
+    else:
+        env["RUNYARD_API_SOCKET"] = view.api_socket
     env.update(extra)
     return env
 
@@ -136,7 +167,8 @@ def sandbox_mounts(plan: RunPlan, socket_dir: str = SANDBOX_SOCKET_DIR) -> list[
     ]
     mounts.append(Mount(plan.state_dir, f"{ws}/state"))
     mounts.append(Mount(plan.package_dir, SANDBOX_PACKAGE, read_only=True))
-    mounts.append(Mount(plan.socket_path.parent, socket_dir, read_only=True))
+    if plan.socket_path is not None:
+        mounts.append(Mount(plan.socket_path.parent, socket_dir, read_only=True))
     mounts += [
         Mount(host, f"{ws}/mounts/{name}", read_only=read_only)
         for name, host, read_only in plan.grants

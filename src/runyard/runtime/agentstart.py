@@ -39,6 +39,7 @@ from runyard.executors.base import Executor
 from runyard.executors.containment import to_limits
 from runyard.runtime.agentlaunch import (
     RunPlan,
+    job_api_url,
     launch_spec,
     limits_report,
     run_env,
@@ -66,6 +67,7 @@ class StartContext:
 class RunStarter:
     def __init__(self, ctx: StartContext) -> None:
         self.ctx = ctx
+        self.api_url = job_api_url(ctx.settings)  # ConfigError now, not at the first run
 
     def start(self, run: Run, session: Session) -> Run:
         ctx = self.ctx
@@ -79,7 +81,7 @@ class RunStarter:
         sandboxed = choice.mode == "bwrap"
         placed = [self._place(run_dir, artifact, sandboxed) for artifact in artifacts]
         state_dir = self._session_state(session.id, run.id)
-        view = view_for(choice, run_dir, package.path, ctx.socket_path)
+        view = view_for(choice, run_dir, package.path, ctx.socket_path, self.api_url)
         python = run_python(ctx.settings)
         limits = to_limits(ctx.settings.agent_limits)
         report = limits_report(ctx.executor, choice, limits, run.id)
@@ -178,7 +180,7 @@ class RunStarter:
             run_dir=run_dir,
             state_dir=state_dir,
             package_dir=package.path,
-            socket_path=ctx.socket_path,
+            socket_path=None if view.api_url else ctx.socket_path,
             log_path=ctx.layout.log_path(run.id),
             exit_file=ctx.layout.exit_file(run.id),
             argv=package.argv(view.package_dir, python),

@@ -4,12 +4,13 @@
 2. keep a checkpoint in the session's state folder (``state/checkpoints/reference.json``
    and a SQLite journal in ``state/checkpoint-db/``), so the next run of the session
    continues from it;
-3. call the Task Job API through the Unix socket with the run token: submit a ``demo``
-   task and wait for it;
+3. call the Task Job API with the run token — through the Unix socket
+   (``$RUNYARD_API_SOCKET``) or, when the run has none (a pod on a cluster), over TCP at
+   ``$RUNYARD_API_URL`` — submit a ``demo`` task and wait for it;
 4. write ``out/final-answer.md`` (the answer folded into the session history) and
    ``out/report.json``.
 
-Standard library only; no network beyond the runyard socket.
+Standard library only; no network beyond the runyard API.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import socket
 import sqlite3
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +50,20 @@ class JobRefused(RuntimeError):
     """The server refused the call (HTTP 403), e.g. a run without a sandbox may not submit."""
 
 
+def api_connection() -> http.client.HTTPConnection:
+    """The run's way to the API: its socket, else the URL it was given."""
+    socket_path = os.environ.get("RUNYARD_API_SOCKET")
+    if socket_path:
+        return UnixConnection(socket_path)
+    url = urllib.parse.urlsplit(os.environ["RUNYARD_API_URL"])
+    if url.scheme == "https":
+        return http.client.HTTPSConnection(url.netloc, timeout=120.0)
+    return http.client.HTTPConnection(url.netloc, timeout=120.0)
+
+
 def call_job(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """POST /jobs/<name> through the socket with the run token; the JobResponse."""
-    conn = UnixConnection(os.environ["RUNYARD_API_SOCKET"])
+    """POST /jobs/<name> with the run token; the JobResponse."""
+    conn = api_connection()
     body = json.dumps({"arguments": arguments})
     headers = {
         "content-type": "application/json",

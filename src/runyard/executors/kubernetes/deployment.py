@@ -104,6 +104,8 @@ def server_env(options: DeployOptions) -> list[dict[str, Any]]:
         "RUNYARD_KUBERNETES__VOLUME_MODE": "pvc",
         "RUNYARD_KUBERNETES__PVC_NAME": f"{options.name}-data",
         "RUNYARD_KUBERNETES__PVC_HOST_ROOT": DATA_PATH,
+        # run pods on any node reach the Task Job API through the Service below
+        "RUNYARD_KUBERNETES__JOB_API_URL": f"http://{service}:{options.port}",
         "RUNYARD_KUBERNETES__RUN_AS_USER": str(USER_ID),
         "RUNYARD_KUBERNETES__RUN_AS_GROUP": str(USER_ID),
         # the Host header of in-cluster clients: the Service's names

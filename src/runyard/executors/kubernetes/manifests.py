@@ -15,10 +15,12 @@ import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from runyard.executors.base import LaunchSpec, Mount
 from runyard.executors.kubernetes import container as ctr
 from runyard.executors.kubernetes.names import (
+    AGENT_RUN_LABEL,
     CONTAINER_NAME,
     INSTANCE_LABEL,
     LOG_FILE_ENV,
@@ -26,6 +28,7 @@ from runyard.executors.kubernetes.names import (
     MANAGED_BY_LABEL,
     PACKAGE_TARGET,
     RUN_ID_LABEL,
+    SERVER_LABELS,
     STDIN_DIR,
     STDIN_KEY,
     TMP_TARGET,
@@ -201,22 +204,41 @@ def secret_manifest(meta: _Meta, data: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def network_policy_manifest(meta: _Meta, blocked: list[str] | None = None) -> dict[str, Any]:
+def network_policy_manifest(
+    meta: _Meta, blocked: list[str] | None = None, job_api_url: str | None = None
+) -> dict[str, Any]:
     """Deny all ingress and egress of the run's pod (enforced where the CNI supports it);
     with ``blocked`` CIDRs (a run with network), allow egress anywhere but there, so the
-    cloud metadata address (169.254.169.254, fd00:ec2::254) stays out of reach."""
+    cloud metadata address (169.254.169.254, fd00:ec2::254) stays out of reach. An agent
+    run given ``job_api_url`` may also reach the runyard server's pods on that port, and
+    the cluster DNS to find them."""
     selected = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: meta.labels[RUN_ID_LABEL]}
     spec: dict[str, Any] = {
         "podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress", "Egress"]
     }
     if blocked is not None:
         spec["egress"] = [{"to": _allowed_blocks(blocked)}]
+    if job_api_url is not None:
+        spec["egress"] = spec.get("egress", []) + _job_api_egress(job_api_url)
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": meta.render(),
         "spec": spec,
     }
+
+
+def _job_api_egress(url: str) -> list[dict[str, Any]]:
+    """The server's pods (the labels of ``runyard kubernetes manifests``) on the URL's port,
+    which is the pod's own port there too; DNS (kube-dns) in any namespace."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    server = {"podSelector": {"matchLabels": dict(SERVER_LABELS)}}
+    dns = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
+    return [
+        {"to": [server], "ports": [{"protocol": "TCP", "port": port}]},
+        {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
+    ]
 
 
 def _allowed_blocks(blocked: list[str]) -> list[dict[str, Any]]:
@@ -246,7 +268,8 @@ def build_manifests(
         dependents.append(secret_manifest(meta, ctr.secret_data(secrets, spec.stdin)))
     if settings.network_policy:
         blocked = settings.egress_blocked_cidrs if spec.network else None
-        dependents.append(network_policy_manifest(meta, blocked))
+        api = settings.job_api_url if AGENT_RUN_LABEL in spec.labels else None
+        dependents.append(network_policy_manifest(meta, blocked, api))
     return RunManifests(run_id, meta.name, job, dependents)
 
 

@@ -22,6 +22,8 @@ LOG_FILE_ENV = "RUNYARD_LOG_FILE"  # a task run's log on the shared volume
 TMP_TARGET = "/tmp"
 RESERVED_TARGETS = (STDIN_DIR,)
 AGENT_RUN_LABEL = "runyard.agent-run"
+# the runyard server's pods (deployment.py): where a run's NetworkPolicy lets it reach the API
+SERVER_LABELS = (("app.kubernetes.io/name", "runyard"),)
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")

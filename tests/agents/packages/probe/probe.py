@@ -9,8 +9,8 @@ append PATH TEXT       try to append TEXT to PATH
 read PATH              try to read PATH
 listdir PATH           try to list PATH
 checkpoint             count this run in state/checkpoints/probe.json
-job                    submit a demo task through the API socket and wait for it
-api METHOD PATH        call the runyard API through the socket with the run token
+job                    submit a demo task through the API and wait for it
+api METHOD PATH        call the runyard API with the run token (its socket, else its URL)
 exit CODE              exit with CODE now
 spawn SECONDS          start a background process that sleeps (it must die with the run)
 """
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 WORKSPACE = Path(os.environ["RUNYARD_WORKSPACE"])
 CONTEXT = json.loads(Path(os.environ["RUNYARD_CONTEXT"]).read_text(encoding="utf-8"))
@@ -41,8 +42,14 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock.connect(self.socket_path)
 
 
+def connect() -> http.client.HTTPConnection:
+    if os.environ.get("RUNYARD_API_SOCKET"):
+        return UnixConnection(os.environ["RUNYARD_API_SOCKET"])
+    return http.client.HTTPConnection(urlsplit(os.environ["RUNYARD_API_URL"]).netloc, timeout=60)
+
+
 def api(method: str, path: str, body: dict | None = None) -> tuple[int, object]:
-    conn = UnixConnection(os.environ["RUNYARD_API_SOCKET"])
+    conn = connect()
     headers = {"authorization": f"Bearer {os.environ['RUNYARD_API_TOKEN']}"}
     payload = None
     if body is not None:
