@@ -163,6 +163,7 @@ def sse(server: Server, runs: int, burst: int, timeout: float) -> dict[str, Cell
     return {
         "SSE progress written → received p50 (ms)": pct(delays, 0.5),
         "SSE progress written → received p90 (ms)": pct(delays, 0.9),
+        "SSE progress events measured (count)": float(len(delays)),
     }
 
 
@@ -287,15 +288,19 @@ def summary(cells: list[Cell]) -> Cell:
 
 
 def advantage(row: str, ours: Cell, theirs: Cell) -> str:
+    if "(count)" in row:
+        return ""
     if not isinstance(ours, float) or not isinstance(theirs, float) or not ours or not theirs:
         return ""
     factor = ours / theirs if "tasks/s" in row else theirs / ours
     return f"{factor:.1f}×" if factor >= 1 else f"{factor:.2f}× (worse)"
 
 
-def show(value: Cell) -> str:
+def show(row: str, value: Cell) -> str:
     if isinstance(value, str):
         return value
+    if "(count)" in row:
+        return f"{value:.0f}"
     return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
@@ -303,9 +308,9 @@ def table(results: Results, systems: list[str], markdown: bool) -> list[str]:
     rows = []
     for row in results.rows():
         values = [results.cell(row, s) for s in systems]
-        ratio = advantage(row, values[0], values[1]) if len(values) == 2 else ""
-        rows.append([row, *(show(v) for v in values), ratio])
-    head = ["", *systems, "runyard's advantage"]
+        ratio = [advantage(row, values[0], values[1])] if len(values) == 2 else []
+        rows.append([row, *(show(row, v) for v in values), *ratio])
+    head = ["", *systems, *(["runyard's advantage"] if len(systems) == 2 else [])]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
         return lines + ["| " + " | ".join(r) + " |" for r in rows]
@@ -332,7 +337,7 @@ def main() -> None:
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--sse-runs", type=int, default=5)
-    parser.add_argument("--burst", type=int, default=9, help="one more than runyard's 8 slots")
+    parser.add_argument("--burst", type=int, default=16, help="twice runyard's 8 slots")
     parser.add_argument("--phase-timeout", type=float, default=120.0)
     parser.add_argument("--memory-cap-mib", type=float, default=6144.0)
     parser.add_argument("--only", choices=["runyard", "axonx"], default=None)
