@@ -7,12 +7,14 @@ import secrets
 import shlex
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import pytest
 
-from serverproc import ServerProcess
+from serverproc import ServerProcess, start_server
 
 ATTEMPTS = 300
 SECONDS = 60.0
@@ -29,6 +31,16 @@ while time.monotonic() < deadline and not pathlib.Path("stop").exists():
 regular.write_text(text)
 os.replace(regular, name)
 """
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module: each test serves files of a task of its own."""
+    proc = start_server(tmp_path_factory.mktemp("races") / "srv")
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def root_only_secret(folder: Path, length: int) -> tuple[Path, str]:
