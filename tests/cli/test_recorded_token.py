@@ -17,7 +17,17 @@ import pytest
 
 from runyard.client import AsyncClient, Client
 from runyard.errors import ServerUnreachable, Unauthorized
-from serverproc import ServerProcess
+from serverproc import ServerProcess, start_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module, its token generated and recorded in server.json."""
+    proc = start_server(tmp_path_factory.mktemp("recorded") / "srv")
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def bare_cli(srv: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -45,9 +55,10 @@ def test_cli_uses_the_recorded_token(server: ServerProcess) -> None:
 
 
 def test_an_explicit_token_wins(server: ServerProcess) -> None:
+    before = server.call("list_task_ids")["answer"]
     done = bare_cli(server, "submit", "demo", "x=1", "y=1", "--token", "not-the-token")
     assert done.returncode != 0 and "401" in done.stderr, done.stderr
-    assert server.call("list_task_ids")["answer"] == []
+    assert server.call("list_task_ids")["answer"] == before  # nothing was submitted
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -118,4 +129,4 @@ def test_async_client_from_workspace(server: ServerProcess) -> None:
         async with AsyncClient.from_workspace(server.workspace) as client:
             return await client.list_task_ids()
 
-    assert asyncio.run(scenario()) == []
+    assert asyncio.run(scenario()) == server.call("list_task_ids")["answer"]
