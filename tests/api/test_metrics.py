@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from serverproc import ServerProcess, start_server
@@ -17,6 +18,16 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
 from api_helpers import agent_server, api, create_run, new_session, wait_file, wait_run  # noqa: E402
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module: its tests read how the counts move, not where they start."""
+    proc = start_server(tmp_path_factory.mktemp("metrics") / "srv")
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def scrape(server: ServerProcess) -> Samples:
@@ -58,16 +69,19 @@ def test_a_finished_task_moves_the_counts_and_its_duration_histogram(
     done = server.call("wait_task", task_id=handle["task_id"], run_id=handle["run_id"])
     assert done["success"] is True
 
+    def moved_by(samples: Samples, name: str, **labels: str) -> float:
+        return value(samples, name, **labels) - value(before, name, **labels)
+
     def moved(s: Samples) -> bool:
-        return value(s, "runyard_task_run_duration_seconds_count", task="demo") == 1
+        return moved_by(s, "runyard_task_run_duration_seconds_count", task="demo") == 1
 
     after = eventually(server, moved)
-    assert value(after, "runyard_tasks", task_type="base", state="succeeded") == 1
-    assert value(after, "runyard_task_run_duration_seconds_count", task="demo") == 1
-    assert value(after, "runyard_task_run_duration_seconds_bucket", task="demo", le="+Inf") == 1
-    assert 0 < value(after, "runyard_task_run_duration_seconds_sum", task="demo") < 60
+    assert moved_by(after, "runyard_tasks", task_type="base", state="succeeded") == 1
+    assert moved_by(after, "runyard_task_run_duration_seconds_count", task="demo") == 1
+    assert moved_by(after, "runyard_task_run_duration_seconds_bucket", task="demo", le="+Inf") == 1
+    assert 0 < moved_by(after, "runyard_task_run_duration_seconds_sum", task="demo") < 60
     assert value(after, "runyard_queue_depth") == 0
-    submits = value(
+    submits = moved_by(
         after, "runyard_http_request_duration_seconds_count",
         method="POST", route="/jobs/submit", status="200",
     )  # fmt: skip
