@@ -197,7 +197,7 @@ def throughput(server: Server, count: int, args: argparse.Namespace) -> dict[str
         why = (
             f"took > {args.phase_timeout:.0f} s" if not errors or left(deadline) <= 1 else errors[0]
         )
-        raise Stopped(f"—, {why} ({len(done)} of {count:,} done)")
+        raise Stopped(f"—, {why} ({len(done)} of {count:,} done, peak {memory.peak:,.0f} MiB)")
     return {
         f"throughput, {label} (tasks/s)": count / took,
         f"peak memory, {label} (MiB PSS, server + tasks)": memory.peak,
