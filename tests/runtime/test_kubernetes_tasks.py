@@ -24,12 +24,15 @@ import yaml
 import runyard
 from runyard.config import Settings
 from runyard.errors import ConfigError, InvalidInput, UnknownTask
+from runyard.executors.kubernetes import KubernetesExecutor
 from runyard.kubernetes_settings import KubernetesSettings
 from runyard.runtime.creation import create_task
 from runyard.runtime.kubemarks import forget_mark, mark
+from runyard.runtime.kubetasks import KubernetesTasks
 from runyard.runtime.liveness import settle
 from runyard.runtime.supervisor import Supervisor
 from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, utcnow
 from serverproc import ServerProcess, start_server
@@ -364,3 +367,53 @@ def test_kubernetes_task_settings_need_a_kubernetes_block() -> None:
     assert Settings.load({"task_executors": {"train": "local"}}).task_executors == {
         "train": "local"
     }
+
+
+class Recorder:
+    """The supervisor's side of :class:`KubernetesTasks`, recording what it is told."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.announced: list[tuple[str, set[str] | None]] = []
+
+    def record_end(self, task_id: str, run_id: str, info: Any, cancelled: bool,
+                   error: str | None) -> Any:  # fmt: skip
+        return self.workspace.read_status(task_id)
+
+    def announce(self, task_id: str, names: set[str] | None = None) -> None:
+        self.announced.append((task_id, names))
+
+    def run_ended(self, task_id: str) -> None:
+        pass
+
+
+def test_a_running_tasks_records_are_read_without_inotify(
+    tmp_path: Path, workspace: Workspace, registry: TaskRegistry
+) -> None:
+    """A worker on another node raises no inotify event here: its writes are found by
+    reading the records while the run goes on (nothing here watches the folder)."""
+    fake = FakeKubernetes().start()  # no kubelet: the "other node" is this test
+    settings = Settings(
+        workspace_dir=workspace.root, log_dir=workspace.log_dir,
+        kubernetes=k8s_settings(kubeconfig(tmp_path / "kubeconfig", fake)),
+    )  # fmt: skip
+    executor = KubernetesExecutor.from_settings(settings)
+    host = Recorder(workspace)
+    kube = KubernetesTasks(settings, workspace, registry, lambda: executor, host)
+    try:
+        status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+        kube.queue_mark(status)
+        kube.launch(status)
+        wait_for(lambda: jobs_of(fake, status.run_id))
+        wait_for(lambda: host.announced)  # the first reading
+        host.announced.clear()
+        append_event(workspace.events_path(status.task_id), {"kind": "progress", "at": utcnow()})
+        wait_for(lambda: (status.task_id, {"events.jsonl"}) in host.announced, timeout=5)
+        running = status.model_copy(update={"state": TaskState.RUNNING, "started_at": utcnow()})
+        workspace.write_status(running)
+        wait_for(lambda: (status.task_id, {"status.json"}) in host.announced, timeout=5)
+        assert kube.tracks(status.run_id) and kube.count() == 1
+    finally:
+        kube.close()
+        executor.close()
+        fake.stop()

@@ -38,6 +38,7 @@ class Services:
         repository = TaskRepository(workspace)
         supervisor = Supervisor(settings, workspace, registry, on_change=repository.refresh)
         supervisor.log_references = repository.referenced_logs
+        supervisor.on_records = repository.take_changes  # Kubernetes workers' writes
         services = cls(settings, workspace, registry, repository, supervisor)
         services.agents = _build_agents(services)
         return services

@@ -152,6 +152,13 @@ class TaskRepository:
         """Re-read one task's records into the index now."""
         self._refresh(task_id, self.workspace.task_dir(task_id))
 
+    def take_changes(self, task_id: str, names: set[str]) -> None:
+        """Changes to a task's record files (``status.json``, ``events.jsonl``) seen other
+        than by the watcher — a worker on another node raises no inotify event here: the
+        index re-reads them and subscribers (streams, waits) hear of them as from it."""
+        for changed_id, name in self._take_change(task_id, names):
+            self._notify(changed_id, name)
+
     def get(self, task_id: str) -> TaskStatus | None:
         """The task's status read from its file now (None if missing or invalid)."""
         task_dir = self.workspace.task_dir(task_id)

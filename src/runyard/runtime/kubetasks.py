@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,7 +46,7 @@ from runyard.runtime.liveness import record_limits, request_cancel, supervision_
 from runyard.runtime.worker import WorkerPayload
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
-from runyard.workspace.layout import Workspace
+from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskState, TaskStatus
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ EXECUTORS = ("local", "kubernetes")
 RUN_ID_LABEL = "runyard.dev/run-id"
 TASK_ID_KEY = "runyard.dev/task-id"  # an annotation: a task id is no label value
 GONE = "its Job is gone and it left no final status"
+RECORDS = (STATUS_FILE, EVENTS_FILE)  # read while a run goes on: no inotify across nodes
 
 
 def choose_executor(settings: Settings, task: str, requested: str | None) -> str:
@@ -198,7 +199,7 @@ class TaskHost(Protocol):
         self, task_id: str, run_id: str, info: ExitInfo | None, cancelled: bool, error: str | None
     ) -> TaskStatus | None: ...
 
-    def announce(self, task_id: str) -> None: ...
+    def announce(self, task_id: str, names: set[str] | None = None) -> None: ...
 
     def run_ended(self, task_id: str) -> None: ...
 
@@ -211,9 +212,8 @@ class KubeRun:
     handle: Handle | None = None
     cancelling: bool = False
     supervision_fd: int | None = None
-    stamp: tuple[int, ...] = ()
+    stamp: tuple[tuple[int, int, int], ...] = ()
     ending: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def release(self) -> None:
         if self.supervision_fd is not None:
@@ -428,20 +428,23 @@ class KubernetesTasks:
             runs = list(self._runs.values())
         for run in runs:
             stamp = self._stamp(run)
-            if stamp != run.stamp:
-                run.stamp = stamp
-                self._host.announce(run.task_id)
+            names = {name for name, now, before in zip(RECORDS, stamp, run.stamp or (None,) * 2,
+                                                        strict=True) if now != before}  # fmt: skip
+            run.stamp = stamp
+            if names:
+                self._host.announce(run.task_id, names)
 
-    def _stamp(self, run: KubeRun) -> tuple[int, ...]:
-        paths = (self.workspace.status_path(run.task_id), self.workspace.events_path(run.task_id))
-        stamp: list[int] = []
-        for path in paths:
+    def _stamp(self, run: KubeRun) -> tuple[tuple[int, int, int], ...]:
+        """(inode, mtime, size) of each of :data:`RECORDS` (zeros when missing)."""
+        task_dir = self.workspace.task_dir(run.task_id)
+        stamp = []
+        for name in RECORDS:
             try:
-                info = os.stat(path)
+                info = os.stat(task_dir / name)
             except OSError:
-                stamp += [0, 0]
+                stamp.append((0, 0, 0))
                 continue
-            stamp += [info.st_mtime_ns, info.st_size]
+            stamp.append((info.st_ino, info.st_mtime_ns, info.st_size))
         return tuple(stamp)
 
     def _poll_all(self) -> None:

@@ -100,6 +100,9 @@ class Supervisor:
         self.on_finished: Callable[[str], object] | None = None
         # which logs remaining tasks still name, from an index (None: deletion reads them)
         self.log_references: LogReferences | None = None
+        # called with a task id and the record files that changed, when a worker on
+        # another node wrote them (no inotify event reaches this host); else on_change
+        self.on_records: Callable[[str, set[str]], object] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -212,8 +215,15 @@ class Supervisor:
         with self._lock:
             return self._held.end(task_id, run_id, info, cancelled=cancelled, error=error)
 
-    def announce(self, task_id: str) -> None:
-        self._changed(task_id)
+    def announce(self, task_id: str, names: set[str] | None = None) -> None:
+        """A Kubernetes task's records changed (``names``: which files, when known)."""
+        if names is None or self.on_records is None:
+            self._changed(task_id)
+            return
+        try:
+            self.on_records(task_id, names)
+        except Exception:
+            log.exception("on_records(%s) failed", task_id)
 
     def run_ended(self, task_id: str) -> None:
         self._finished(task_id)
