@@ -59,11 +59,16 @@ def run_probe(client: httpx.Client, session_id: str, calls: list[list[Any]]) -> 
     return {"run": done, **reply.json()}
 
 
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    other = start_server(tmp_path / "other", token="other-secret")
+@pytest.fixture(scope="module")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """The main server and a forwarding target, shared: each test works in sessions and
+    tasks of its own, and none forwards anything to the target."""
+    root = tmp_path_factory.mktemp("servers")
+    other = start_server(root / "other", token="other-secret")
     targets = {"other": {"url": other.url, "token": "other-secret"}}
-    main = agent_server(tmp_path / "main", "bwrap", token="server-secret", targets=targets)
+    main = agent_server(root / "main", "bwrap", token="server-secret", targets=targets)
     try:
         yield main, other
     finally:
