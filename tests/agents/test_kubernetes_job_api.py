@@ -66,6 +66,20 @@ def test_pvc_mode_without_a_job_api_url_refuses_to_start(
     assert "volume_mode 'pvc'" in str(failed.value)
 
 
+def test_a_job_api_url_the_server_would_refuse_as_host_stops_the_start(
+    fake: FakeKubernetes, tmp_path: Path
+) -> None:
+    url = "http://runyard.elsewhere.svc:8765"
+    k8s = {"image": IMAGE, "kubeconfig": kubeconfig(fake, tmp_path / "kc"), "volume_mode": "pvc",
+           "pvc_name": "data", "pvc_host_root": str(tmp_path), "job_api_url": url}  # fmt: skip
+    with pytest.raises(RuntimeError, match="server exited at start") as failed:
+        agent_server(tmp_path / "a", "none", agent_executor="kubernetes", kubernetes=k8s)
+    assert "names a host this server refuses (runyard.elsewhere.svc:8765)" in str(failed.value)
+    server = agent_server(tmp_path / "b", "none", agent_executor="kubernetes", kubernetes=k8s,
+                          allowed_hosts=["runyard.elsewhere.svc"])  # fmt: skip
+    server.stop()  # it started: that name is now one of its own
+
+
 def test_the_setting_decides_the_way_and_only_pvc_requires_it(tmp_path: Path) -> None:
     pvc = {"image": IMAGE, "volume_mode": "pvc", "pvc_name": "d", "pvc_host_root": "/data"}
     with pytest.raises(ConfigError, match="job_api_url"):

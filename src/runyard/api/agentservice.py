@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from runyard.agents.catalog import Catalog
 from runyard.agents.checkpoints import Checkpoints
@@ -28,6 +29,7 @@ from runyard.agents.layout import AgentLayout, Ownership
 from runyard.agents.models import RunScope, hash_token, looks_like_run_token
 from runyard.agents.runs import RunManager
 from runyard.agents.store import AgentStore, SQLiteStore
+from runyard.api.guard import HostPolicy
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import ConfigError
@@ -71,6 +73,7 @@ class AgentService:
         self._stopped = False
         self._choice_lock = threading.Lock()
         self._starter = RunStarter(self._start_context())
+        _check_job_api_host(settings, self._starter.api_url)
         self.checkpoints = Checkpoints(settings, layout, store, self.catalog, self.owner)
         self.runs = RunManager(
             settings, layout, store, self.catalog, self._starter, self.run_host,
@@ -157,6 +160,18 @@ class AgentService:
         if run is None or run.state.terminal:
             return None
         return RunScope(run.id, run.session_id)
+
+
+def _check_job_api_host(settings: Settings, url: str | None) -> None:
+    """Runs given the Job API's URL send its host as ``Host``: it must be one of ours."""
+    if url is None:
+        return
+    host = urlsplit(url).netloc
+    if not HostPolicy.for_settings(settings).accepts(host):
+        raise ConfigError(
+            f"kubernetes.job_api_url {url} names a host this server refuses ({host}), so "
+            "every call of a run would be refused: add it to allowed_hosts"
+        )
 
 
 def _agents_only_supervisor(settings: Settings) -> Supervisor:
