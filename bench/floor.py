@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from floor_profile import Sampler, find_py_spy, print_profile  # noqa: E402
 
 from runyard.client import Client  # noqa: E402
+from runyard.errors import ClientError  # noqa: E402
 from serverproc import ServerProcess, start_server  # noqa: E402
 
 DEADLINE_SECONDS = 600.0
@@ -163,11 +165,14 @@ def http_round(srv: ServerProcess, count: int, prefix: str, clients: int) -> flo
 
     def client_part(indexes: range) -> None:
         with Client(srv.url, srv.token, timeout=DEADLINE_SECONDS) as client:
-            handles = [client.submit("demo", name=f"{prefix}-{i}", x=i, y=1) for i in indexes]
-            for handle in handles:
-                status = client.wait(handle, timeout=DEADLINE_SECONDS)
-                if status.state != "succeeded":
-                    failures.append(f"{handle.task_id}: {status.state} {status.error}")
+            try:
+                handles = [client.submit("demo", name=f"{prefix}-{i}", x=i, y=1) for i in indexes]
+                for handle in handles:
+                    status = client.wait(handle, timeout=DEADLINE_SECONDS)
+                    if status.state != "succeeded":
+                        failures.append(f"{handle.task_id}: {status.state} {status.error}")
+            except ClientError as exc:
+                failures.append(f"{type(exc).__name__}: {exc}")
 
     started = time.perf_counter()
     in_threads(client_part, [range(i, count, clients) for i in range(clients)])
@@ -178,7 +183,7 @@ def http_round(srv: ServerProcess, count: int, prefix: str, clients: int) -> flo
 
 
 def in_threads(target: Callable[[Any], None], parts: list[Any]) -> None:
-    workers = [threading.Thread(target=target, args=(part,)) for part in parts]
+    workers = [threading.Thread(target=target, args=(part,), daemon=True) for part in parts]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -296,6 +301,10 @@ def profile(srv: ServerProcess, args: argparse.Namespace, where: Path) -> None:
     print_profile(sampler.output, roles, top=args.top)
 
 
+def out_of_time(signum: int, frame: object) -> None:
+    raise SystemExit("out of time (--time-limit)")  # the server is stopped on the way out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=500)
@@ -306,7 +315,10 @@ def main() -> None:
     parser.add_argument("--py-spy", default=None, help="the py-spy program")
     parser.add_argument("--top", type=int, default=15, help="profile lines to print")
     parser.add_argument("--dir", type=Path, default=None, help="where the workspaces go")
+    parser.add_argument("--time-limit", type=int, default=900, help="seconds for the whole run")
     args = parser.parse_args()
+    signal.signal(signal.SIGALRM, out_of_time)
+    signal.alarm(args.time_limit)
     with tempfile.TemporaryDirectory(prefix="runyard-floor-", dir=args.dir) as tmp:
         root = Path(tmp)
         srv = start_server(root / "server", config={"max_concurrent_tasks": args.concurrency})
