@@ -261,6 +261,7 @@ def run_section(name: str, section: Section, system: str, root: Path,
     except Stopped as stop:
         results.stop(name, system, str(stop))
     except (JobError, OSError, RuntimeError, KeyError) as exc:
+        print(f"    {system} failed: {type(exc).__name__}: {str(exc)[-2000:]}")
         results.stop(name, system, f"—, failed: {type(exc).__name__}: {str(exc)[:120]}")
     print(f"  {name}: {system} in {time.perf_counter() - started:.0f} s", flush=True)
 
