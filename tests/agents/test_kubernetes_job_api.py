@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +186,32 @@ def test_a_finished_pod_writes_its_code_where_the_server_reads_it(tmp_path: Path
     assert read_pod_exit_file(pod_exit_file(run_dir)) == 7
     no_shell = launch_spec(plan, SandboxChoice("kubernetes"), Ownership(None, None), 60, None)
     assert no_shell.argv == plan.argv  # an image without a shell: no record, as before
+
+
+def test_the_pods_recorder_passes_sigterm_on_to_the_agent(tmp_path: Path) -> None:
+    # the kubelet signals the container's PID 1 only, which is now the recorder's shell
+    run_dir = tmp_path / "run"
+    (run_dir / "tmp").mkdir(parents=True)
+    ready = tmp_path / "ready"
+    agent = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+             f"open({str(ready)!r}, 'w').close()\n"
+             "time.sleep(60)\n")  # fmt: skip
+    plan = RunPlan(run_id="run-1", session_id="s-1", run_dir=run_dir, state_dir=tmp_path,
+                   package_dir=tmp_path, socket_path=None, log_path=tmp_path / "log",
+                   exit_file=run_dir / "exit-code", argv=[sys.executable, "-c", agent], env={})  # fmt: skip
+    spec = launch_spec(plan, SandboxChoice("kubernetes"), Ownership(None, None), 60, "/bin/sh")
+    argv = [a.replace("/workspace/tmp", str(run_dir / "tmp")) for a in spec.argv]
+    shell = subprocess.Popen(argv, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert time.monotonic() < deadline and shell.poll() is None, "the agent never started"
+            time.sleep(0.02)
+        shell.send_signal(signal.SIGTERM)  # the shell alone, as the kubelet does
+        assert shell.wait(30) == 7  # the agent's own handler ran and chose the code
+    finally:
+        if shell.poll() is None:
+            os.killpg(shell.pid, signal.SIGKILL)
+            shell.wait()
+    assert read_pod_exit_file(pod_exit_file(run_dir)) == 7

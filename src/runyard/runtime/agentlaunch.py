@@ -43,8 +43,14 @@ SANDBOX_PACKAGE = "/opt/agent/package"
 SANDBOX_SOCKET_DIR = "/run/runyard"
 POD_SOCKET_DIR = "/var/run/runyard-api"  # /run/runyard is the Kubernetes executor's
 EXIT_RECORDER = 'f=$1; shift; umask 007; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
-# a pod's: its umask stays the image's (the server reads what the pod writes)
-POD_EXIT_RECORDER = 'f=$1; shift; "$@"; c=$?; echo "$c" > "$f"; exit "$c"'
+# a pod's: its umask stays the image's (the server reads what the pod writes), and as the
+# container's PID 1 it passes SIGTERM on to the agent (the kubelet signals PID 1 only),
+# then waits for the agent's own end
+POD_EXIT_RECORDER = (
+    'f=$1; shift; trap \'kill -TERM "$p" 2>/dev/null\' TERM INT; "$@" <&0 & p=$!; '
+    'wait "$p"; c=$?; while kill -0 "$p" 2>/dev/null; do wait "$p"; c=$?; done; '
+    'echo "$c" > "$f"; exit "$c"'
+)
 POD_EXIT_FILE = ".runyard-exit-code"  # in the run's tmp/: what a pod's recorder writes
 EXIT_FILE_BYTES = 32
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
