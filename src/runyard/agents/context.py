@@ -32,7 +32,7 @@ class SandboxChoice:
 @dataclass(frozen=True)
 class RunView:
     """Paths as the run sees them, and its way to the Job API: the Unix socket
-    ``api_socket``, or (a pod in ``pvc`` volume mode) the TCP address ``api_url``."""
+    ``api_socket``, or (a pod given ``kubernetes.job_api_url``) the TCP address ``api_url``."""
 
     isolation: str
     workspace: str
