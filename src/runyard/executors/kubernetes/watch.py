@@ -165,7 +165,8 @@ class Informer:
             self._current = True  # the server sends every change after our version
             self._failures = 0
         try:
-            if self._stopped.is_set():
+            if self._stopped.is_set():  # close() came before the stream was there to close
+                stream.close()
                 return
             for event in stream:
                 self._apply(event)
