@@ -7,6 +7,7 @@ import io
 import json
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -61,11 +62,15 @@ def _member(
     return info
 
 
-@pytest.fixture
-def receiver(tmp_path: Path) -> ServerProcess:
-    srv = start_server(tmp_path / "b")
-    yield srv  # type: ignore[misc]
-    srv.stop()
+@pytest.fixture(scope="module")
+def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One receiver for the tests that must leave nothing behind: each checks so after its
+    own requests, so a leftover fails the test that made it."""
+    srv = start_server(tmp_path_factory.mktemp("receiver") / "b")
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 def _send(srv: ServerProcess, body: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
@@ -106,11 +111,15 @@ def test_a_bad_tar_member_refuses_the_whole_task(
     assert not (receiver.root / "escape.txt").exists()
 
 
-def test_a_well_formed_task_is_accepted_by_the_same_route(receiver: ServerProcess) -> None:
-    reply = _send(receiver, _tar(_member("task/ok.txt")))
-    assert reply.status_code == 200, reply.text
-    assert reply.json()["action"] == "applied"
-    assert (receiver.workspace / "base" / TASK_ID / "ok.txt").read_bytes() == b"x"
+def test_a_well_formed_task_is_accepted_by_the_same_route(tmp_path: Path) -> None:
+    accepting = start_server(tmp_path / "b")  # not the shared one: this task is kept
+    try:
+        reply = _send(accepting, _tar(_member("task/ok.txt")))
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["action"] == "applied"
+        assert (accepting.workspace / "base" / TASK_ID / "ok.txt").read_bytes() == b"x"
+    finally:
+        accepting.stop()
 
 
 def test_only_a_tar_content_type_passes_the_guard_on_the_receive_route(
