@@ -23,9 +23,10 @@ SECONDS = 60.0
 JSON = {"content-type": "application/json"}
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = agent_server(tmp_path / "srv", "bwrap")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module: each test reads outputs of a run of its own."""
+    srv = agent_server(tmp_path_factory.mktemp("races") / "srv", "bwrap")
     try:
         yield srv
     finally:
