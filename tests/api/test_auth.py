@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,51 +20,53 @@ from runyard.api.address import write_server_file
 from runyard.api.server import check_binding, with_token_in_force
 from runyard.config import Settings
 from runyard.errors import ConfigError
-from serverproc import start_server
+from serverproc import ServerProcess, start_server
 
 
-def test_token_required_when_configured(tmp_path: Path) -> None:
-    srv = start_server(tmp_path / "auth", token="s3cret-token")
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server started with a token of its own: the tests on it only read."""
+    srv = start_server(tmp_path_factory.mktemp("auth") / "srv", token="s3cret-token")
     try:
-        assert httpx.get(srv.url + "/health").status_code == 200
-        for headers in (
-            {},
-            {"authorization": "Bearer wrong"},
-            {"authorization": "Basic s3cret-token"},
-        ):
-            reply = httpx.post(
-                srv.url + "/jobs/list_task_ids", json={"arguments": {}}, headers=headers
-            )
-            assert reply.status_code == 401 and "detail" in reply.json()
-            assert httpx.get(srv.url + "/jobs", headers=headers).status_code == 401
-            assert httpx.get(srv.url + "/openapi.json", headers=headers).status_code == 401
-        good = {"authorization": "Bearer s3cret-token"}
-        reply = httpx.post(srv.url + "/jobs/list_task_ids", json={"arguments": {}}, headers=good)
-        assert reply.status_code == 200 and reply.json()["success"] is True
-        assert httpx.get(srv.url + "/", headers={}).status_code == 200
+        yield srv
     finally:
         srv.stop()
 
 
-def test_only_health_and_the_studio_files_are_open(tmp_path: Path) -> None:
+def test_token_required_when_configured(configured: ServerProcess) -> None:
+    srv = configured
+    assert httpx.get(srv.url + "/health").status_code == 200
+    for headers in (
+        {},
+        {"authorization": "Bearer wrong"},
+        {"authorization": "Basic s3cret-token"},
+    ):
+        reply = httpx.post(srv.url + "/jobs/list_task_ids", json={"arguments": {}}, headers=headers)
+        assert reply.status_code == 401 and "detail" in reply.json()
+        assert httpx.get(srv.url + "/jobs", headers=headers).status_code == 401
+        assert httpx.get(srv.url + "/openapi.json", headers=headers).status_code == 401
+    good = {"authorization": "Bearer s3cret-token"}
+    reply = httpx.post(srv.url + "/jobs/list_task_ids", json={"arguments": {}}, headers=good)
+    assert reply.status_code == 200 and reply.json()["success"] is True
+    assert httpx.get(srv.url + "/", headers={}).status_code == 200
+
+
+def test_only_health_and_the_studio_files_are_open(configured: ServerProcess) -> None:
     """Deny by default: a route nobody listed as protected still needs the token."""
-    srv = start_server(tmp_path / "open")
-    try:
-        opened = ("/health", "/", "/index.html", "/favicon.svg", "/js/main.js", "/css/studio.css")
-        for path in (*opened, "/docs"):  # /docs: a static page; what it reads is closed
-            assert httpx.get(srv.url + path).status_code == 200, path
-        closed = [
-            "/jobs", "/openapi.json", "/docs/", "/docs/x", "/redoc", "/metrics", "/mcp", "/api/v1/sessions",
-            "/api/v1/packages", "/no-such-route", "/js/../openapi.json", "/health/../jobs",
-        ]  # fmt: skip
-        for path in closed:
-            reply = httpx.get(srv.url + path)
-            assert reply.status_code == 401, (path, reply.status_code)
-        reply = httpx.post(srv.url + "/", json={}, headers={})
-        assert reply.status_code == 401
-        assert httpx.get(srv.url + "/metrics", headers=srv.headers).status_code == 200
-    finally:
-        srv.stop()
+    srv = configured
+    opened = ("/health", "/", "/index.html", "/favicon.svg", "/js/main.js", "/css/studio.css")
+    for path in (*opened, "/docs"):  # /docs: a static page; what it reads is closed
+        assert httpx.get(srv.url + path).status_code == 200, path
+    closed = [
+        "/jobs", "/openapi.json", "/docs/", "/docs/x", "/redoc", "/metrics", "/mcp", "/api/v1/sessions",
+        "/api/v1/packages", "/no-such-route", "/js/../openapi.json", "/health/../jobs",
+    ]  # fmt: skip
+    for path in closed:
+        reply = httpx.get(srv.url + path)
+        assert reply.status_code == 401, (path, reply.status_code)
+    reply = httpx.post(srv.url + "/", json={}, headers={})
+    assert reply.status_code == 401
+    assert httpx.get(srv.url + "/metrics", headers=srv.headers).status_code == 200
 
 
 def free_port() -> int:
