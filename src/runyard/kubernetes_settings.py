@@ -88,6 +88,7 @@ class KubernetesSettings(BaseModel):
     python: str = Field("python", min_length=1)
     task_resources: dict[str, ResourceSettings] = Field(default_factory=dict)
     max_concurrent_tasks: int = Field(256, ge=1, le=100_000)
+    task_deadline_seconds: float | None = Field(None, gt=0)  # a task Job's activeDeadline
     record_poll_seconds: float = Field(0.5, gt=0)
     stdin_shell: str | None = "/bin/sh"
 

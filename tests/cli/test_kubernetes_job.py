@@ -20,6 +20,7 @@ CONFIG = """\
 kubernetes:
   image: registry.example/runyard:3
   node_name: node-a
+  task_deadline_seconds: 7200
   task_resources:
     demo: {requests: {cpu: "2", memory: 1Gi}, limits: {memory: 4Gi}}
 worker_env: {API_TOKEN: s3cret-value, MODE: fast}
@@ -54,6 +55,7 @@ def test_the_job_of_a_submit_is_printed_valid_and_nothing_is_written(tmp_path: P
     job, secret, _ = docs
     assert job["metadata"]["annotations"]["runyard.dev/task-id"] == "base#demo#nightly"
     assert job["spec"]["suspend"] is False  # applied by hand, it runs
+    assert job["spec"]["activeDeadlineSeconds"] == 7200
     pod = job["spec"]["template"]["spec"]
     worker = pod["containers"][0]
     assert worker["image"] == "registry.example/runyard:3"

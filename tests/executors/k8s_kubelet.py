@@ -346,7 +346,7 @@ class Kubelet:
         grace = self.fake.pod_grace.get(container.pod)
         if grace is None:
             grace = container.grace
-        _signal(container.proc, signal.SIGTERM)
+        _terminate(container.proc)
         deadline = time.monotonic() + grace
         while container.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -367,6 +367,24 @@ def _bound(pod: dict[str, Any]) -> bool:
     return status.get("phase") == "Pending" and bool(status.get("containerStatuses")) and not (
         unscheduled
     )
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the container's own processes, as a runtime signals the container's
+    init: not to bubblewrap, whose death would SIGKILL them at once (--die-with-parent)
+    and leave them none of the grace period."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == proc.pid and comm != "bwrap":  # fields[2]: the process group
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry), signal.SIGTERM)
 
 
 def _signal(proc: subprocess.Popen[bytes], signum: int) -> None:

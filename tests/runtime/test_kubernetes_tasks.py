@@ -219,6 +219,19 @@ def test_failure_cancel_and_a_lost_pod(
     assert "Job failed" in ended["error"], ended["error"]  # Kubernetes' reason, kept
     assert victim.proc.poll() is not None
 
+    # past activeDeadlineSeconds the Job controller deletes the pod: its worker gets a
+    # SIGTERM nobody here asked for, and records no cancel
+    late = submit(server, "command", command="sleep 60")
+    container_of(kubelet, late["run_id"])
+    wait_for(lambda: status(server, late["task_id"])["state"] == "running")
+    job = jobs_of(fake, late["run_id"])[0]["metadata"]["name"]
+    fake.fail_job(job, "DeadlineExceeded", "Job was active longer than specified deadline")
+    timed_out = wait_task(server, late)
+    assert timed_out["state"] == "failed" and timed_out["exit_code"] == 143, timed_out
+    assert "no cancel requested" in timed_out["error"], timed_out["error"]
+    events = (server.workspace / "base" / late["task_id"] / "events.jsonl").read_text()
+    assert '"cancelled"' not in events  # never announced as cancelled, even for a moment
+
 
 def test_a_pod_that_never_starts_fails_with_the_schedulers_reason(tmp_path: Path) -> None:
     fake = FakeKubernetes().start()  # no kubelet: pods stay Pending

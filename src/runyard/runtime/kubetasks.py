@@ -43,7 +43,7 @@ from runyard.runtime.environment import without_secrets
 from runyard.runtime.kubemarks import mark, read_mark
 from runyard.runtime.launch import WORKER_MODULE
 from runyard.runtime.liveness import record_limits, request_cancel, supervision_path
-from runyard.runtime.worker import WorkerPayload
+from runyard.runtime.worker import CANCEL_NEEDS_REQUEST, WorkerPayload
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE, Workspace
@@ -92,6 +92,7 @@ def task_launch_spec(
         RUNYARD_TASK_ID=status.task_id, RUNYARD_RUN_ID=status.run_id,
         RUNYARD_TASK_DIR=str(task_dir),
     )  # fmt: skip
+    env[CANCEL_NEEDS_REQUEST] = "1"  # a pod is also stopped unasked (deadline, eviction)
     return LaunchSpec(
         argv=[settings.kubernetes.python, "-m", WORKER_MODULE],
         log_path=Path(status.log_path),
@@ -100,7 +101,7 @@ def task_launch_spec(
         stdin=payload.dump(),
         mounts=shared_mounts(workspace),
         labels={RUN_ID_LABEL: status.run_id, TASK_ID_KEY: status.task_id},
-        limits=to_limits(settings.task_limits),
+        limits=to_limits(settings.task_limits, settings.kubernetes.task_deadline_seconds),
     )
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runyard.runtime.liveness import cancel_requested
 from runyard.runtime.proctitle import task_title
 from runyard.runtime.taskrun import (
     CancelSignal,
@@ -37,6 +38,14 @@ from runyard.workspace.layout import Workspace
 from runyard.workspace.records import CANCEL_EXIT_CODE, TaskMetadata, TaskState, utcnow
 
 EXIT_REFUSED = 75
+# set where the worker can be stopped without being cancelled (a Kubernetes pod past its
+# deadline, evicted or drained): a SIGTERM is a cancel only when one was requested for it
+CANCEL_NEEDS_REQUEST = "RUNYARD_CANCEL_NEEDS_REQUEST"
+STOPPED_EXIT_CODE = 128 + 15  # as a shell reports a SIGTERM
+STOPPED_UNASKED = (
+    "Stopped by SIGTERM with no cancel requested: the pod was stopped from outside "
+    "(its deadline, an eviction or a node drain)"
+)
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,12 @@ def _finish_failed(run: WorkerRun, error: str, code: int) -> int:
 
 
 def _finish_cancelled(run: WorkerRun) -> int:
+    if os.environ.get(CANCEL_NEEDS_REQUEST) == "1" and not cancel_requested(
+        run.workspace, run.task_id, run.run_id
+    ):
+        print("runyard worker: stopped with no cancel requested", file=sys.stderr)
+        _finish(run, TaskState.FAILED, STOPPED_EXIT_CODE, STOPPED_UNASKED, {})
+        return STOPPED_EXIT_CODE
     print("runyard worker: cancelled", file=sys.stderr)
     _finish(run, TaskState.CANCELLED, CANCEL_EXIT_CODE, "Cancelled", {})
     return CANCEL_EXIT_CODE
