@@ -89,8 +89,9 @@ def started_runs(
 ) -> list[Handle]:
     """``count`` runs whose containers run and whose log streams are open (the only
     request a running pod costs), each seen by one poll."""
-    handles = [launch(executor, tmp_path, f"run-{n}") for n in range(count)]
-    for n in range(count):
+    handles = []
+    for n in range(count):  # started at once: a waiting pod's log is asked for again and again
+        handles.append(launch(executor, tmp_path, f"run-{n}"))
         fake.start_container(resource_name(f"run-{n}"))
     assert all(executor.poll(handle) is None for handle in handles)
 
