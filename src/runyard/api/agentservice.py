@@ -20,7 +20,6 @@ import logging
 import os
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from runyard.agents.catalog import Catalog
 from runyard.agents.checkpoints import Checkpoints
@@ -29,7 +28,6 @@ from runyard.agents.layout import AgentLayout, Ownership
 from runyard.agents.models import RunScope, hash_token, looks_like_run_token
 from runyard.agents.runs import RunManager
 from runyard.agents.store import AgentStore, SQLiteStore
-from runyard.api.guard import HostPolicy
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import ConfigError
@@ -73,7 +71,6 @@ class AgentService:
         self._stopped = False
         self._choice_lock = threading.Lock()
         self._starter = RunStarter(self._start_context())
-        _check_job_api_host(settings, self._starter.api_url)
         self.checkpoints = Checkpoints(settings, layout, store, self.catalog, self.owner)
         self.runs = RunManager(
             settings, layout, store, self.catalog, self._starter, self.run_host,
@@ -107,6 +104,11 @@ class AgentService:
     @property
     def socket_path(self) -> Path:
         return self.layout.socket_path()
+
+    @property
+    def job_api_url(self) -> str | None:
+        """Where runs reach the Job API over TCP (``kubernetes.job_api_url``), if they do."""
+        return self._starter.api_url
 
     @property
     def sandbox(self) -> SandboxChoice:
@@ -160,18 +162,6 @@ class AgentService:
         if run is None or run.state.terminal:
             return None
         return RunScope(run.id, run.session_id)
-
-
-def _check_job_api_host(settings: Settings, url: str | None) -> None:
-    """Runs given the Job API's URL send its host as ``Host``: it must be one of ours."""
-    if url is None:
-        return
-    host = urlsplit(url).netloc
-    if not HostPolicy.for_settings(settings).accepts(host):
-        raise ConfigError(
-            f"kubernetes.job_api_url {url} names a host this server refuses ({host}), so "
-            "every call of a run would be refused: add it to allowed_hosts"
-        )
 
 
 def _agents_only_supervisor(settings: Settings) -> Supervisor:

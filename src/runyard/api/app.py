@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -36,7 +37,7 @@ from runyard.api.startup import Startup, StartupGate
 from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
 from runyard.config import Settings
-from runyard.errors import RunyardError
+from runyard.errors import ConfigError, RunyardError
 
 
 def runyard_version() -> str:
@@ -48,6 +49,7 @@ def runyard_version() -> str:
 
 def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     services = services or Services.build(settings)
+    _check_job_api_host(settings, services)
     hub = services.changes
     startup = Startup(services)
 
@@ -128,6 +130,19 @@ def _install_browser_safety(app: FastAPI, settings: Settings) -> None:
         hosts=HostPolicy.for_settings(settings),
         allowed_origins=settings.allowed_origins,
     )
+
+
+def _check_job_api_host(settings: Settings, services: Services) -> None:
+    """Runs given the Job API's URL send its host as ``Host``: it must be one of ours."""
+    url = services.agents.job_api_url if services.agents is not None else None
+    if url is None:
+        return
+    host = urlsplit(url).netloc
+    if not HostPolicy.for_settings(settings).accepts(host):
+        raise ConfigError(
+            f"kubernetes.job_api_url {url} names a host this server refuses ({host}), so "
+            "every call of a run would be refused: add it to allowed_hosts"
+        )
 
 
 def run_token_verifier(services: Services) -> Any:
