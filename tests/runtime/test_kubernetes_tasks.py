@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +232,27 @@ def test_failure_cancel_and_a_lost_pod(
     assert "no cancel requested" in timed_out["error"], timed_out["error"]
     events = (server.workspace / "base" / late["task_id"] / "events.jsonl").read_text()
     assert '"cancelled"' not in events  # never announced as cancelled, even for a moment
+
+
+def test_a_410_on_the_watch_lists_again_and_the_run_is_still_followed(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
+) -> None:
+    fake, kubelet, _ = cluster
+    handle = submit(server, "command", command="sleep 2")
+    container_of(kubelet, handle["run_id"])
+    wait_for(lambda: status(server, handle["task_id"])["state"] == "running")
+    lists = fake.request_counts()[("list", "Job")]
+    with fake.cond:  # the history is compacted and the stream breaks: its resume gets 410
+        fake.add("ConfigMap", {"metadata": {"name": "elsewhere"}}, datetime.now(UTC))
+        fake.expire_watch_history()
+        fake.gone_as_http = True
+        fake.drop_watches()
+    final = wait_task(server, handle)
+    assert final["state"] == "succeeded", final
+    wait_for(lambda: not jobs_of(fake, handle["run_id"]))  # its end seen, its Job deleted
+    assert fake.request_counts()[("list", "Job")] > lists  # listed again after the 410
+    with fake.cond:
+        fake.gone_as_http = False
 
 
 def test_a_pod_that_never_starts_fails_with_the_schedulers_reason(tmp_path: Path) -> None:
