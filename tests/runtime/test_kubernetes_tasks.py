@@ -234,6 +234,34 @@ def test_failure_cancel_and_a_lost_pod(
     assert '"cancelled"' not in events  # never announced as cancelled, even for a moment
 
 
+def test_in_pvc_mode_the_pod_sees_the_workspace_through_the_claim_at_the_same_paths(
+    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+) -> None:
+    fake, kubelet, config = cluster
+    root = tmp_path / "claim"  # the claim's root, holding the workspace and the logs
+    kubelet.claims["runyard-data"] = root
+    k8s = {**k8s_settings(config), "volume_mode": "pvc", "pvc_name": "runyard-data",
+           "pvc_host_root": str(root)}  # fmt: skip
+    del k8s["node_selector"]  # a claim reaches every node: no pinning
+    server = serve(root, k8s)
+    try:
+        handle = submit(server, "demo", x=20, y=22, executor="kubernetes")
+        final = wait_task(server, handle)
+        assert final["state"] == "succeeded" and final["result"]["result"] == 42, final
+    finally:
+        server.stop()
+    pod = next(r.body for r in fake.requests_of("POST", "/jobs")
+               if r.body["metadata"]["labels"]["runyard.dev/run-id"] == handle["run_id"])
+    spec = pod["spec"]["template"]["spec"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"]
+            if "persistentVolumeClaim" in v] == ["runyard-data"]  # fmt: skip
+    assert all("hostPath" not in v for v in spec["volumes"]) and "affinity" not in spec
+    mounts = {m["mountPath"]: m.get("subPath") for m in spec["containers"][0]["volumeMounts"]}
+    ws = str(server.workspace.resolve())
+    assert mounts[ws] == "ws" and mounts[str(server.log_dir.resolve())] == "logs"
+    assert Path(final["log_path"]).read_text().strip()  # its log, on the claim
+
+
 def test_a_410_on_the_watch_lists_again_and_the_run_is_still_followed(
     cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
 ) -> None:
