@@ -14,9 +14,19 @@ import pytest
 from runyard.client import AsyncClient, Client, LogEvent, ProgressEvent, ResultEvent
 from runyard.errors import JobFailed, RequestInvalid, ServerUnreachable, Unauthorized
 from runyard.workspace.records import TaskStatus
-from serverproc import ServerProcess
+from serverproc import ServerProcess, start_server
 
 SCRIPT = "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.1; done"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module: each test submits and reads tasks of its own."""
+    proc = start_server(tmp_path_factory.mktemp("client") / "srv")
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def test_typed_methods(server: ServerProcess) -> None:
