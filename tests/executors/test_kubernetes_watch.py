@@ -261,3 +261,25 @@ def test_watches_renew_at_their_timeout_and_bookmarks_move_the_version(
         watch.close()
     eventually(lambda: not names & {t.name for t in threading.enumerate()}, timeout=2,
                what="the watch threads stopped")  # fmt: skip
+
+
+class SlowRetry(RetryPolicy):
+    """Backoff waits long enough for a test to tell whether one was taken."""
+
+    def delay(self, retry: int, retry_after: float | None) -> float:
+        return 30.0
+
+
+def test_a_410_lists_again_at_once_not_after_a_backoff(fake: FakeKubernetes) -> None:
+    api = KubeApi(ApiClient(Configuration(host=fake.url)), 5, SlowRetry(3, 30, 60))
+    watch = RunWatch(api, "default", INSTANCE)
+    watch.start()
+    try:
+        eventually(watch.synced, what="the first lists")
+        with fake.cond:
+            fake.add("ConfigMap", {"metadata": {"name": "other"}}, created=datetime.now(UTC))
+            fake.expire_watch_history()
+        eventually(lambda: watch.jobs.lists == 2 and watch.synced(), timeout=3,
+                   what="the list after the 410")  # fmt: skip
+    finally:
+        watch.close()

@@ -14,7 +14,8 @@ BOOKMARK only moves the version on. Every watch request asks the server to end i
 ``timeoutSeconds`` (drawn from :data:`WATCH_SECONDS`, so many servers do not renew in
 step) and is renewed from the last version. A 410 Gone (the answer's HTTP status, or an
 ERROR event carrying a Status with code 410) means the server no longer has the events
-after that version: the informer lists again. A lost connection or any other failure is
+after that version: the informer lists again, at once (a second 410 before a watch
+opens again waits as a failure does). A lost connection or any other failure is
 retried after a jittered, growing wait (:class:`.retry.RetryPolicy`), resuming from the
 last version; meanwhile :meth:`Informer.synced` is False, so callers ask the API instead.
 """
@@ -71,6 +72,7 @@ class Informer:
         self._version = ""
         self._current = False
         self._failures = 0
+        self._gone = 0  # 410s since a watch last opened
         self._stream: WatchStream | None = None
         self._stopped = threading.Event()
         self.lists = 0  # LIST requests answered: the first one, then one per relist
@@ -119,7 +121,9 @@ class Informer:
             except Gone:
                 logger.info("the %s watch is too old (410 Gone): listing again", self.kind)
                 self._forget_version()
-                self._pause()
+                if self._gone:  # gone again right after a list: not at once
+                    self._pause()
+                self._gone += 1
             except Exception as exc:  # the thread must outlive any failure
                 if self._stopped.is_set():
                     return
@@ -163,7 +167,7 @@ class Informer:
         with self._lock:
             self._stream = stream
             self._current = True  # the server sends every change after our version
-            self._failures = 0
+            self._failures = self._gone = 0
         try:
             if self._stopped.is_set():  # close() came before the stream was there to close
                 stream.close()
