@@ -25,7 +25,7 @@ CONFIG_FILE = "runyard.yaml"
 CONFIG_ENV = "RUNYARD_CONFIG"
 ENV_PREFIX = "RUNYARD_"
 DOTENV_FILE = ".env"
-DEFAULTS: dict[str, str | None] = {"workspace_dir": ".runyard", "token": None}
+DEFAULTS: dict[str, str | None] = {"workspace_dir": ".runyard", "log_dir": "logs", "token": None}
 
 
 def config_path(explicit: Path | None, env: Mapping[str, str] | None = None) -> Path | None:

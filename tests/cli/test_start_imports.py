@@ -1,12 +1,18 @@
 """The CLI starts light: importing it, or building it for one command, loads no server,
 runtime, repository, HTTP client, settings machinery or rich (they load when a command
-runs). A new heavy import at the top of any command module turns these red."""
+runs). A new heavy import at the top of any command module turns these red.
+
+``runyard ls`` itself, run to the end, loads only what its answer needs: the files path
+no settings model, HTTP client or runtime (with a config file, the settings model checks
+it)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = (
     "fastapi", "starlette", "uvicorn", "httpx", "pydantic", "pydantic_settings", "rich",
@@ -15,18 +21,46 @@ HEAVY = (
 )  # fmt: skip
 
 
-def _loaded(code: str) -> list[str]:
+def _loaded(
+    code: str, heavy: tuple[str, ...] = HEAVY, cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> list[str]:  # fmt: skip
     probe = f"""
 import json, sys
 {code}
-heavy = {HEAVY!r}
+heavy = {heavy!r}
 print(json.dumps(sorted(m for m in sys.modules if m in heavy or m.startswith(tuple(h + "." for h in heavy)))))
 """
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    )
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=cwd,
+        env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
     loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
     return loaded
+
+
+def _ls(*args: str) -> str:
+    """The code that runs ``runyard ls ARGS`` to its end in the probe's process."""
+    return f"""
+from runyard.cli.main import main
+sys.argv = ["runyard", "ls", *{args!r}]
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+"""
+
+
+def _workspace(root: Path) -> dict[str, str]:
+    """A workspace in ``root`` with one finished task; the environment to read it with."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    made = subprocess.run(
+        [sys.executable, "-m", "runyard", "run", "demo", "x=1", "y=2", "--name", "one"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    return env
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:
@@ -58,3 +92,22 @@ with contextlib.redirect_stdout(io.StringIO()):
         pass
 """
     assert _loaded(code) == []
+
+
+SETTINGS = ("runyard.config", "pydantic_settings", "yaml")
+LS_FILES_SPARES = (
+    *SETTINGS, "httpx", "runyard.client.sync", "runyard.runtime", "runyard.api", "fastapi",
+    "uvicorn",
+)  # fmt: skip
+
+
+def test_ls_on_the_files_loads_no_settings_model_http_client_or_runtime(tmp_path: Path) -> None:
+    env = _workspace(tmp_path)
+    assert _loaded(_ls(), LS_FILES_SPARES, tmp_path, env) == []
+    assert _loaded(_ls("--json"), LS_FILES_SPARES, tmp_path / ".runyard", env) == []
+    # a config file is read and checked by the settings model, as for every command
+    (tmp_path / "runyard.yaml").write_text("workspace_dir: .runyard\n")
+    assert set(SETTINGS) <= set(_loaded(_ls(), LS_FILES_SPARES, tmp_path, env))
+    (tmp_path / "runyard.yaml").unlink()
+    with_port = {**env, "RUNYARD_PORT": "9999"}  # a setting a Place does not read
+    assert "runyard.config" in _loaded(_ls(), LS_FILES_SPARES, tmp_path, with_port)

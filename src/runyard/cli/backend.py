@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from runyard.cli.locate import require_workspace
+from runyard.cli.locate import Place, full_settings, require_workspace
 from runyard.cli.paging import Page, index_cursor, list_cursor, page_of
 from runyard.errors import TaskNotFound
 
@@ -93,10 +93,18 @@ class RemoteBackend:
 class LocalBackend:
     """Answers from the workspace files; dead workers found on the way are settled."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, place: Place | Settings) -> None:
+        self.place = place
+        self._settings: Settings | None = None
         self._workspace: Workspace | None = None
         self._repository: TaskRepository | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """The full settings (running or removing tasks reads more than the place)."""
+        if self._settings is None:
+            self._settings = full_settings(self.place)
+        return self._settings
 
     @property
     def workspace(self) -> Workspace:
@@ -104,8 +112,8 @@ class LocalBackend:
         if self._workspace is None:
             from runyard.workspace.layout import Workspace
 
-            require_workspace(self.settings)
-            self._workspace = Workspace.open(self.settings.workspace_dir, self.settings.log_dir)
+            require_workspace(self.place)
+            self._workspace = Workspace.open(self.place.workspace_dir, self.place.log_dir)
         return self._workspace
 
     @property
@@ -121,13 +129,11 @@ class LocalBackend:
         self, limit: int | None, after: str | None, state: str | None, task_type: str | None,
         text: str | None,
     ) -> Page:  # fmt: skip
-        from runyard.runtime.liveness import settle
-
         cursor = index_cursor(after, self.status(after).created_at) if after else None
         items, more = self.repository.list_statuses(
             limit=limit, cursor=cursor, state=state, task_type=task_type, text=text
         )
-        shown = [settle(self.workspace, s) if s.state == "running" else s for s in items]
+        shown = [self._settled(status) for status in items]
         return page_of(shown, self._total(state, task_type, text), more is not None)
 
     def _total(self, state: str | None, task_type: str | None, text: str | None) -> int:
@@ -143,13 +149,19 @@ class LocalBackend:
         )
 
     def status(self, task_id: str) -> TaskStatus:
-        from runyard.runtime.liveness import settle
-
         parse_task_id(task_id)
         status = self.workspace.read_status(task_id)
         if status is None:
             raise TaskNotFound(task_id)
-        return settle(self.workspace, status) if status.state == "running" else status
+        return self._settled(status)
+
+    def _settled(self, status: TaskStatus) -> TaskStatus:
+        """``status``, or what it is now if it is running and its worker died."""
+        if status.state != "running":
+            return status  # the runtime is not even imported
+        from runyard.runtime.liveness import settle
+
+        return settle(self.workspace, status)
 
     def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
         from runyard.workspace.logs import read_log_window
@@ -191,7 +203,7 @@ def parse_task_id(task_id: str) -> None:
 
 
 def locate_server(
-    settings: Settings, url: str | None, token: str | None
+    settings: Place | Settings, url: str | None, token: str | None
 ) -> tuple[str, str | None] | None:
     """(address, token) of the server to talk to, or None when there is none.
 
@@ -212,7 +224,7 @@ def locate_server(
 
 
 def connect(
-    settings: Settings, url: str | None, token: str | None, *, timeout: float | None = None
+    settings: Place | Settings, url: str | None, token: str | None, *, timeout: float | None = None
 ) -> Client | None:
     """A client of the server :func:`locate_server` finds (``timeout`` bounds each request;
     None: no bound), or None when there is none."""
@@ -224,7 +236,7 @@ def connect(
     return Client(*located, timeout=timeout)
 
 
-def open_backend(settings: Settings, url: str | None, token: str | None) -> Any:
+def open_backend(settings: Place | Settings, url: str | None, token: str | None) -> Any:
     """The server when one is given or recorded and answering; else the files."""
     client = connect(settings, url, token)
     if client is None or (url is None and not client.health()):

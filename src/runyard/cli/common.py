@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -14,7 +15,10 @@ from runyard.errors import RunyardError
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from runyard.cli.locate import Place
     from runyard.config import Settings
+
+T = TypeVar("T")
 
 
 class _LazyConsole:
@@ -77,10 +81,26 @@ def load_settings(
     or a config file, it is found by walking up from here (see ``runyard.cli.locate``)."""
     from runyard.cli.locate import settings_found_upwards
 
+    return _found(
+        settings_found_upwards, {"workspace_dir": workspace_dir, "log_dir": log_dir, **cli}, config
+    )
+
+
+def load_place(
+    workspace_dir: Path | None, log_dir: Path | None, config: Path | None
+) -> Place | Settings:
+    """Where a command that only reads the workspace or asks its server works: found as
+    :func:`load_settings` finds it, without the settings model when nothing else is set."""
+    from runyard.cli.locate import place_found_upwards
+
+    return _found(place_found_upwards, {"workspace_dir": workspace_dir, "log_dir": log_dir}, config)
+
+
+def _found(
+    find: Callable[[dict[str, Any], Path | None], T], cli: dict[str, Any], config: Path | None
+) -> T:
     try:
-        return settings_found_upwards(
-            {"workspace_dir": workspace_dir, "log_dir": log_dir, **cli}, config
-        )
+        return find(cli, config)
     except RunyardError as exc:
         fail(str(exc))
 

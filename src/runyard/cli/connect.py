@@ -20,12 +20,13 @@ from runyard.cli.common import (
     UrlOpt,
     WorkspaceOpt,
     fail,
-    load_settings,
+    load_place,
 )
 from runyard.cli.errors import plain
 from runyard.errors import RunyardError
 
 if TYPE_CHECKING:
+    from runyard.cli.locate import Place
     from runyard.client import Client
     from runyard.config import Settings
 
@@ -39,13 +40,13 @@ COMMON = [
 ]
 
 
-def _open_backend(settings: Settings, url: str | None, token: str | None) -> Any:
+def _open_backend(settings: Place | Settings, url: str | None, token: str | None) -> Any:
     from runyard.cli.backend import open_backend
 
     return open_backend(settings, url, token)
 
 
-def _require_client(settings: Settings, url: str | None, token: str | None) -> Client:
+def _require_client(settings: Place | Settings, url: str | None, token: str | None) -> Client:
     from runyard.cli.backend import connect
 
     client = connect(settings, url, token)
@@ -63,7 +64,7 @@ def _with_common(fn: Callable[..., Any], make: Callable[..., Any]) -> Callable[.
     @functools.wraps(fn)
     def command(**kwargs: Any) -> Any:
         common = {param.name: kwargs.pop(param.name) for param in COMMON}
-        settings = load_settings(common["workspace_dir"], common["log_dir"], common["config"])
+        settings = load_place(common["workspace_dir"], common["log_dir"], common["config"])
         made = make(settings, common["url"], common["token"])
         try:
             return fn(made, **kwargs)
