@@ -12,15 +12,22 @@ from sync_helpers import ARTIFACT_CMD, eventually, push_cli, push_json, run_task
 from serverproc import ServerProcess, start_server
 
 
+@pytest.fixture(scope="module")
+def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One receiver for the module: each test pushes tasks of names of its own to it."""
+    srv = start_server(tmp_path_factory.mktemp("push") / "b")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
 @pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+def pair(tmp_path: Path, receiver: ServerProcess) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """A fresh sender (a push sends all it holds) and the shared receiver."""
     sender = start_server(tmp_path / "a")
     try:
-        receiver = start_server(tmp_path / "b")
-        try:
-            yield sender, receiver
-        finally:
-            receiver.stop()
+        yield sender, receiver
     finally:
         sender.stop()
 
