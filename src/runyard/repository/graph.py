@@ -57,7 +57,7 @@ def _node(index: TaskIndex, task_id: str) -> LineageNode:
     status = index.statuses.get(task_id)
     state = TaskState(status[STATE]) if status is not None else None
     if meta is not None:
-        _, instant, created_at, parents = meta
+        instant, created_at, parents = meta
         return LineageNode(
             task_id, instant, created_at, state or TaskState.SUCCEEDED, parents, False, False
         )

@@ -22,11 +22,13 @@ from runyard.errors import InvalidInput
 from runyard.repository.records import (
     INSTANT,
     LOG,
+    META_PARENTS,
     PARENTS,
     STATE,
     FolderRecords,
     MetadataRecord,
     StatusRecord,
+    shared,
 )
 from runyard.workspace.identity import is_task_id
 from runyard.workspace.records import TERMINAL_STATES
@@ -68,7 +70,8 @@ class TaskIndex:
         self.lock = threading.RLock()
         self.statuses: dict[str, StatusRecord] = {}
         self.metadata: dict[str, MetadataRecord] = {}
-        self.children: dict[str, set[str]] = {}
+        # sorted tuples, not sets: most parents have one or two children (48 bytes, not 216)
+        self.children: dict[str, tuple[str, ...]] = {}
         self._buckets: dict[tuple[str, str], list[SortKey]] = {}
         self._active: set[str] = set()
         # how many statuses name each absolute log path: whether a log is shared is a lookup
@@ -104,6 +107,7 @@ class TaskIndex:
     def load(self, folders: Iterable[tuple[str, FolderRecords]]) -> None:
         """Fill an empty index in one go (sorting each bucket once beats inserting one by one;
         the rules are those of :meth:`apply`, spelled out inline for 100,000 folders)."""
+        children: dict[str, list[str]] = {}
         with self.lock:
             for task_id, (exists, status, meta) in folders:
                 parents: tuple[str, ...] = ()
@@ -118,13 +122,14 @@ class TaskIndex:
                         self._active.add(task_id)
                 if meta is not None:
                     self.metadata[task_id] = meta
-                    parents = meta[PARENTS]
+                    parents = meta[META_PARENTS]
                 elif status is None and exists:
                     self._active.add(task_id)
                 for parent in parents:
-                    self.children.setdefault(parent, set()).add(task_id)
+                    children.setdefault(parent, []).append(task_id)
             for keys in self._buckets.values():
                 keys.sort()
+            self.children = {parent: tuple(sorted(ids)) for parent, ids in children.items()}
 
     def apply_folder(self, task_id: str, found: FolderRecords) -> bool:
         return self.apply(
@@ -134,7 +139,7 @@ class TaskIndex:
     def parents_of(self, task_id: str) -> tuple[str, ...]:
         meta = self.metadata.get(task_id)
         if meta is not None:
-            return meta[PARENTS]
+            return meta[META_PARENTS]
         status = self.statuses.get(task_id)
         return status[PARENTS] if status is not None else ()
 
@@ -244,20 +249,25 @@ class TaskIndex:
     def _set_metadata(self, task_id: str, record: MetadataRecord | None) -> None:
         if record is None:
             self.metadata.pop(task_id, None)
-        else:
-            self.metadata[task_id] = record
+            return
+        status = self.statuses.get(task_id)
+        self.metadata[task_id] = shared(record, status) if status is not None else record
 
     def _relink(self, task_id: str, before: tuple[str, ...], after: tuple[str, ...]) -> None:
         if before == after:
             return
         for parent in before:
-            siblings = self.children.get(parent)
-            if siblings is not None:
-                siblings.discard(task_id)
-                if not siblings:
+            siblings = self.children.get(parent, ())
+            if task_id in siblings:
+                remaining = tuple(child for child in siblings if child != task_id)
+                if remaining:
+                    self.children[parent] = remaining
+                else:
                     del self.children[parent]
         for parent in after:
-            self.children.setdefault(parent, set()).add(task_id)
+            siblings = self.children.get(parent, ())
+            if task_id not in siblings:
+                self.children[parent] = tuple(sorted((*siblings, task_id)))
 
     def _update_active(self, task_id: str, exists: bool | None) -> None:
         status = self.statuses.get(task_id)

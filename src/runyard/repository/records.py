@@ -24,6 +24,7 @@ from runyard.workspace.layout import METADATA_FILE, STATUS_FILE
 from runyard.workspace.records import OPTIONAL_STATUS_FIELDS, TaskMetadata, TaskStatus
 
 MAX_RECORD_BYTES = 32 << 20
+_DECLARED = frozenset(TaskStatus.model_fields)  # the others are extra fields
 _READ_CHUNK = 1 << 16
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -46,22 +47,22 @@ StatusRecord = tuple[bytes, int, str, tuple[str, ...], str, str]
 """``(raw, instant, created_at, parents, state, log)`` of a valid status: ``raw`` is the
 status as answers carry it (``TaskStatus.to_json`` as compact JSON, so a full list is
 written out without building a model), ``log`` the absolute ``log_path`` or ``""``."""
-MetadataRecord = tuple[bytes, int, str, tuple[str, ...]]
-"""``(raw, instant, created_at, parents)`` of a valid metadata file."""
+MetadataRecord = tuple[int, str, tuple[str, ...]]
+"""``(instant, created_at, parents)`` of a valid metadata file: what lineage needs; the
+file is read again for anything else. Its values are the status's own objects when they
+are equal (the usual case), so a task with both records holds each string once."""
 RAW: Final = 0
 INSTANT: Final = 1
 CREATED_AT: Final = 2
 PARENTS: Final = 3
 STATE: Final = 4
 LOG: Final = 5
+META_INSTANT: Final = 0
+META_PARENTS: Final = 2
 
 
 def status_model(record: StatusRecord) -> TaskStatus:
     return TaskStatus.model_validate_json(record[RAW])
-
-
-def metadata_model(record: MetadataRecord) -> TaskMetadata:
-    return TaskMetadata.model_validate_json(record[RAW])
 
 
 class FolderRecords(NamedTuple):
@@ -120,15 +121,28 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
         return None
     created_at = status.created_at
     parents = parse_parents(status.config.get("source_tasks"), task_id)
-    log = os.path.abspath(status.log_path) if status.log_path else ""
+    log = absolute_path(status.log_path) if status.log_path else ""
     record = (wire_bytes(status), sort_instant(created_at), created_at, parents,
               status.state.value, log)  # fmt: skip
     return record, status
 
 
+def absolute_path(path: str) -> str:
+    """``os.path.abspath``, without its work for a path that is already normal (the usual
+    log path: absolute, no ``.``, ``..`` or doubled separators)."""
+    if path.startswith("/") and "/." not in path and "//" not in path and path[-1] != "/":
+        return path
+    return os.path.abspath(path)
+
+
 def wire_bytes(status: TaskStatus) -> bytes:
     """``status.to_json()`` as compact JSON, serialized in one step (no dict is built)."""
-    absent = {name for name in OPTIONAL_STATUS_FIELDS if getattr(status, name, None) is None}
+    extra = status.__pydantic_extra__ or {}
+    absent = {
+        name
+        for name in OPTIONAL_STATUS_FIELDS
+        if (getattr(status, name) if name in _DECLARED else extra.get(name)) is None
+    }
     return status.__pydantic_serializer__.to_json(status, exclude=absent)
 
 
@@ -144,7 +158,7 @@ def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, Tas
         return None
     created_at = meta.created_at
     parents = parse_parents(meta.input_params.get("source_tasks"), task_id)
-    return (raw, sort_instant(created_at), created_at, parents), meta
+    return (sort_instant(created_at), created_at, parents), meta
 
 
 TaskFolder = tuple[str, str, int]
@@ -235,8 +249,8 @@ def read_folder(task_dir: Path | str, task_id: str) -> FolderRecords:
 def scan_folder(task_dir: str, task_id: str) -> FolderRecords:
     """:func:`read_folder` for a folder a listing just found to be a real directory."""
     return _records(
-        read_record_bytes(None, os.path.join(task_dir, STATUS_FILE)),
-        read_record_bytes(None, os.path.join(task_dir, METADATA_FILE)),
+        read_record_bytes(None, f"{task_dir}/{STATUS_FILE}"),
+        read_record_bytes(None, f"{task_dir}/{METADATA_FILE}"),
         task_id,
     )
 
@@ -244,11 +258,23 @@ def scan_folder(task_dir: str, task_id: str) -> FolderRecords:
 def _records(status_raw: bytes | None, metadata_raw: bytes | None, task_id: str) -> FolderRecords:
     status = parse_status(status_raw, task_id)
     metadata = parse_metadata(metadata_raw, task_id)
-    return FolderRecords(
-        exists=True,
-        status=status[0] if status else None,
-        metadata=metadata[0] if metadata else None,
-    )
+    if status is None or metadata is None:
+        return FolderRecords(
+            exists=True,
+            status=status[0] if status else None,
+            metadata=metadata[0] if metadata else None,
+        )
+    return FolderRecords(True, status[0], shared(metadata[0], status[0]))
+
+
+def shared(metadata: MetadataRecord, status: StatusRecord) -> MetadataRecord:
+    """``metadata`` holding the status's objects for the values both have."""
+    instant, created_at, parents = metadata
+    if created_at == status[CREATED_AT]:
+        instant, created_at = status[INSTANT], status[CREATED_AT]
+    if parents == status[PARENTS]:
+        parents = status[PARENTS]
+    return instant, created_at, parents
 
 
 def read_one(task_dir: Path, name: str) -> tuple[bool, bytes | None]:

@@ -17,11 +17,10 @@ from runyard.repository.graph import build_graph, build_relations, collect_compo
 from runyard.repository.index import TaskIndex, decode_cursor, encode_cursor
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
-    INSTANT,
+    META_INSTANT,
     StatusRecord,
     TaskFolder,
     list_task_folders,
-    metadata_model,
     parse_metadata,
     parse_status,
     read_folder,
@@ -244,11 +243,13 @@ class TaskRepository:
         return self._index.counts()
 
     def list_results(self) -> list[TaskMetadata]:
-        """Metadata of tasks that have it, by created_at desc, then task_id desc."""
+        """Metadata of tasks that have it, by created_at desc, then task_id desc (each file
+        is read: the index keeps only what lineage needs of it)."""
         with self._index.lock:
             items = list(self._index.metadata.items())
-        items.sort(key=lambda item: (item[1][INSTANT], item[0]), reverse=True)
-        return [metadata_model(record) for _, record in items]
+        items.sort(key=lambda item: (item[1][META_INSTANT], item[0]), reverse=True)
+        found = (self.get_metadata(task_id) for task_id, _ in items)
+        return [meta for meta in found if meta is not None]
 
     def graph(self, task_id: str) -> TaskGraph:
         """The lineage component of a task; TaskNotFound if it has no records."""

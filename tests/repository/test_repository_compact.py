@@ -1,0 +1,163 @@
+"""The index's compact form: shared values, order-free children, answers as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from repo_helpers import at, make_workspace, put_metadata, put_status
+
+from runyard.repository import TaskRepository
+from runyard.repository.index import TaskIndex
+from runyard.repository.records import (
+    CREATED_AT,
+    INSTANT,
+    PARENTS,
+    absolute_path,
+    list_task_folders,
+    parse_status,
+    wire_bytes,
+)
+from runyard.repository.scan import scan_all
+from runyard.workspace import TaskStatus, Workspace
+from runyard.workspace.atomic import write_json_atomic
+
+UPSTREAM = "base#job#up1,base#job#up2"
+
+
+def lineage_workspace(tmp_path: Path) -> Workspace:
+    ws = make_workspace(tmp_path)
+    put_status(ws, "base#job#up1", created=1)
+    put_status(ws, "base#job#up2", created=2)
+    for i in range(6):
+        task_id = f"train#fit#c{i}"
+        put_status(ws, task_id, created=10 + i, sources=UPSTREAM)
+        put_metadata(ws, task_id, created=10 + i, sources=UPSTREAM)
+    return ws
+
+
+def assert_metadata_shares_status_values(index: TaskIndex, task_id: str) -> None:
+    status, meta = index.statuses[task_id], index.metadata[task_id]
+    assert meta == (status[INSTANT], status[CREATED_AT], status[PARENTS])
+    assert meta[0] is status[INSTANT]
+    assert meta[1] is status[CREATED_AT]
+    assert meta[2] is status[PARENTS]
+
+
+def test_metadata_holds_the_status_objects_when_equal(tmp_path: Path) -> None:
+    ws = lineage_workspace(tmp_path)
+    index = TaskIndex()
+    index.load(scan_all(list_task_folders(ws.root)))
+    for i in range(6):
+        assert_metadata_shares_status_values(index, f"train#fit#c{i}")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    put_metadata(ws, "train#fit#c0", created=10, sources="base#job#up2,base#job#up1")
+    put_status(ws, "train#fit#c0", created=10, sources="base#job#up2,base#job#up1")
+    repo.refresh("train#fit#c0")
+    assert_metadata_shares_status_values(repo._index, "train#fit#c0")
+    nodes = {node.task_id: node for node in repo.graph("train#fit#c0").nodes}
+    assert nodes["train#fit#c0"].parent_ids == ["base#job#up2", "base#job#up1"]
+
+
+def test_metadata_different_from_the_status_keeps_its_own_values(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    put_status(ws, "train#fit#odd", created=5, sources="base#job#up1")
+    put_metadata(ws, "train#fit#odd", created=7, sources="base#job#up2")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    node = next(n for n in repo.graph("train#fit#odd").nodes if n.task_id == "train#fit#odd")
+    assert node.parent_ids == ["base#job#up2"]
+    assert node.created_at == at(7) and not node.provisional
+
+
+def test_children_do_not_depend_on_the_order_tasks_arrive(tmp_path: Path) -> None:
+    ws = lineage_workspace(tmp_path)
+    scanned = scan_all(list_task_folders(ws.root))
+    loaded, forward, backward = TaskIndex(), TaskIndex(), TaskIndex()
+    loaded.load(scanned)
+    for task_id, found in scanned:
+        forward.apply_folder(task_id, found)
+    for task_id, found in reversed(scanned):
+        backward.apply_folder(task_id, found)
+    children = tuple(f"train#fit#c{i}" for i in range(6))
+    assert loaded.children == {"base#job#up1": children, "base#job#up2": children}
+    assert forward.children == loaded.children == backward.children
+    backward.apply("train#fit#c3", status=None, metadata=None, exists=False)
+    assert backward.children["base#job#up1"] == children[:3] + children[4:]
+
+
+def test_a_parent_losing_its_last_child_leaves_the_children(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    put_status(ws, "etl#load#only", created=1, sources="base#job#up1")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    assert repo._index.children == {"base#job#up1": ("etl#load#only",)}
+    put_status(ws, "etl#load#only", created=1)
+    repo.refresh("etl#load#only")
+    assert repo._index.children == {}
+
+
+def test_list_results_reads_the_metadata_files(tmp_path: Path) -> None:
+    ws = lineage_workspace(tmp_path)
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    meta = repo.get_metadata("train#fit#c2")
+    assert meta is not None
+    meta.output_params = {"value": 42}
+    write_json_atomic(ws.metadata_path("train#fit#c2"), meta.to_json(), fsync=False)
+    ws.metadata_path("train#fit#c4").write_text("{broken")
+    results = repo.list_results()
+    assert [m.task_id for m in results] == [f"train#fit#c{i}" for i in (5, 3, 2, 1, 0)]
+    assert results[2].output_params == {"value": 42}
+    assert "train#fit#c4" not in repo._index.metadata
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/logs/base/base#demo#t1/run.log",
+        "/logs//base/run.log",
+        "//logs/run.log",
+        "/logs/./run.log",
+        "/logs/x/../run.log",
+        "/logs/.hidden/run.log",
+        "/logs/dir/",
+        "/logs/run.log/.",
+        "relative/run.log",
+        "./run.log",
+        "../up/run.log",
+        "/",
+    ],
+)
+def test_absolute_path_is_abspath(path: str) -> None:
+    assert absolute_path(path) == os.path.abspath(path)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"synced_from": None, "limits": None, "submitted_by": None},
+        {"synced_from": {"server": "http://other", "run_id": "r1"}},
+        {"limits": {"max_runtime_s": 5}, "submitted_by": {"session_id": "s1"}},
+        {"submitted_by": "cli", "label": None},
+    ],
+)
+def test_the_kept_bytes_are_the_answer_of_status(extra: dict[str, object]) -> None:
+    status = TaskStatus.model_validate(
+        {
+            "task_id": "base#demo#one",
+            "run_id": "r1",
+            "task_type": "base",
+            "task_name": "demo",
+            "state": "succeeded",
+            "created_at": "2026-01-01T00:00:00Z",
+            **extra,
+        }
+    )
+    assert json.loads(wire_bytes(status)) == status.to_json()
+    parsed = parse_status(json.dumps(status.to_json()).encode(), "base#demo#one")
+    assert parsed is not None and json.loads(parsed[0][0]) == status.to_json()
