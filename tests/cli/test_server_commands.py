@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from serverproc import ServerProcess
+import pytest
+
+from serverproc import ServerProcess, start_server
 
 
 def cli(srv: ServerProcess, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -17,7 +20,23 @@ def cli(srv: ServerProcess, *args: str, timeout: float = 60) -> subprocess.Compl
     )  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the module: each test submits tasks of its own."""
+    proc = start_server(tmp_path_factory.mktemp("commands") / "srv")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def succeeded_ids(srv: ServerProcess) -> list[str]:
+    listed = json.loads(cli(srv, "ls", "--json", "--state", "succeeded").stdout)
+    return [s["task_id"] for s in listed]
+
+
 def test_submit_wait_watch_and_friends(server: ServerProcess, tmp_path: Path) -> None:
+    before = succeeded_ids(server)
     done = cli(server, "submit", "demo", "x=1", "y=2", "--name", "api-demo", "--wait", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["result"] == 3
@@ -46,8 +65,7 @@ def test_submit_wait_watch_and_friends(server: ServerProcess, tmp_path: Path) ->
     assert "base#demo#child" in tree.stdout
     defs = json.loads(cli(server, "defs", "--json").stdout)
     assert {"demo", "command"} <= {d["name"] for d in defs}
-    listed = json.loads(cli(server, "ls", "--json", "--state", "succeeded").stdout)
-    assert [s["task_id"] for s in listed] == ["base#demo#child", "base#demo#api-demo"]
+    assert succeeded_ids(server) == ["base#demo#child", "base#demo#api-demo", *before]
     long = json.loads(
         cli(server, "submit", "command", "command=sleep 60", "--name", "long", "--json").stdout
     )
