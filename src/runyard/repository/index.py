@@ -74,8 +74,8 @@ class TaskIndex:
         self.children: dict[str, tuple[str, ...]] = {}
         self._buckets: dict[tuple[str, str], list[SortKey]] = {}
         self._active: set[str] = set()
-        # how many statuses name each absolute log path: whether a log is shared is a lookup
-        self._log_refs: dict[str, int] = {}
+        # how many statuses name each log (by log_key): whether a log is shared is a lookup
+        self._log_refs: dict[int, int] = {}
 
     def __len__(self) -> int:
         with self.lock:
@@ -116,7 +116,7 @@ class TaskIndex:
                     key = (task_id[: task_id.find("#")], status[STATE])
                     self._buckets.setdefault(key, []).append((status[INSTANT], task_id))
                     parents = status[PARENTS]
-                    if status[LOG]:
+                    if status[LOG] is not None:
                         self._log_refs[status[LOG]] = self._log_refs.get(status[LOG], 0) + 1
                     if status[STATE] not in TERMINAL_STATES:
                         self._active.add(task_id)
@@ -151,7 +151,7 @@ class TaskIndex:
     def referenced_logs(self, paths: Iterable[str]) -> set[str]:
         """Which of ``paths`` (absolute) some indexed status names as its ``log_path``."""
         with self.lock:
-            return {path for path in paths if self._log_refs.get(path)}
+            return {path for path in paths if self._log_refs.get(hash(path))}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """How many statuses each ``(task_type, state)`` bucket holds (cost: the buckets)."""
@@ -237,14 +237,14 @@ class TaskIndex:
         if at < len(keys) and keys[at] == key:
             del keys[at]
 
-    def _log_ref(self, path: str, delta: int) -> None:
-        if not path:
+    def _log_ref(self, key: int | None, delta: int) -> None:
+        if key is None:
             return
-        count = self._log_refs.get(path, 0) + delta
+        count = self._log_refs.get(key, 0) + delta
         if count > 0:
-            self._log_refs[path] = count
+            self._log_refs[key] = count
         else:
-            self._log_refs.pop(path, None)
+            self._log_refs.pop(key, None)
 
     def _set_metadata(self, task_id: str, record: MetadataRecord | None) -> None:
         if record is None:

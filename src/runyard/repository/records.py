@@ -43,10 +43,10 @@ TASK_ID_RE = re.compile(
 # Index records are plain tuples of immutable values: the cyclic GC stops tracking such
 # tuples, so 100,000 of them add nothing to the cost of a collection (instances of a
 # NamedTuple or a slotted class would stay tracked and make every full collection slower).
-StatusRecord = tuple[bytes, int, str, tuple[str, ...], str, str]
+StatusRecord = tuple[bytes, int, str, tuple[str, ...], str, int | None]
 """``(raw, instant, created_at, parents, state, log)`` of a valid status: ``raw`` is the
 status as answers carry it (``TaskStatus.to_json`` as compact JSON, so a full list is
-written out without building a model), ``log`` the absolute ``log_path`` or ``""``."""
+written out without building a model), ``log`` the :func:`log_key` of its ``log_path``."""
 MetadataRecord = tuple[int, str, tuple[str, ...]]
 """``(instant, created_at, parents)`` of a valid metadata file: what lineage needs; the
 file is read again for anything else. Its values are the status's own objects when they
@@ -121,10 +121,18 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
         return None
     created_at = status.created_at
     parents = parse_parents(status.config.get("source_tasks"), task_id)
-    log = absolute_path(status.log_path) if status.log_path else ""
+    log = log_key(status.log_path)
     record = (wire_bytes(status), sort_instant(created_at), created_at, parents,
               status.state.value, log)  # fmt: skip
     return record, status
+
+
+def log_key(log_path: str) -> int | None:
+    """What the index keeps of a status's log path: the hash of its absolute form (None
+    without one), a quarter of the path's size. Two paths of equal hash (odds about 1 in
+    10**13 among a million logs) would keep a log that could have gone, never remove one
+    that a status still names."""
+    return hash(absolute_path(log_path)) if log_path else None
 
 
 def absolute_path(path: str) -> str:
