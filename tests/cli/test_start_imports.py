@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from serverproc import start_server
+
 HEAVY = (
     "fastapi", "starlette", "uvicorn", "httpx", "pydantic", "pydantic_settings", "rich",
     "asyncio", "runyard.api", "runyard.repository", "runyard.runtime", "runyard.client",
@@ -111,3 +113,27 @@ def test_ls_on_the_files_loads_no_settings_model_http_client_or_runtime(tmp_path
     (tmp_path / "runyard.yaml").unlink()
     with_port = {**env, "RUNYARD_PORT": "9999"}  # a setting a Place does not read
     assert "runyard.config" in _loaded(_ls(), LS_FILES_SPARES, tmp_path, with_port)
+
+
+LS_HTTP_SPARES = (
+    *SETTINGS, "httpx", "runyard.client.sync", "runyard.wire", "runyard.repository",
+    "runyard.workspace", "runyard.runtime",
+)  # fmt: skip
+
+
+def test_ls_over_http_loads_no_http_client_models_or_settings(tmp_path: Path) -> None:
+    env = _workspace(tmp_path)
+    server = start_server(tmp_path / "srv", workspace=tmp_path / ".runyard")
+    try:
+        # the server recorded in the workspace, found upwards; then one named by the
+        # environment (its token with it)
+        assert _loaded(_ls(), LS_HTTP_SPARES, tmp_path, env) == []
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        by_env = {**env, **{k: v for k, v in server.cli_env().items() if k.startswith("RUNYARD_")}}
+        assert _loaded(_ls("--json"), LS_HTTP_SPARES, elsewhere, by_env) == []
+        # --cursor reads one status through the Client: its models load then, as they may
+        with_cursor = _loaded(_ls("--cursor", "base#demo#one"), LS_HTTP_SPARES, tmp_path, env)
+        assert {"httpx", "runyard.wire"} <= set(with_cursor)
+    finally:
+        server.stop()

@@ -7,11 +7,11 @@ on the files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from runyard.cli.locate import Place, full_settings, require_workspace
-from runyard.cli.paging import Page, index_cursor, list_cursor, page_of
+from runyard.cli.paging import Listed, Page, StatusRow, index_cursor, list_cursor, page_of
+from runyard.client.answers import TASK_LIST_MAX
 from runyard.errors import TaskNotFound
 
 # the files backend needs the repository and runtime, the server backend only the client:
@@ -45,28 +45,52 @@ class Backend(Protocol):
     def definitions(self) -> list[TaskDefinition]: ...
 
 
-@dataclass
 class RemoteBackend:
-    client: Client
+    """The server at ``url``. ``ls`` reads its task list as plain JSON over the light
+    transport where that reaches it (:mod:`runyard.client.plain`); the rest, and a list
+    behind TLS or a proxy, goes through the :class:`~runyard.client.Client`."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        from runyard.client.plain import PlainClient, plain_reaches
+
+        self.url, self._token = url, token
+        self._plain = PlainClient(url, token) if plain_reaches(url) else None
+        self._client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            from runyard.client import Client
+
+            self._client = Client(self.url, self._token)
+        return self._client
+
+    def health(self) -> bool:
+        return self._plain.health() if self._plain is not None else self.client.health()
 
     def page(
         self, limit: int | None, after: str | None, state: str | None, task_type: str | None,
         text: str | None,
     ) -> Page:  # fmt: skip
-        from runyard.client.calls import TASK_LIST_MAX
-
         cursor = list_cursor(after, self.status(after).created_at) if after else None
-        items: list[TaskStatus] = []
-        total = 0
+        items: list[StatusRow] = []
         while True:  # one request for a page; --all goes on in the server's largest pages
             size = TASK_LIST_MAX if limit is None else min(limit - len(items), TASK_LIST_MAX)
-            got = self.client.task_page(
-                limit=size, cursor=cursor, state=state, task_type=task_type, text=text
-            )
+            got, cursor, total = self._task_page(size, cursor, state, task_type, text)
             items.extend(got)
-            total, cursor = got.total or 0, got.next_cursor
             if cursor is None or (limit is not None and len(items) >= limit):
                 return page_of(items, total, cursor is not None)
+
+    def _task_page(
+        self, size: int, cursor: str | None, state: str | None, task_type: str | None,
+        text: str | None,
+    ) -> tuple[list[StatusRow], str | None, int]:  # fmt: skip
+        query = {"cursor": cursor, "state": state, "task_type": task_type, "text": text}
+        if self._plain is not None:
+            records, next_cursor, total = self._plain.task_page(limit=size, **query)
+            return [Listed(record) for record in records], next_cursor, total
+        got = self.client.task_page(limit=size, **query)
+        return list(got), got.next_cursor, got.total or 0
 
     def status(self, task_id: str) -> TaskStatus:
         return self.client.status(task_id)
@@ -238,7 +262,10 @@ def connect(
 
 def open_backend(settings: Place | Settings, url: str | None, token: str | None) -> Any:
     """The server when one is given or recorded and answering; else the files."""
-    client = connect(settings, url, token)
-    if client is None or (url is None and not client.health()):
+    located = locate_server(settings, url, token)
+    if located is None:
         return LocalBackend(settings)
-    return RemoteBackend(client)
+    server = RemoteBackend(*located)
+    if url is None and not server.health():
+        return LocalBackend(settings)
+    return server

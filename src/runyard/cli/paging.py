@@ -8,18 +8,64 @@ page costs one page of statuses, not the whole list.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from runyard.workspace.records import TaskStatus
+from typing import Any, Protocol
 
 DEFAULT_LIMIT = 50
 
 
+class StatusRow(Protocol):
+    """What a listing shows of a status: a ``TaskStatus``, or a :class:`Listed` one."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def created_at(self) -> str: ...
+    @property
+    def started_at(self) -> str | None: ...
+    @property
+    def finished_at(self) -> str | None: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A status of the server's task list as it sent it (``TaskStatus.to_json``'s shape):
+    the fields a table shows, and the record unchanged for ``--json``. A listing builds no
+    model: the server checked every record it keeps."""
+
+    record: dict[str, Any]
+
+    @property
+    def task_id(self) -> str:
+        return str(self.record["task_id"])
+
+    @property
+    def state(self) -> str:
+        return str(self.record["state"])
+
+    @property
+    def created_at(self) -> str:
+        return str(self.record.get("created_at") or "")
+
+    @property
+    def started_at(self) -> str | None:
+        return self.record.get("started_at")
+
+    @property
+    def finished_at(self) -> str | None:
+        return self.record.get("finished_at")
+
+    def to_json(self) -> dict[str, Any]:
+        return self.record
+
+
 @dataclass
 class Page:
-    items: list[TaskStatus]
+    items: Sequence[StatusRow]
     total: int  # tasks the filter keeps, on every page
     next_cursor: str | None  # the id to pass as --cursor for the next page
 
@@ -33,7 +79,7 @@ class Page:
         )
 
 
-def page_of(items: list[TaskStatus], total: int, more: bool) -> Page:
+def page_of(items: Sequence[StatusRow], total: int, more: bool) -> Page:
     """The page ``items``; ``more``: tasks follow it, so the footer gives the cursor."""
     return Page(items, total, items[-1].task_id if more and items else None)
 

@@ -11,6 +11,7 @@ as rich markup.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.tree import Tree
 
+    from runyard.cli.paging import StatusRow
     from runyard.repository.models import TaskGraph
     from runyard.workspace.records import TaskStatus
 
@@ -36,7 +38,7 @@ def state_text(state: str) -> str:
     return f"[{STATE_STYLES.get(state, 'white')}]{state}[/]"
 
 
-def duration(status: TaskStatus) -> str:
+def duration(status: StatusRow) -> str:
     if not status.started_at:
         return ""
     end = status.finished_at or datetime.now().astimezone().isoformat()
@@ -68,7 +70,7 @@ def local_time(value: str | None, *, with_zone: bool = True) -> str:
     return f"{text} {moment.tzname()}" if with_zone else text
 
 
-def status_table(statuses: list[TaskStatus]) -> Table:
+def status_table(statuses: Sequence[StatusRow]) -> Table:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)

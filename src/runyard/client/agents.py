@@ -26,13 +26,11 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from runyard.client.agent_models import Artifact, OutputFile, Run, Session
+from runyard.client.answers import STATUS_ERRORS, error_code, error_detail
 from runyard.client.calls import (
     IDEMPOTENCY_HEADER,
     KEYED_ATTEMPTS,
     RETRY_PAUSE,
-    STATUS_ERRORS,
-    error_code,
-    error_detail,
     unreachable,
     without_none,
 )

@@ -2,7 +2,8 @@
 
 A :class:`JobCall` names its job, its arguments and the type of its answer. The sync and
 the async client send the same calls; only the transport differs, so every rule of the
-protocol (errors, retries, pages) is written here once.
+protocol (errors, retries, pages) is written here once, or in :mod:`runyard.client.answers`
+where the light reader of :mod:`runyard.client.plain` shares it.
 """
 
 from __future__ import annotations
@@ -14,17 +15,9 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import TypeAdapter
 
+from runyard.client.answers import checked_json, os_reason, task_list_body
 from runyard.client.pages import Page
-from runyard.errors import (
-    HTTPError,
-    JobFailed,
-    NotFound,
-    PayloadTooLarge,
-    RequestInvalid,
-    ServerUnreachable,
-    Unauthorized,
-    WaitTimeout,
-)
+from runyard.errors import JobFailed, ServerUnreachable, WaitTimeout
 from runyard.wire import (
     TaskContext,
     TaskDefinition,
@@ -35,7 +28,6 @@ from runyard.wire import (
 )
 
 T = TypeVar("T")
-STATUS_ERRORS = {401: Unauthorized, 404: NotFound, 413: PayloadTooLarge, 422: RequestInvalid}
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 KEYED_ATTEMPTS = 4  # a keyed submit is sent again after a lost connection, then gives up
 RETRY_PAUSE = 0.25
@@ -49,30 +41,16 @@ def unreachable(url: str, exc: httpx.TransportError) -> ServerUnreachable:
 
 def transport_reason(exc: httpx.TransportError) -> str:
     """Why a connection failed, as a few words (``connection refused``)."""
-    text = " ".join(str(part).lower() for part in _chain(exc))
     if isinstance(exc, httpx.TimeoutException):
         return "no answer in time"
-    if "refused" in text or any(isinstance(p, ConnectionRefusedError) for p in _chain(exc)):
-        return "connection refused"
-    if "name or service not known" in text or "nodename nor servname" in text:
-        return "unknown host name"
-    if "no route to host" in text or "network is unreachable" in text:
-        return "no route to that address"
+    said = os_reason(exc)
+    if said is not None:
+        return said
     if isinstance(exc, httpx.ConnectError):
         return "could not connect"
     if isinstance(exc, httpx.UnsupportedProtocol):
         return "the address is not an http:// or https:// URL"
     return "the connection broke off"
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """``exc`` and what caused it (the async transport words a refusal only there)."""
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen and len(seen) < 8:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
 
 
 LIST_PAGE_SIZE = 100
@@ -120,39 +98,6 @@ class JobCall(Generic[T]):
         return value
 
 
-def checked_json(reply: httpx.Response) -> dict[str, Any]:
-    """The JSON body of a 200 answer; any other status raises its :class:`HTTPError`."""
-    if reply.status_code != 200:
-        error = STATUS_ERRORS.get(reply.status_code, HTTPError)
-        raise error(reply.status_code, error_detail(reply), error_code(reply))
-    body: dict[str, Any] = reply.json()
-    return body
-
-
-def error_code(reply: httpx.Response) -> str:
-    """The ``code`` of an ``/api/v1`` error answer (``{"error": {code, message}}``), else
-    ``""``."""
-    try:
-        error = reply.json().get("error")
-    except (ValueError, AttributeError):
-        return ""
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else ""
-
-
-def error_detail(reply: httpx.Response) -> Any:
-    try:
-        body = reply.json()
-    except ValueError:
-        return reply.text
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and "message" in error:  # the /api/v1 error shape
-            return error["message"]
-        return body.get("detail", reply.text)
-    return reply.text
-
-
 def without_none(**arguments: Any) -> dict[str, Any]:
     return {key: value for key, value in arguments.items() if value is not None}
 
@@ -186,19 +131,10 @@ def list_statuses_call(
     return JobCall("list_task_statuses", args, list[TaskStatus], paged=True)
 
 
-TASK_LIST = "/api/v1/tasks"
-TASK_LIST_MAX = 1000  # the largest page the task list route gives
-
-
-def task_list_params(**query: str | int | None) -> dict[str, str | int]:
-    """The query of ``GET /api/v1/tasks``: the values given."""
-    return {name: value for name, value in query.items() if value is not None}
-
-
 def task_list_page(body: dict[str, Any]) -> Page[TaskStatus]:
     """A page of ``GET /api/v1/tasks``, with its ``next_cursor`` and ``total``."""
-    items = TypeAdapter(list[TaskStatus]).validate_python(body["items"])
-    return Page(items, body.get("next_cursor"), int(body["total"]))
+    items, next_cursor, total = task_list_body(body)
+    return Page(TypeAdapter(list[TaskStatus]).validate_python(items), next_cursor, total)
 
 
 def wait_call(

@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 import httpx
 
-from runyard.client import calls
+from runyard.client import answers, calls
+from runyard.client.answers import auth_headers
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
@@ -63,10 +64,6 @@ def recorded_server(path: str | os.PathLike[str]) -> tuple[str, str | None]:
     if info is None:
         raise ServerNotFound(f"No running runyard server is recorded in {folder}/server.json.")
     return info["url"], info["token"]
-
-
-def auth_headers(token: str | None) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"} if token else {}
 
 
 def request_timeout(call: JobCall[Any]) -> Any:
@@ -251,12 +248,12 @@ class Client:
         (default ``desc``), filtered as :meth:`list_task_statuses` and by ``task`` (the
         registered task name). ``page.total`` counts what the filters keep over all pages;
         pass ``page.next_cursor`` back as ``cursor`` (same sort and order) for the next."""
-        query = calls.task_list_params(
+        query = answers.task_list_params(
             limit=limit, cursor=cursor, state=state, task_type=task_type, task=task,
             text=text, sort=sort, order=order,
         )  # fmt: skip
         try:
-            reply = self._http.get(calls.TASK_LIST, params=query)
+            reply = self._http.get(answers.TASK_LIST, params=query)
         except httpx.TransportError as exc:
             raise calls.unreachable(self.url, exc) from exc
         return calls.task_list_page(checked_json(reply))
