@@ -12,7 +12,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -173,15 +173,17 @@ TaskFolder = tuple[str, str, int]
 """``(task_id, path, inode)`` of a task folder."""
 
 
-def list_task_folders(root: Path, known: Container[str] = ()) -> list[TaskFolder]:
-    """Every real folder with a valid id under the type folders, with its inode.
+def list_task_folders(
+    root: Path, known: Container[str] = (), types: Iterable[str] = TASK_TYPES
+) -> list[TaskFolder]:
+    """Every real folder with a valid id under the (``types``) type folders, with its inode.
 
     Like ``Workspace.iter_task_dirs`` plus the id check (skipped for ``known`` names), with
     plain strings (at 100,000 folders, building ``Path`` objects alone costs a large share
     of the start-up budget); the inode comes with the directory entry, free.
     """
     found: list[TaskFolder] = []
-    for task_type in sorted(TASK_TYPES):
+    for task_type in sorted(types):
         try:
             entries = os.scandir(os.path.join(root, task_type))
         except OSError:

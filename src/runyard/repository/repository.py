@@ -323,26 +323,30 @@ class TaskRepository:
     def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:
         """Take in what changed between the scan and the watches.
 
-        Read again: folders that appeared or went (by the listing), folders modified since
-        the scan began (atomic record writes and replacements change a folder's mtime) --
-        all of them with ``everything``, else only in type folders whose own mtime shows a
-        folder was added, renamed or removed there -- and, for a sparse watch, every
-        active task (the only ones it follows).
+        Read again: in every type folder with ``everything``, else only in those whose own
+        mtime shows a folder was added, renamed or removed there since the scan began,
+        the folders that appeared or went (by a new listing) and those modified since
+        (atomic record writes and replacements change a folder's mtime); and, for a
+        sparse watch, every active task (the only ones it follows). A workspace at rest
+        is not listed twice.
         """
         threshold = since_ns - CATCH_UP_SLACK_NS
-        inodes = {task_id: inode for task_id, _, inode in scanned}
-        listed = list_task_folders(self.workspace.root, known=inodes)
-        for task_id in inodes.keys() - {task_id for task_id, _, _ in listed}:
-            self._refresh(task_id, self.workspace.task_dir(task_id))
-        busy = TASK_TYPES if everything else self._types_changed_since(threshold)
-        for task_id, path, inode in listed:
-            changed = inodes.get(task_id) != inode
-            if changed or (busy and _type_of(task_id) in busy and _mtime_ns(path) >= threshold):
-                self._refresh(task_id, path)
+        busy = set(TASK_TYPES) if everything else self._types_changed_since(threshold)
+        if busy:
+            self._catch_up_types(scanned, busy, threshold)
         if not everything:
             root = str(self.workspace.root)
             for task_id in self._index.active_ids():
                 self._refresh(task_id, os.path.join(root, _type_of(task_id), task_id))
+
+    def _catch_up_types(self, scanned: list[TaskFolder], types: set[str], threshold: int) -> None:
+        inodes = {task_id: inode for task_id, _, inode in scanned if _type_of(task_id) in types}
+        listed = list_task_folders(self.workspace.root, known=inodes, types=types)
+        for task_id in inodes.keys() - {task_id for task_id, _, _ in listed}:
+            self._refresh(task_id, self.workspace.task_dir(task_id))
+        for task_id, path, inode in listed:
+            if inodes.get(task_id) != inode or _mtime_ns(path) >= threshold:
+                self._refresh(task_id, path)
 
     def _types_changed_since(self, threshold_ns: int) -> set[str]:
         return {
