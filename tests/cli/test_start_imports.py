@@ -2,9 +2,9 @@
 runtime, repository, HTTP client, settings machinery or rich (they load when a command
 runs). A new heavy import at the top of any command module turns these red.
 
-``runyard ls`` itself, run to the end, loads only what its answer needs: the files path
-no settings model, HTTP client or runtime (with a config file, the settings model checks
-it)."""
+``runyard ls`` itself, run to the end, loads only what its answer needs: on the files no
+settings model, HTTP client or runtime (with a config file, the settings model checks it);
+over HTTP no httpx and no record models; printed to a pipe, no rich."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 SETTINGS = ("runyard.config", "pydantic_settings", "yaml")
 LS_FILES_SPARES = (
     *SETTINGS, "httpx", "runyard.client.sync", "runyard.runtime", "runyard.api", "fastapi",
-    "uvicorn",
+    "uvicorn", "rich",
 )  # fmt: skip
 
 
@@ -117,7 +117,7 @@ def test_ls_on_the_files_loads_no_settings_model_http_client_or_runtime(tmp_path
 
 LS_HTTP_SPARES = (
     *SETTINGS, "httpx", "runyard.client.sync", "runyard.wire", "runyard.repository",
-    "runyard.workspace", "runyard.runtime",
+    "runyard.workspace", "runyard.runtime", "rich",
 )  # fmt: skip
 
 

@@ -70,18 +70,40 @@ def local_time(value: str | None, *, with_zone: bool = True) -> str:
     return f"{text} {moment.tzname()}" if with_zone else text
 
 
+def _status_cells(statuses: Sequence[StatusRow]) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows of a listing, as text."""
+    header = ["TASK ID", "STATE", f"CREATED ({local_zone()})", "DURATION"]
+    rows = [
+        [s.task_id, str(s.state), local_time(s.created_at, with_zone=False), duration(s)]
+        for s in statuses
+    ]
+    return header, rows
+
+
 def status_table(statuses: Sequence[StatusRow]) -> Table:
     from rich.table import Table
 
+    header, rows = _status_cells(statuses)
     table = Table(box=None, header_style="bold", pad_edge=False)
     widest = max((len(s.task_id) for s in statuses), default=7)
-    table.add_column("TASK ID", no_wrap=True, min_width=widest)
-    for column in ("STATE", f"CREATED ({local_zone()})", "DURATION"):
+    table.add_column(header[0], no_wrap=True, min_width=widest)
+    for column in header[1:]:
         table.add_column(column, no_wrap=True)
-    for s in statuses:
-        created = local_time(s.created_at, with_zone=False)
-        table.add_row(s.task_id, state_text(s.state), created, duration(s))
+    for task_id, state, *rest in rows:
+        table.add_row(task_id, state_text(state), *rest)
     return table
+
+
+def status_text(statuses: Sequence[StatusRow]) -> str:
+    """The listing of :func:`status_table` as plain text, for a pipe or a file: columns two
+    spaces apart, nothing cut or wrapped, no styles (and rich is not even imported)."""
+    header, rows = _status_cells(statuses)
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+    lines = (
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (header, *rows)
+    )
+    return "\n".join(lines)
 
 
 def status_summary(status: TaskStatus) -> Group:

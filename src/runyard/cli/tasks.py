@@ -26,7 +26,13 @@ from runyard.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, plain
 from runyard.cli.interrupt import bounded_wait, cancel_foreground
 from runyard.cli.logtail import last_lines
 from runyard.cli.paging import DEFAULT_LIMIT
-from runyard.cli.render import definition_view, graph_tree, status_summary, status_table
+from runyard.cli.render import (
+    definition_view,
+    graph_tree,
+    status_summary,
+    status_table,
+    status_text,
+)
 from runyard.errors import RunyardError
 
 # what a command talks to is imported when it runs: the CLI starts without the client,
@@ -217,6 +223,9 @@ def ls(
         print_json([item.to_json() for item in page.items])
         if footer:  # stdout stays JSON
             err_console.print(footer, highlight=False, soft_wrap=True)
+        return
+    if not sys.stdout.isatty():  # a pipe or a file: plain columns, never cut at a width
+        sys.stdout.write(status_text(page.items) + "\n" + (f"{footer}\n" if footer else ""))
         return
     console.print(status_table(page.items))
     if footer:
