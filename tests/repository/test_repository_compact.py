@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from runyard.repository.records import (
     CREATED_AT,
     INSTANT,
     PARENTS,
+    StatusRecord,
     absolute_path,
     list_task_folders,
     parse_status,
@@ -161,3 +163,37 @@ def test_the_kept_bytes_are_the_answer_of_status(extra: dict[str, object]) -> No
     assert json.loads(wire_bytes(status)) == status.to_json()
     parsed = parse_status(json.dumps(status.to_json()).encode(), "base#demo#one")
     assert parsed is not None and json.loads(parsed[0][0]) == status.to_json()
+
+
+def status_record(task_id: str, instant: int, state: str) -> StatusRecord:
+    return (b"{}", instant, f"t{instant}", (), state, None)
+
+
+def test_buckets_of_ids_stay_in_order_through_random_changes() -> None:
+    """Adds, replacements (same bucket, other bucket, other instant) and removals, checked
+    against a plain sort after each step: every listing, page by page and at once."""
+    rng = random.Random(11)
+    index, truth = TaskIndex(), {}
+    ids = [f"{kind}#job#n{i}" for i in range(60) for kind in ("base", "etl")]
+    states = ["queued", "running", "succeeded", "failed"]
+    buckets = [(kind, state) for kind in ("base", "etl") for state in states]
+    for step in range(400):
+        task_id = rng.choice(ids)
+        if step % 7 == 3:
+            index.apply(task_id, status=None, exists=False)
+            truth.pop(task_id, None)
+        else:
+            record = status_record(task_id, rng.randrange(25), rng.choice(states))
+            index.apply(task_id, status=record, exists=True)
+            truth[task_id] = record
+        expected = sorted(truth, key=lambda t: (truth[t][1], t), reverse=True)
+        assert index.ids(buckets) == expected
+        paged, after = [], None
+        while True:
+            page, after = index.page(buckets, after, 9)
+            paged += [task_id for task_id, _ in page]
+            if after is None:
+                break
+        assert paged == expected
+        running = [(kind, "running") for kind in ("base", "etl")]
+        assert index.ids(running) == [t for t in expected if truth[t][4] == "running"]
