@@ -36,8 +36,14 @@ PROXY_VARIABLES = ("http_proxy", "all_proxy")
 
 
 def plain_reaches(url: str) -> bool:
-    """Whether ``url`` is reached without TLS and without a proxy from the environment."""
-    if urlsplit(url).scheme != "http":
+    """Whether ``url`` is reached without TLS and without a proxy from the environment
+    (and is well formed: the Client says what is wrong with one that is not)."""
+    try:
+        parts = urlsplit(url)
+        plain_http = parts.scheme == "http" and bool(parts.hostname) and (parts.port or 80) > 0
+    except ValueError:  # a port that is not a number
+        return False
+    if not plain_http:
         return False
     return not any(key.lower() in PROXY_VARIABLES and value for key, value in os.environ.items())
 
