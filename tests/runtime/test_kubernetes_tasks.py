@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +217,9 @@ def test_failure_cancel_and_a_lost_pod(
     assert deleted.status_code == 200  # what a node loss or an eviction does to it
     ended = wait_task(server, lost)
     assert ended["state"] == "failed", ended
-    assert "Job failed" in ended["error"], ended["error"]  # Kubernetes' reason, kept
+    # Kubernetes' reason, kept; or, if the SIGTERM reached the worker before the SIGKILL,
+    # its own account (a stop nobody asked for is no cancel)
+    assert "Job failed" in ended["error"] or "no cancel requested" in ended["error"], ended
     assert victim.proc.poll() is not None
 
     # past activeDeadlineSeconds the Job controller deletes the pod: its worker gets a
@@ -278,7 +280,7 @@ def test_a_410_on_the_watch_lists_again_and_the_run_is_still_followed(
     final = wait_task(server, handle)
     assert final["state"] == "succeeded", final
     wait_for(lambda: not jobs_of(fake, handle["run_id"]))  # its end seen, its Job deleted
-    assert fake.request_counts()[("list", "Job")] > lists  # listed again after the 410
+    wait_for(lambda: fake.request_counts()[("list", "Job")] > lists)  # listed again
     with fake.cond:
         fake.gone_as_http = False
 
@@ -364,21 +366,24 @@ def test_the_sweeper_removes_only_this_servers_leftovers(
     (root / "ws" / "kubernetes-instance").write_text("ry-mine\n")
     leftover = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"suspend": True, "template": {
         "spec": {"containers": [{"name": "worker", "image": IMAGE}], "restartPolicy": "Never"}}}}
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1)
     for name, instance in (("runyard-mine", "ry-mine"), ("runyard-theirs", "ry-theirs")):
         body = json.loads(json.dumps(leftover))
         body["metadata"] = {"name": name, "labels": {
             "app.kubernetes.io/managed-by": "runyard", "runyard.dev/run-id": name,
             "runyard.dev/instance": instance}}
-        reply = httpx.post(f"{fake.url}/apis/batch/v1/namespaces/default/jobs", json=body)
-        assert reply.status_code == 201, reply.text
-    server = serve(root, k8s_settings(config, sweep_min_age_seconds=0,
+        fake.add("Job", body, an_hour_ago)  # left by a launch that died an hour ago
+    # suspended Jobs younger than a minute are launches under way: never swept
+    server = serve(root, k8s_settings(config, sweep_min_age_seconds=60,
                                       sweep_interval_seconds=0.5), task_executor="kubernetes")
     try:
         wait_for(lambda: "Job" not in fake.kinds_named("runyard-mine"))
         assert "Job" in fake.kinds_named("runyard-theirs")
         handle = submit(server, "demo", x=1, y=2)  # task_executor: every task on Kubernetes
         assert wait_task(server, handle)["state"] == "succeeded"
-        assert jobs_of(fake, handle["run_id"]) or fake.requests_of("POST", "/jobs")
+        assert any(r.body["metadata"]["labels"]["runyard.dev/run-id"] == handle["run_id"]
+                   for r in fake.requests_of("POST", "/jobs"))  # it ran as a Job  # fmt: skip
+        assert "Job" in fake.kinds_named("runyard-theirs")  # still, after many rounds
     finally:
         server.stop()
 
