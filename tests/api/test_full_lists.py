@@ -96,7 +96,13 @@ def test_unpaged_lists_stream_the_model_paths_answer_in_the_job_envelope(tmp_pat
             assert filtered == {"answer": filtered["answer"], "success": True, "metadata": {}}
             unknown = server.call("list_task_statuses", task_type="nope")  # the model's error
             assert unknown["success"] is False and "nope" in unknown["answer"]
-            summary = server.call("list_task_statuses", detail="summary")
-            assert "config" not in summary["answer"][0] and "step_progress" in summary["answer"][0]
+            summary = client.post("/jobs/list_task_statuses",
+                                  json={"arguments": {"detail": "summary"}})  # fmt: skip
+            assert "content-length" not in summary.headers  # streamed too
+            items = summary.json()["answer"]
+            assert "config" not in items[0] and "step_progress" in items[0]
+            paged_summary = server.call("list_task_statuses", limit=1000, detail="summary")
+            assert items == paged_summary["answer"]  # the model path's answer, item for item
+            assert [i["task_id"] for i in items] == list(by_id)
     finally:
         server.stop()

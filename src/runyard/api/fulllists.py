@@ -8,13 +8,15 @@ envelope the model path answers with: ``{"answer":[...],"success":true,"metadata
 Only a ``running`` status is built as a model, to settle a dead worker as the model path
 does (they are few).
 
-The fast path is the admin's unpaged, unfiltered-by-text, ``detail: "full"`` call; a run
+The fast path is the admin's unpaged, unfiltered-by-text call, ``detail: "full"`` or
+``"summary"`` (each item's summary made from its answer bytes, with no model built); a run
 token's answer is filtered and scrubbed, and pages carry a cursor: those take the model
 path of :mod:`runyard.api.jobs`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
 from runyard.agents.models import RunScope
+from runyard.api.detail import summarize
 from runyard.api.services import Services
 from runyard.repository.records import RAW, STATE, StatusRecord, status_model, wire_bytes
 from runyard.runtime.liveness import settle
@@ -42,7 +45,7 @@ def is_full_list(job_name: str, arguments: Any, scope: RunScope | None) -> bool:
         return True
     paged = arguments.limit or arguments.cursor or arguments.text
     known = arguments.task_type is None or arguments.task_type in TASK_TYPES  # else: its error
-    return not paged and known and arguments.detail == "full"
+    return not paged and known
 
 
 async def full_list_response(services: Services, job_name: str, arguments: Any) -> Response:
@@ -56,7 +59,7 @@ async def full_list_response(services: Services, job_name: str, arguments: Any) 
         records = await run_in_threadpool(
             repository.list_records, state=state, task_type=arguments.task_type
         )
-        body = _statuses_body(services, records)
+        body = _statuses_body(services, records, arguments.detail == "summary")
     return StreamingResponse(body, media_type="application/json")
 
 
@@ -68,11 +71,15 @@ def _ids_body(ids: list[str]) -> Iterator[bytes]:
     yield TAIL
 
 
-def _statuses_body(services: Services, records: list[StatusRecord]) -> Iterator[bytes]:
+def _statuses_body(
+    services: Services, records: list[StatusRecord], summary: bool
+) -> Iterator[bytes]:
     """Runs in the thread pool (a sync iterator): settling may read and write files."""
     yield HEAD
     for start in range(0, len(records), BATCH):
         items = [_item(services, record) for record in records[start : start + BATCH]]
+        if summary:
+            items = [dump_json(summarize(json.loads(item))) for item in items]
         chunk = b",".join(items)
         yield chunk if start == 0 else b"," + chunk
     yield TAIL
