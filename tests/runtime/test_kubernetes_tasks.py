@@ -36,7 +36,7 @@ from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, utcnow
-from serverproc import ServerProcess, start_server
+from serverproc import ServerProcess, read_sse, start_server
 
 pytest.importorskip("kubernetes")
 pytestmark = pytest.mark.sandbox
@@ -164,6 +164,18 @@ def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
     assert log.strip(), "the worker's log is in the shared log folder"
     assert fake.logs.get(container.pod, b"") == b""  # not in the pod log
     wait_for(lambda: not jobs_of(fake, handle["run_id"]))  # deleted once the end is recorded
+    # streamed over SSE while it runs in its pod: its progress, its log, its result
+    streamed = submit(server, "command", command="sh -c 'echo from-the-pod; sleep 1'")
+    body = {"arguments": {"task_id": streamed["task_id"], "poll_interval": 0.1}}
+    with server.client(timeout=60) as client, client.stream(
+        "POST", "/jobs/stream_task/events", json=body
+    ) as reply:
+        assert reply.status_code == 200
+        sse = read_sse(reply.iter_lines())
+    kinds = [e["event"] for e in sse]
+    assert kinds[-1] == "result" and sse[-1]["data"]["success"] is True, sse[-3:]
+    assert "progress" in kinds
+    assert "from-the-pod" in "".join(str(e["data"]) for e in sse if e["event"] == "log")
     # a local task on the same server still runs locally
     local = submit(server, "demo", x=1, y=1)
     assert wait_task(server, local)["state"] == "succeeded"
