@@ -14,15 +14,23 @@ from sync_helpers import push_json, run_task
 from serverproc import ServerProcess, start_server
 
 
+@pytest.fixture(scope="module")
+def receiver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One receiver for the module: each test syncs tasks of names of its own to it and
+    finds the receiver holding what the earlier tests left and its own tasks, no more."""
+    srv = start_server(tmp_path_factory.mktemp("push-delete") / "b")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
 @pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+def pair(tmp_path: Path, receiver: ServerProcess) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """A fresh sender (a source of its own) and the shared receiver."""
     sender = start_server(tmp_path / "a")
     try:
-        receiver = start_server(tmp_path / "b")
-        try:
-            yield sender, receiver
-        finally:
-            receiver.stop()
+        yield sender, receiver
     finally:
         sender.stop()
 
@@ -35,6 +43,7 @@ def test_deletions_propagate_only_with_delete_and_only_what_was_sent(
     pair: tuple[ServerProcess, ServerProcess],
 ) -> None:
     sender, receiver = pair
+    earlier = ids(receiver)
     gone = run_task(sender, "demo", x=1, y=1, task_name="gone")["task_id"]
     kept = run_task(sender, "demo", x=1, y=2, task_name="kept")["task_id"]
     other_type = run_task(sender, "command", command="true", task_name="cmd")["task_id"]
@@ -47,17 +56,18 @@ def test_deletions_propagate_only_with_delete_and_only_what_was_sent(
 
     scoped = push_json(sender, receiver, "--delete", "--task", "demo")
     assert scoped["deleted"] == [gone]  # the command task is outside the filter
-    assert ids(receiver) == {kept, other_type, own}
+    assert ids(receiver) == earlier | {kept, other_type, own}
 
     everything = push_json(sender, receiver, "--delete")
     assert everything["deleted"] == [other_type]
-    assert ids(receiver) == {kept, own}  # the receiver's own task is never the source's
+    assert ids(receiver) == earlier | {kept, own}  # the receiver's own task is never the source's
 
 
 def test_a_delete_naming_another_source_deletes_nothing(
     pair: tuple[ServerProcess, ServerProcess],
 ) -> None:
     sender, receiver = pair
+    earlier = ids(receiver)
     sent = run_task(sender, "demo", x=1, y=1, task_name="sent")["task_id"]
     own = run_task(receiver, "demo", x=2, y=2, task_name="own")["task_id"]
     push_json(sender, receiver)
@@ -77,7 +87,7 @@ def test_a_delete_naming_another_source_deletes_nothing(
             "/api/v1/sync/delete", json={"source": source, "task_ids": ["x"] * 1001}
         )
         assert too_many.status_code == 422
-    assert ids(receiver) == {sent, own}
+    assert ids(receiver) == earlier | {sent, own}
     no_token = httpx.post(receiver.url + "/api/v1/sync/delete", json={"source": source})
     assert no_token.status_code == 401
 
