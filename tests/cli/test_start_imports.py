@@ -99,7 +99,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 SETTINGS = ("runyard.config", "pydantic_settings", "yaml")
 LS_FILES_SPARES = (
     *SETTINGS, "httpx", "runyard.client.sync", "runyard.runtime", "runyard.api", "fastapi",
-    "uvicorn", "rich",
+    "uvicorn", "rich", "watchfiles",
 )  # fmt: skip
 
 

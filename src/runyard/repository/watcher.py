@@ -44,8 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
-
-import watchfiles
+from typing import TYPE_CHECKING
 
 from runyard.workspace.identity import TASK_TYPES, is_task_id
 from runyard.workspace.layout import RECORD_FILES
@@ -67,7 +66,10 @@ BUDGET_RESERVE = 1024
 RECURSIVE_MAX_FOLDERS = 20_000
 
 Changes = dict[str, set[str]]
-Feed = Generator[set[tuple[watchfiles.Change, str]], None, None]
+if TYPE_CHECKING:  # watchfiles loads when a watch starts: a reading command never does
+    import watchfiles
+
+    Feed = Generator[set[tuple[watchfiles.Change, str]], None, None]
 
 # watchfiles logs every batch at INFO; the index's changes are not news for a log.
 if logging.getLogger("watchfiles.main").level == logging.NOTSET:
@@ -210,6 +212,8 @@ class TaskWatcher:
         return self._started(paths, recursive=recursive)
 
     def _started(self, paths: list[str], *, recursive: bool) -> Feed:
+        import watchfiles
+
         feed = watchfiles.watch(
             *paths,
             watch_filter=None,
