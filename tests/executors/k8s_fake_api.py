@@ -153,6 +153,7 @@ class FakeKubernetes:
         self.counts: Counter[tuple[str, str]] = Counter()
         self.gc_delay = 0.0
         self.pod_grace: dict[str, int | None] = {}
+        self.pod_names: dict[str, str] = {}  # Job name -> its newest pod's name
         self.cond = threading.Condition()
         self.closed = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -326,6 +327,7 @@ class FakeKubernetes:
         }
         self.touch(self.objects[("Pod", meta["namespace"], name)], "ADDED", "Pod")
         self.logs[name] = bytearray()
+        self.pod_names[meta["name"]] = name
 
     # --- test controls -------------------------------------------------------------------
     def job(self, name: str, ns: str = "default") -> dict[str, Any]:
@@ -338,6 +340,9 @@ class FakeKubernetes:
 
     def pod_of(self, job_name: str) -> dict[str, Any]:
         with self.cond:
+            known = self.objects.get(("Pod", "default", self.pod_names.get(job_name, "")))
+            if known is not None and known["metadata"]["labels"].get("job-name") == job_name:
+                return known  # without a scan of every object: thousands of runs in a bench
             for (kind, _, _), obj in self.objects.items():
                 if kind == "Pod" and obj["metadata"]["labels"].get("job-name") == job_name:
                     return obj
@@ -509,9 +514,14 @@ class FakeKubernetes:
             return [], position, "cut"
         if position < self.history_floor:
             return [], position, "gone"
+        newer = []  # read from the newest back: a wake costs the events since, not the history
+        for event in reversed(self.history):
+            if event.version <= position:
+                break
+            newer.append(event)
         events = [
-            {"type": e.type, "object": copy.deepcopy(e.object)} for e in self.history
-            if e.version > position and e.kind == kind and e.namespace == ns
+            {"type": e.type, "object": copy.deepcopy(e.object)} for e in reversed(newer)
+            if e.kind == kind and e.namespace == ns
             and matches(e.object["metadata"].get("labels") or {}, selector)
         ]
         return events, max(position, self.version), None
