@@ -197,3 +197,18 @@ def test_buckets_of_ids_stay_in_order_through_random_changes() -> None:
         assert paged == expected
         running = [(kind, "running") for kind in ("base", "etl")]
         assert index.ids(running) == [t for t in expected if truth[t][4] == "running"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
+def test_logs_named_in_the_helpers_half_are_known_as_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan helper is another interpreter, its string hashes seeded otherwise."""
+    monkeypatch.setenv("PYTHONHASHSEED", "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1")
+    ws = make_workspace(tmp_path)
+    logs = [str(tmp_path / "logs" / f"run{i}.log") for i in range(40)]
+    for i, log in enumerate(logs):
+        put_status(ws, f"base#job#n{i:02d}", created=i, log_path=log)
+    index = TaskIndex()
+    index.load(scan_all(list_task_folders(ws.root), parallel_min=1))
+    assert index.referenced_logs([*logs, str(tmp_path / "logs" / "other.log")]) == set(logs)

@@ -29,6 +29,7 @@ from runyard.repository.records import (
     FolderRecords,
     MetadataRecord,
     StatusRecord,
+    path_digest,
     shared,
 )
 from runyard.workspace.identity import is_task_id
@@ -152,7 +153,7 @@ class TaskIndex:
     def referenced_logs(self, paths: Iterable[str]) -> set[str]:
         """Which of ``paths`` (absolute) some indexed status names as its ``log_path``."""
         with self.lock:
-            return {path for path in paths if self._log_refs.get(hash(path))}
+            return {path for path in paths if self._log_refs.get(path_digest(path))}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """How many statuses each ``(task_type, state)`` bucket holds (cost: the buckets)."""

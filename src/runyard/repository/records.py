@@ -14,6 +14,7 @@ import re
 import stat
 from collections.abc import Callable, Container, Iterable
 from datetime import UTC, datetime
+from hashlib import blake2b
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -128,11 +129,16 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
 
 
 def log_key(log_path: str) -> int | None:
-    """What the index keeps of a status's log path: the hash of its absolute form (None
-    without one), a quarter of the path's size. Two paths of equal hash (odds about 1 in
-    10**13 among a million logs) would keep a log that could have gone, never remove one
-    that a status still names."""
-    return hash(absolute_path(log_path)) if log_path else None
+    """What the index keeps of a status's log path: a 64-bit digest of its absolute form
+    (None without one), a quarter of the path's size; the same in every process (the scan
+    helper's records join this one's, where ``hash`` is seeded anew). Two paths of equal
+    digest (odds about 1 in 10**13 among a million logs) would keep a log that could have
+    gone, never remove one that a status still names."""
+    return path_digest(absolute_path(log_path)) if log_path else None
+
+
+def path_digest(path: str) -> int:
+    return int.from_bytes(blake2b(path.encode(errors="surrogateescape"), digest_size=8).digest())
 
 
 def absolute_path(path: str) -> str:
