@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import pickle
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from repo_helpers import make_workspace, put_metadata, put_status
 
+from runyard.repository import scan
 from runyard.repository.index import TaskIndex
 from runyard.repository.records import list_task_folders
 from runyard.repository.scan import scan_all
@@ -75,3 +79,41 @@ def test_loading_at_once_equals_applying_one_by_one(tmp_path: Path) -> None:
     assert "base#job#empty" in loaded.active_ids()
     assert loaded.ids(buckets) == applied.ids(buckets)
     assert loaded.page(buckets, None, 7) == applied.page(buckets, None, 7)
+
+
+def test_a_whole_answer_is_kept_when_the_helper_is_slow_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    folders = list_task_folders(mixed_workspace(tmp_path).root)
+    lingering = tmp_path / "lingering.py"
+    lingering.write_text(
+        "import pickle, sys, time\n"
+        "from runyard.repository.records import scan_folder\n"
+        "pairs = pickle.load(sys.stdin.buffer)\n"
+        "found = [(task_id, scan_folder(path, task_id)) for task_id, path in pairs]\n"
+        "pickle.dump(found, sys.stdout.buffer)\n"
+        "sys.stdout.close()\n"
+        "time.sleep(30)\n"
+    )
+    fake_python = tmp_path / "python"
+    fake_python.write_text(f"#!/bin/sh\nexec {sys.executable} {lingering}\n")
+    fake_python.chmod(0o755)
+    monkeypatch.setattr(scan, "HELPER_EXIT_SECONDS", 0.5)
+    with caplog.at_level(logging.WARNING, logger="runyard.repository.scan"):
+        found = scan_all(folders, parallel_min=1, python=str(fake_python))
+    assert found == scan_all(folders)
+    assert "scanning its half here" not in caplog.text
+
+
+def test_the_helpers_whole_answer_is_out_before_it_ends_at_once(tmp_path: Path) -> None:
+    folders = list_task_folders(mixed_workspace(tmp_path).root)[:3]  # an answer that stays
+    pairs = [(task_id, path) for task_id, path, _ in folders]  # in the buffer until flushed
+    helper = subprocess.run(
+        [sys.executable, "-c", scan.HELPER],
+        input=pickle.dumps(pairs),
+        capture_output=True,
+        timeout=60,
+        check=True,
+        env={name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"},
+    )
+    assert pickle.loads(helper.stdout) == scan_all(folders)
