@@ -96,7 +96,11 @@ def wait_ready(client: httpx.Client, start: float) -> tuple[float | None, float,
     ``/health`` said that did not hold (``running: true`` and ``{done, total}``)."""
     scanned, problems = None, []
     while time.monotonic() < start + 900:
-        answer = client.get("/health").json()["answer"]
+        try:
+            answer = client.get("/health").json()["answer"]
+        except httpx.TransportError as exc:  # a kept-alive connection closed as it was reused
+            problems.append(f"/health while indexing: {exc!r}")
+            continue
         indexing = answer.get("indexing")
         if indexing is None:
             return scanned, time.monotonic() - start, problems
