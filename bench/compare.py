@@ -10,8 +10,10 @@ stream_task 0.5 s) and their own default settings (runyard runs 8 tasks at once,
 starts every submitted task at once):
 
 * submit -> running and finished -> wait returns: one ``demo`` at a time (p50 / p90);
-* SSE: ``--burst`` demo submitted together, ``stream_task/events`` on the last, from each
-  progress event's own time stamp to its arrival (only events written after connecting);
+* SSE: ``stream_task/events`` on a demo task just submitted, from each progress event's own
+  time stamp to its arrival, counting only events written after the stream connected (so
+  that a runyard demo starts after that, its 8 slots are first taken by ``sleep 1``
+  commands; AxonX starts a task in a fresh interpreter, later than that anyway);
 * throughput and peak memory (PSS of the server and every process under it, sampled) for
   ``--counts`` demo tasks submitted from 4 connections, then waited for;
 * at ``--scale`` finished tasks (folders cloned from one real task of each system): the
@@ -90,6 +92,9 @@ class Results:
         return self.stopped.get((self.section_of.get(row, row), system), "—")
 
 
+RUNYARD_SLOTS = 8  # max_concurrent_tasks by default
+
+
 class Stopped(Exception):
     """A section that did not finish within its bounds; the message is its table cell."""
 
@@ -120,10 +125,12 @@ def latency(server: Server, runs: int, timeout: float) -> dict[str, Cell]:
     }
 
 
-def sse_delays(server: Server, burst: int, timeout: float) -> list[float]:
-    """Submit ``burst`` demo tasks, follow the last one's events; delays of fresh ones."""
+def sse_delays(server: Server, timeout: float) -> list[float]:
+    """Follow a demo task's events from its submit on; the delays of those written after."""
     api = Api(server.port)
-    handles = [submit_demo(api, index, timeout) for index in range(burst)]
+    fillers = [dict(api.call("submit", timeout=timeout, task="command", command="sleep 1"))
+               for _ in range(RUNYARD_SLOTS if server.name == "runyard" else 0)]  # fmt: skip
+    handles = [*fillers, submit_demo(api, 0, timeout)]
     delays: list[float] = []
     body = {"arguments": {"task_id": handles[-1]["task_id"]}}
     headers = {"authorization": f"Bearer {TOKEN}", "accept": "text/event-stream"}
@@ -154,10 +161,10 @@ def written_at(event: dict[str, Any]) -> float:
     return max((epoch(s) for s in stamps if isinstance(s, str)), default=0.0)
 
 
-def sse(server: Server, runs: int, burst: int, timeout: float) -> dict[str, Cell]:
+def sse(server: Server, runs: int, timeout: float) -> dict[str, Cell]:
     delays: list[float] = []
     for _ in range(runs):
-        delays += sse_delays(server, burst, timeout)
+        delays += sse_delays(server, timeout)
     if not delays:
         return {"SSE progress written → received p50 (ms)": "— (no event after connecting)"}
     return {
@@ -224,7 +231,7 @@ def live_latency(system: str, root: Path, args: argparse.Namespace) -> dict[str,
     server, _ = launch(system, root, args.phase_timeout)
     try:
         found = latency(server, args.latency_runs, args.phase_timeout)
-        return found | sse(server, args.sse_runs, args.burst, args.phase_timeout)
+        return found | sse(server, args.sse_runs, args.phase_timeout)
     finally:
         server.stop()
 
@@ -338,7 +345,6 @@ def main() -> None:
     parser.add_argument("--log-mib", type=int, default=256)
     parser.add_argument("--latency-runs", type=int, default=20)
     parser.add_argument("--sse-runs", type=int, default=5)
-    parser.add_argument("--burst", type=int, default=16, help="twice runyard's 8 slots")
     parser.add_argument("--phase-timeout", type=float, default=120.0)
     parser.add_argument("--memory-cap-mib", type=float, default=6144.0)
     parser.add_argument("--only", choices=["runyard", "axonx"], default=None)
