@@ -154,6 +154,7 @@ class FakeKubernetes:
         self.gc_delay = 0.0
         self.pod_grace: dict[str, int | None] = {}
         self.pod_names: dict[str, str] = {}  # Job name -> its newest pod's name
+        self.owned: dict[str, dict[tuple[str, str, str], None]] = {}  # owner uid -> dependents
         self.cond = threading.Condition()
         self.closed = False
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -234,6 +235,10 @@ class FakeKubernetes:
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
         kind = kind or self._kind_of(obj)
+        namespace = obj["metadata"].get("namespace", "default")
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if event != "DELETED":
+                self.owned.setdefault(ref["uid"], {})[(kind, namespace, obj["metadata"]["name"])] = None
         if len(self.history) == self.history.maxlen:
             self.history_floor = self.history[0].version
         self.history.append(WatchEvent(self.version, event, kind, obj["metadata"].get(
@@ -281,8 +286,13 @@ class FakeKubernetes:
         timer.start()
 
     def _dependents(self, uid: str) -> list[tuple[tuple[str, str, str], dict[str, Any]]]:
-        return [(key, other) for key, other in self.objects.items()
-                if any(ref["uid"] == uid for ref in other["metadata"].get("ownerReferences") or [])]
+        found = []  # from the objects ever seen owned by ``uid``, not a scan of every object
+        for key in self.owned.get(uid, {}):
+            other = self.objects.get(key)
+            refs = [] if other is None else other["metadata"].get("ownerReferences") or []
+            if other is not None and any(ref["uid"] == uid for ref in refs):
+                found.append((key, other))
+        return found
 
     def _delete(self, kind: str, ns: str, obj: dict[str, Any]) -> None:
         key = (kind, ns, obj["metadata"]["name"])
@@ -291,6 +301,8 @@ class FakeKubernetes:
             self._removed(kind, obj)
         for (dep_kind, dep_ns, _), other in self._dependents(obj["metadata"]["uid"]):
             self._delete(dep_kind, dep_ns, other)
+        if key not in self.objects:
+            self.owned.pop(obj["metadata"]["uid"], None)
         self.cond.notify_all()
 
     def take_injected(self, method: str, path: str) -> Injected | None:
