@@ -215,6 +215,7 @@ class KubeRun:
     supervision_fd: int | None = None
     stamp: tuple[tuple[int, int, int], ...] = ()
     ending: bool = False
+    records: tuple[str, ...] = ()  # the paths of RECORDS, joined once: read every poll
 
     def release(self) -> None:
         if self.supervision_fd is not None:
@@ -429,6 +430,8 @@ class KubernetesTasks:
             runs = list(self._runs.values())
         for run in runs:
             stamp = self._stamp(run)
+            if stamp == run.stamp:
+                continue
             names = {name for name, now, before in zip(RECORDS, stamp, run.stamp or (None,) * 2,
                                                         strict=True) if now != before}  # fmt: skip
             run.stamp = stamp
@@ -437,11 +440,13 @@ class KubernetesTasks:
 
     def _stamp(self, run: KubeRun) -> tuple[tuple[int, int, int], ...]:
         """(inode, mtime, size) of each of :data:`RECORDS` (zeros when missing)."""
-        task_dir = self.workspace.task_dir(run.task_id)
+        if not run.records:
+            task_dir = str(self.workspace.task_dir(run.task_id))
+            run.records = tuple(os.path.join(task_dir, name) for name in RECORDS)
         stamp = []
-        for name in RECORDS:
+        for path in run.records:
             try:
-                info = os.stat(task_dir / name)
+                info = os.stat(path)
             except OSError:
                 stamp.append((0, 0, 0))
                 continue
