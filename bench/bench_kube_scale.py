@@ -72,10 +72,11 @@ class Deadline:
     def left(self) -> float:
         return self.at - time.monotonic()
 
-    def wait_for(self, what: str, check: Callable[[], bool], every: float = 0.1) -> None:
+    def wait_for(self, what: Callable[[], str], check: Callable[[], bool],
+                 every: float = 0.1) -> None:  # fmt: skip
         while not check():
             if self.left() <= 0:
-                raise TimeUp(f"time limit reached waiting for {what}")
+                raise TimeUp(f"time limit reached waiting for {what()}")
             time.sleep(every)
 
 
@@ -271,8 +272,9 @@ def notice_times(fake: PaperCluster, workspace: Workspace, jobs: list[str],
     for job in jobs:
         fake.terminate(job, 0)
         completed[job] = time.monotonic()
-    deadline.wait_for("the DELETE of the ended Jobs",
-                      lambda: all(job in fake.deleted_at for job in jobs), every=0.01)
+    deadline.wait_for(
+        lambda: f"the DELETE of the ended Jobs ({len(fake.deleted_at)} of {len(jobs)} seen)",
+        lambda: all(job in fake.deleted_at for job in jobs), every=0.01)  # fmt: skip
     return [fake.deleted_at[job] - completed[job] for job in jobs]
 
 
@@ -331,17 +333,20 @@ def measure(args: argparse.Namespace, report: Report, folder: Path) -> None:
         report.add("submits", f"{accepted} accepted in {submitted:.1f} s "
                    f"({accepted / submitted:.1f}/s), {len(errors)} refused"
                    + (f", first: {errors[0]}" if errors else ""))  # fmt: skip
-        deadline.wait_for(f"{accepted} pods running", lambda: len(fake.running) >= accepted)
+        deadline.wait_for(lambda: f"{accepted} pods running ({len(fake.running)} are)",
+                          lambda: len(fake.running) >= accepted)  # fmt: skip
         launched = time.monotonic() - started
         at_launch = usage(pid)
         launch_made = fake.request_counts() - requests_before
         report.add(f"launch of {accepted}", f"all pods running {launched:.1f} s after the "
                    f"first submit ({accepted / launched:.1f} runs/s); server CPU "
                    f"{at_launch.cpu - idle.cpu:.1f} s ({(at_launch.cpu - idle.cpu) / accepted * 1000:.1f}"
-                   f" ms per run); {sum(launch_made.values()) / accepted:.1f} API requests per "
+                   f" ms per run, {(at_launch.cpu - idle.cpu) / launched * 100:.0f} % of a core); {sum(launch_made.values()) / accepted:.1f} API requests per "
                    f"run; this process (fake + paper kubelet + submits) "
                    f"{own_cpu() - mine:.1f} s CPU")  # fmt: skip
 
+        report.add("launch: API requests", ", ".join(
+            f"{verb} {kind}: {n}" for (verb, kind), n in sorted(launch_made.items())))
         time.sleep(min(args.settle, max(0.0, deadline.left() - args.window)))
         before, after, made, fake_cpu = steady(fake, pid, args.window)
         cpu = (after.cpu - before.cpu) / args.window
