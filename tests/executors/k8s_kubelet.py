@@ -204,6 +204,12 @@ class Kubelet:
         for path in self.image_paths:
             argv += ["--ro-bind", path, path]
         argv += binds
+        # an image path under a volume (this host's interpreter in a checkout under /tmp,
+        # where the pod has an emptyDir) would be hidden by it: an image keeps it elsewhere
+        mounted = [m["mountPath"] for m in worker.get("volumeMounts") or []]
+        for path in self.image_paths:
+            if any(Path(path).is_relative_to(target) and path != target for target in mounted):
+                argv += ["--ro-bind", path, path]
         if security.get("readOnlyRootFilesystem"):
             argv += ["--remount-ro", "/"]
         argv += ["--chdir", worker.get("workingDir") or "/", "--clearenv"]
