@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
+BUSY_SECONDS = 0.05  # how long a nudge waits for the pass under way to end
 EXECUTORS = ("local", "kubernetes")
 RUN_ID_LABEL = "runyard.dev/run-id"
 TASK_ID_KEY = "runyard.dev/task-id"  # an annotation: a task id is no label value
@@ -214,7 +215,6 @@ class KubeRun:
     cancelling: bool = False
     supervision_fd: int | None = None
     stamp: tuple[tuple[int, int, int], ...] = ()
-    ending: bool = False
     records: tuple[str, ...] = ()  # the paths of RECORDS, joined once: read every poll
 
     def release(self) -> None:
@@ -419,11 +419,14 @@ class KubernetesTasks:
         while not self._stopped.is_set():
             self._read_records()
             now = time.monotonic()
-            if (now >= next_poll or self._nudged.is_set()) and self._polling.acquire(False):
+            due = now >= next_poll or self._nudged.is_set()
+            if due and self._polling.acquire(False):
                 self._nudged.clear()
                 next_poll = now + POLL_SECONDS
                 self._submit(self._poll_all)
-            self._stopped.wait(min(every, POLL_SECONDS))
+            elif due:  # a pass is under way: it reads the Jobs as they are now
+                self._stopped.wait(BUSY_SECONDS)
+            self._nudged.wait(min(every, POLL_SECONDS))  # a nudge wakes it at once
 
     def _read_records(self) -> None:
         with self._lock:
@@ -520,6 +523,7 @@ class KubernetesTasks:
     def close(self) -> None:
         """Stop following (the Jobs run on: the next server adopts them)."""
         self._stopped.set()
+        self._nudged.set()
         self._calls.shutdown(wait=True, cancel_futures=True)
         self._follower.join(5.0)
         with self._lock:
