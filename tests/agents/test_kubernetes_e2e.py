@@ -17,14 +17,12 @@ import json
 import shutil
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 from api_helpers import agent_server, api, create_run, new_session, wait_file, wait_run
 from k8s_service import ServicePort
 
@@ -36,20 +34,13 @@ from serverproc import ServerProcess
 pytest.importorskip("kubernetes")
 pytestmark = pytest.mark.sandbox
 sys.path.insert(0, str(Path(__file__).parent.parent / "executors"))
+from k8s_cluster import container_of, wait_for, write_kubeconfig  # noqa: E402
 from k8s_fake_api import FakeKubernetes  # noqa: E402
-from k8s_kubelet import Container, Kubelet  # noqa: E402
+from k8s_kubelet import Kubelet  # noqa: E402
 
 IMAGE = "registry.example/runyard:1"
 
 
-def write_kubeconfig(fake: FakeKubernetes, path: Path) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-        "users": [{"name": "fake", "user": {}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-    }))  # fmt: skip
-    return path
 
 
 @pytest.fixture
@@ -79,24 +70,8 @@ def server(
     proc.stop()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
-def container_of(kubelet: Kubelet, run_id: str) -> Container:
-    def find() -> Container | None:
-        for container in list(kubelet.containers.values()):
-            if container.job and run_id.lower()[:20] in container.job:
-                return container
-        return None
-
-    return wait_for(find)  # type: ignore[no-any-return]
 
 
 def test_the_reference_agent_runs_in_a_pod_and_its_answer_is_recorded(

@@ -12,15 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 import runyard
 from runyard.config import Settings
@@ -41,8 +39,9 @@ from serverproc import ServerProcess, read_sse, start_server
 pytest.importorskip("kubernetes")
 pytestmark = pytest.mark.sandbox
 sys.path.insert(0, str(Path(__file__).parent.parent / "executors"))
+from k8s_cluster import container_of, runs_in, wait_for, write_kubeconfig  # noqa: E402
 from k8s_fake_api import FakeKubernetes  # noqa: E402
-from k8s_kubelet import Container, Kubelet  # noqa: E402
+from k8s_kubelet import Kubelet  # noqa: E402
 
 IMAGE = "registry.example/runyard:1"
 # the "image" holds this interpreter, its virtualenv and runyard's source, read-only
@@ -52,14 +51,6 @@ IMAGE_PATHS = tuple(sorted({
 }))  # fmt: skip
 
 
-def kubeconfig(path: Path, fake: FakeKubernetes) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-        "users": [{"name": "fake", "user": {}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-    }))  # fmt: skip
-    return path
 
 
 def k8s_settings(config: Path, **extra: Any) -> dict[str, Any]:
@@ -72,7 +63,7 @@ def k8s_settings(config: Path, **extra: Any) -> dict[str, Any]:
 def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubernetes, Kubelet, Path]]:
     fake = FakeKubernetes().start()
     kubelet = Kubelet(fake, image_paths=IMAGE_PATHS).start()
-    yield fake, kubelet, kubeconfig(tmp_path / "kubeconfig", fake)
+    yield fake, kubelet, write_kubeconfig(fake, tmp_path / "kubeconfig")
     kubelet.stop()
     fake.stop()
 
@@ -92,14 +83,6 @@ def server(
     proc.stop()
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 def submit(server: ServerProcess, task: str, **arguments: Any) -> dict[str, Any]:
@@ -118,14 +101,6 @@ def status(server: ServerProcess, task_id: str) -> dict[str, Any]:
     return server.call("status", task_id=task_id)["answer"]  # type: ignore[no-any-return]
 
 
-def container_of(kubelet: Kubelet, run_id: str) -> Container:
-    def find() -> Container | None:
-        for container in list(kubelet.containers.values()):
-            if container.job and run_id.lower()[:20] in container.job:
-                return container
-        return None
-
-    return wait_for(find)  # type: ignore[no-any-return]
 
 
 def jobs_of(fake: FakeKubernetes, run_id: str) -> list[dict[str, Any]]:
@@ -179,7 +154,7 @@ def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
     # a local task on the same server still runs locally
     local = submit(server, "demo", x=1, y=1)
     assert wait_task(server, local)["state"] == "succeeded"
-    assert not any(handle_of_run(c, local["run_id"]) for c in kubelet.containers.values())
+    assert not any(runs_in(c, local["run_id"]) for c in kubelet.containers.values())
     # the CLI chooses it per submit too
     done = subprocess.run(
         [sys.executable, "-m", "runyard", "submit", "demo", "x=4", "y=4", "--executor",
@@ -198,8 +173,6 @@ def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
     assert "executor" in reply.text
 
 
-def handle_of_run(container: Container, run_id: str) -> bool:
-    return bool(container.job and run_id.lower()[:20] in container.job)
 
 
 def test_failure_cancel_and_a_lost_pod(
@@ -300,7 +273,7 @@ def test_a_410_on_the_watch_lists_again_and_the_run_is_still_followed(
 def test_a_pod_that_never_starts_fails_with_the_schedulers_reason(tmp_path: Path) -> None:
     fake = FakeKubernetes().start()  # no kubelet: pods stay Pending
     try:
-        config = kubeconfig(tmp_path / "kubeconfig", fake)
+        config = write_kubeconfig(fake, tmp_path / "kubeconfig")
         server = serve(tmp_path / "srv", k8s_settings(config, start_timeout_seconds=1.5))
         try:
             handle = submit(server, "demo", x=1, y=1, executor="kubernetes")
@@ -475,7 +448,7 @@ def test_a_running_tasks_records_are_read_without_inotify(
     fake = FakeKubernetes().start()  # no kubelet: the "other node" is this test
     settings = Settings(
         workspace_dir=workspace.root, log_dir=workspace.log_dir,
-        kubernetes=k8s_settings(kubeconfig(tmp_path / "kubeconfig", fake)),
+        kubernetes=k8s_settings(write_kubeconfig(fake, tmp_path / "kubeconfig")),
     )  # fmt: skip
     executor = KubernetesExecutor.from_settings(settings)
     host = Recorder(workspace)
