@@ -94,3 +94,16 @@ def test_info_reports_the_server_and_this_host(tmp_path: Path) -> None:
     assert facts["disk"]["free_mb"] > 0 and facts["version"]
     assert f"{server.url} (pid {server.proc.pid}, running)" in human.stdout
     assert json.loads(stopped.stdout)["server"]["running"] is False
+
+
+def test_info_says_where_task_workers_run(tmp_path: Path) -> None:
+    (tmp_path / "runyard.yaml").write_text(
+        "task_executor: kubernetes\ntask_executors: {demo: local, command: kubernetes}\n"
+        "kubernetes: {image: registry.example/runyard:1}\n"
+    )
+    shown = runyard(tmp_path, "info", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["executor"]["tasks"] == "kubernetes; local for demo"
+    (tmp_path / "runyard.yaml").write_text("prefork: false\n")
+    plain = runyard(tmp_path, "info", "--json")
+    assert json.loads(plain.stdout)["executor"]["tasks"] == "local"

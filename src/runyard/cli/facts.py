@@ -54,7 +54,7 @@ def installation_facts(settings: Settings) -> dict[str, Any]:
         "server": server_facts(workspace),
         "task_definitions": task_definition_count(),
         "executor": {
-            "tasks": "local, pre-forked" if settings.prefork else "local",
+            "tasks": task_executor_facts(settings),
             "agent_runs": settings.agent_executor,
         },
         "sandbox": sandbox_facts(settings),
@@ -96,6 +96,18 @@ def task_definition_count() -> int:
     from runyard.tasks.registry import TaskRegistry
 
     return len(TaskRegistry.load().tasks)
+
+
+def task_executor_facts(settings: Settings) -> str:
+    """Where task workers run: this host (pre-forked or not), or Kubernetes, and for which
+    task definitions the other (``task_executors``)."""
+    local = "local, pre-forked" if settings.prefork else "local"
+    default = local if settings.task_executor == "local" else "kubernetes"
+    others = sorted(t for t, e in settings.task_executors.items() if e != settings.task_executor)
+    if not others:
+        return default
+    other = "kubernetes" if settings.task_executor == "local" else "local"
+    return f"{default}; {other} for {', '.join(others)}"
 
 
 def sandbox_facts(settings: Settings) -> dict[str, Any]:
