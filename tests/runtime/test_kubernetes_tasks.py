@@ -407,6 +407,8 @@ def test_a_submit_refuses_an_executor_it_cannot_use_and_writes_nothing(
     by_run = {"session_id": "s1", "run_id": "r1"}
     with pytest.raises(InvalidInput, match="sandbox"):  # an agent's task stays in its sandbox
         Supervisor(k8s, workspace, registry).submit("demo", inputs, by_run, None, "kubernetes")
+    with pytest.raises(ConfigError, match="node"):  # hostPath mode, no node to pin pods to
+        Supervisor(k8s, workspace, registry).submit("demo", inputs, executor="kubernetes")
     assert not list(workspace.root.rglob("status.json"))
     assert not (workspace.root / ".kubernetes").exists()
 

@@ -281,7 +281,10 @@ class Supervisor:
                 )
             return False
         self.registry.get(task)  # UnknownTask first, as for any submit
-        return choose_executor(self.settings, task, executor) == "kubernetes"
+        if choose_executor(self.settings, task, executor) != "kubernetes":
+            return False
+        self.kubernetes_tasks()  # a ConfigError (say, no node to pin to) before any write
+        return True
 
     def _pump(self) -> None:
         with self._lock:
