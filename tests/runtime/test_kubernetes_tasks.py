@@ -171,6 +171,14 @@ def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
             "task": "demo", "x": 1, "y": 1, "executor": "mars"}})  # fmt: skip
     assert reply.status_code in (400, 422), reply.text
     assert "executor" in reply.text
+    before = server.call("list_task_ids")["answer"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "runyard", "submit", "demo", "x=1", "y=1", "--executor", "mars"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert "--executor must be local or kubernetes, not 'mars'" in refused.stderr
+    assert server.call("list_task_ids")["answer"] == before  # nothing submitted
 
 
 

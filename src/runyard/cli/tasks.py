@@ -151,6 +151,8 @@ def submit(
 
     With --wait, Ctrl-C (exit 130) or --timeout (exit 124) stops waiting, not the task.
     """
+    if executor not in (None, "local", "kubernetes"):
+        fail(f"--executor must be local or kubernetes, not {executor!r}")
     inputs = _inputs(fields, name, source)
     if executor is not None:
         inputs["executor"] = executor
