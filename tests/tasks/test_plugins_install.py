@@ -13,10 +13,12 @@ import base64
 import hashlib
 import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from pathlib import Path
 
+from runyard.tasks.registry import RESCAN_INTERVAL
 from serverproc import start_server
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "hello-plugin"
@@ -71,8 +73,12 @@ def test_plugin_installed_while_the_server_runs_is_used_without_restart(tmp_path
         before = server.call("submit", task="hello", who="runyard", times=2)
         assert before["success"] is False
         assert before["answer"].startswith("ValueError: Unknown Task: hello. Available: ")
+        refused_at = time.monotonic()
         pid = server.proc.pid
-        pip_install(wheel, site)  # takes well over the rescan interval
+        pip_install(wheel, site)
+        # names are rescanned at most once per RESCAN_INTERVAL: a quick pip must not make the
+        # next submit land inside the interval the refused one opened
+        time.sleep(max(0.0, RESCAN_INTERVAL + 0.1 - (time.monotonic() - refused_at)))
         handle = server.call("submit", task="hello", task_name="hi", who="runyard", times=2)
         assert handle["success"] is True, handle
         task_id = handle["answer"]["task_id"]
