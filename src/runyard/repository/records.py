@@ -60,6 +60,10 @@ STATE: Final = 4
 LOG: Final = 5
 META_INSTANT: Final = 0
 META_PARENTS: Final = 2
+# The shape and encoding of the two records above, saved with every index snapshot
+# (runyard.repository.snapshot): raise it whenever either changes, so a snapshot written
+# by another version is refused and the folders are read again.
+RECORDS_FORMAT: Final = 1
 
 
 def status_model(record: StatusRecord) -> TaskStatus:
