@@ -15,7 +15,8 @@ renamed into ``.history``, its task folder not yet replaced).
 
 ``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
-batch of folders the start-up scan reads).
+batch of folders the start-up scan reads), ``serve.build`` (the app's build, while the port
+already answers).
 """
 
 from __future__ import annotations

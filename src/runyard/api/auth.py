@@ -24,7 +24,6 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from runyard.api.errormap import render
 from runyard.errors import NotAuthenticated
 
 # Open without a token: the health probe and the Studio's own files (read-only), and the
@@ -69,6 +68,8 @@ class BearerAuth:
             scope.setdefault("state", {})["run_scope"] = run_scope
             await self.app(scope, receive, send)
             return
+        from runyard.api.errormap import render  # heavy: loaded by the first refusal
+
         refusal = NotAuthenticated("Missing or invalid bearer token")
         await render(refusal, path)(scope, receive, send)
 

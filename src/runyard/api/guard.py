@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from runyard.api.errormap import render
 from runyard.config import Settings
 from runyard.errors import ForeignHost, ForeignOrigin, RunyardError, UnsupportedMediaType
 
@@ -145,6 +144,8 @@ class RequestGuard:
         elif scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
         else:
+            from runyard.api.errormap import render  # heavy: loaded by the first refusal
+
             await render(refusal, scope["path"])(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> RunyardError | None:

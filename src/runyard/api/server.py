@@ -5,6 +5,9 @@ Auth is on by default, as in Jupyter: without a configured token ``serve`` gener
 warned about; off loopback it is refused at start, before anything is bound. The address
 and the token in force go to ``<workspace>/server.json`` (mode 0600) so the CLI and
 ``Client.from_workspace`` of the same user find the server of the workspace and sign in.
+
+The port listens before the app is built (api/front.py): what runs before it is only the
+settings, the checks above, the server lock and the log.
 """
 
 from __future__ import annotations
@@ -18,24 +21,30 @@ import signal
 import socket
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from runyard.api import serverlog
 from runyard.api.address import server_file, write_server_file
-from runyard.api.app import create_app
 from runyard.api.auth import BearerAuth
+from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
-from runyard.api.services import Services
 from runyard.config import Settings
 from runyard.errors import ConfigError
+from runyard.faults import fault_delay
 from runyard.runtime.proctitle import set_title
 from runyard.workspace.atomic import read_json_tolerant
 from runyard.workspace.records import utcnow
+
+if TYPE_CHECKING:
+    from runyard.api.services import Services
+
+BACKLOG = 2048  # uvicorn's: connections wait there until the loop accepts them
 
 
 def is_loopback(host: str) -> bool:
@@ -78,43 +87,65 @@ def serve(settings: Settings) -> None:
     set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
     lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
     serverlog.configure(Path(settings.log_dir), settings.log_level, [settings.token or ""])
-    services = Services.build(settings)
-    app = create_app(settings, services)
-    tcp = _bind_tcp(settings.host, settings.port)
+    tcp = _bind_tcp(settings.host, settings.port)  # listening: connections queue from now
     host, port = tcp.getsockname()[:2]
     url = f"http://{_url_host(host)}:{port}"
-    config = _uvicorn_config(AccessLog(app), settings, lifespan="on", timeout_graceful_shutdown=3)
-    servers = [(_Server(config), [tcp])]
-    uds = _agent_socket(settings, services, app)
-    if uds is not None:
-        servers.append(uds)
     record = {"url": url, "pid": os.getpid(), "token": settings.token, "started_at": utcnow()}
     try:
-        asyncio.run(_run_all(servers, settings, record))
+        failure = asyncio.run(_run_all(tcp, settings, record))
     finally:
         os.close(lock_fd)
+    if failure is not None:  # the app could not be built: the error the start ends with
+        raise failure
 
 
-async def _run_all(servers: list[Any], settings: Settings, record: dict[str, Any]) -> None:
-    main = servers[0][0]
+def _build(settings: Settings) -> tuple[Services, Any]:
+    """The services and the app, in the front's thread while the port already answers."""
+    from runyard.api.app import create_app  # FastAPI, the routes, the record models
+    from runyard.api.services import Services
+
+    fault_delay("serve.build")
+    services = Services.build(settings)
+    return services, create_app(settings, services)
+
+
+async def _run_all(
+    tcp: socket.socket, settings: Settings, record: dict[str, Any]
+) -> BaseException | None:
+    """Serve until asked to stop; the error of an app that could not be built, if any."""
+    beside: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []  # the agent-run socket
+
+    def on_built(services: Services, app: Any) -> None:
+        uds = _agent_socket(settings, services, app)
+        if uds is not None:
+            server, socks = uds
+            beside.append((server, asyncio.create_task(server.serve(sockets=socks))))
+
+    def on_failed(exc: BaseException) -> None:
+        main.should_exit = True
+
+    front = Front(settings, partial(_build, settings), on_built, on_failed)
+    config = _uvicorn_config(AccessLog(front), settings, lifespan="on", timeout_graceful_shutdown=3)
+    main = _Server(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _request_exit, main)
-    tasks = [asyncio.create_task(server.serve(sockets=socks)) for server, socks in servers]
-    while not main.started and not tasks[0].done():
+    serving = asyncio.create_task(main.serve(sockets=[tcp]))
+    while not main.started and not serving.done():
         await asyncio.sleep(0.01)
     if main.started:  # recorded, then announced: whoever reads the line finds the file
         write_server_file(server_file(settings), record)
         _announce(settings, record)
     try:
-        await tasks[0]
+        await serving
     finally:
-        for server, _ in servers[1:]:
+        for server, _ in beside:
             server.should_exit = True
-        await asyncio.gather(*tasks[1:], return_exceptions=True)
+        await asyncio.gather(*(task for _, task in beside), return_exceptions=True)
         current = read_json_tolerant(server_file(settings))
         if current and current.get("pid") == os.getpid():
             server_file(settings).unlink(missing_ok=True)
+    return front.failure
 
 
 def _announce(settings: Settings, record: dict[str, Any]) -> None:
@@ -182,6 +213,7 @@ def _bind_tcp(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
         raise ConfigError(f"Cannot bind {host}:{port}: {exc.strerror}") from exc

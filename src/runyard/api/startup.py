@@ -22,13 +22,16 @@ import logging
 import os
 import signal
 import threading
+from typing import TYPE_CHECKING
 
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from runyard.api.errormap import api_error_response, job_error_response
-from runyard.api.services import Services
 from runyard.errors import ServiceUnavailable
+
+if TYPE_CHECKING:  # api/front.py answers with this module before the app is imported
+    from starlette.responses import Response
+
+    from runyard.api.services import Services
 
 log = logging.getLogger("runyard.api")
 
@@ -116,9 +119,11 @@ def _needs_nothing(path: str) -> bool:
     return path in OPEN_PATHS or path in READS_WITHOUT_INDEX or path.startswith(OPEN_PREFIXES)
 
 
-def unavailable(path: str) -> Response:
+def unavailable(path: str, doing: str = "building its task index") -> Response:
     """The answer to a request that waited for the start-up in vain."""
-    exc = ServiceUnavailable("The server is starting (building its task index); retry shortly")
+    from runyard.api.errormap import api_error_response, job_error_response
+
+    exc = ServiceUnavailable(f"The server is starting ({doing}); retry shortly")
     if path.startswith("/jobs/"):
         return job_error_response(exc)
     return api_error_response(exc)
