@@ -4,8 +4,8 @@
 
 Generates the task folders of bench_repository (kept in ``--workspace`` to be reused),
 starts ``runyard serve`` on them and prints, each against its target and whether it is
-met: the time until the port accepts (and what ``/health`` says meanwhile), until the scan
-is done and until ``/health`` shows no ``indexing``, the server's memory once ready (the
+met: the time until the port accepts and until ``/health`` first answers (and what it says
+meanwhile), until the scan is done and until ``/health`` shows no ``indexing``, the server's memory once ready (the
 1 GiB target is for 1,000,000 tasks; smaller runs show the growth per task and what it
 comes to at a million, above an empty workspace's server), the first page, ``status`` and
 ``get_task_graph`` (median of many, client side and as the server's access log times
@@ -89,6 +89,18 @@ def wait_port(port: int, deadline: float) -> None:
         except OSError:
             time.sleep(0.005)
     raise RuntimeError("the port never opened")
+
+
+def first_health(client: httpx.Client, start: float) -> float:
+    """Seconds from the start until ``/health`` answered 200 for the first time."""
+    while time.monotonic() < start + 900:
+        try:
+            if client.get("/health").status_code == 200:
+                return time.monotonic() - start
+        except httpx.TransportError:
+            pass
+        time.sleep(0.005)
+    raise RuntimeError("/health never answered")
 
 
 def wait_ready(client: httpx.Client, start: float) -> tuple[float | None, float, list[str]]:
@@ -246,10 +258,15 @@ def run(root: Path, count: int) -> None:
     try:
         wait_port(port, start + 900)
         listen, listen_cpu = time.monotonic() - start, cpu_seconds(proc.pid)
-        print(f"\n{count:,} tasks: server pid {proc.pid}")
-        verdict("time to listen", listen, "s", 1.0)
-        print(f"    (server CPU until then {listen_cpu:.2f} s)")
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
+            health = first_health(client, start)
+            health_cpu = cpu_seconds(proc.pid)
+            print(f"\n{count:,} tasks: server pid {proc.pid}")
+            verdict("port accepts", listen, "s", 1.0)
+            print(f"    (server CPU until then {listen_cpu:.2f} s)")
+            verdict("/health first answers", health, "s", 1.0)
+            print(f"    (server CPU until then {health_cpu:.2f} s, load average"
+                  f" {os.getloadavg()[0]:.1f})")  # fmt: skip
             startup(proc, client, count, start)
             memory_targets(proc, count, empty_mib)
             reads(client, count, root / "logs" / "server.log")

@@ -4,6 +4,8 @@ every other call waits for the app, or is refused 503 with Retry-After past the 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -118,3 +120,17 @@ def test_a_call_past_the_wait_is_refused_503_with_retry_after(tmp_path: Path) ->
         assert not (server.workspace / "server.json").exists()
     finally:
         server.stop()
+
+
+def test_what_runs_before_the_port_listens_imports_no_app() -> None:
+    # serve's own module and the front: no FastAPI, no routes, no record models, no services
+    probe = (
+        "import sys, runyard.api.server\n"
+        "heavy = ('fastapi', 'runyard.api.app', 'runyard.api.services', "
+        "'runyard.repository', 'runyard.runtime.supervisor', 'runyard.api.errormap')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

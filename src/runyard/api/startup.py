@@ -1,5 +1,8 @@
 """Start-up in the background: the port opens at once, whatever the workspace holds.
 
+(Before the app itself is built, api/front.py answers the port; this module is the next
+step, once it runs.)
+
 Building the index reads every task folder (seconds at 100,000 tasks). The server starts
 its services in a thread of their own and listens meanwhile; the order inside stays what
 it was: the index is built, then the supervisor reconciles the unfinished tasks (from the
