@@ -35,8 +35,9 @@ class Services:
         workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
         workspace.ensure()
         registry = TaskRegistry.load()
-        repository = TaskRepository(workspace)
+        repository = TaskRepository(workspace, snapshots=True)
         supervisor = Supervisor(settings, workspace, registry, on_change=repository.refresh)
+        supervisor.known_tasks = repository  # its start reads no folder the index has read
         supervisor.log_references = repository.referenced_logs
         supervisor.on_records = repository.take_changes  # Kubernetes workers' writes
         services = cls(settings, workspace, registry, repository, supervisor)

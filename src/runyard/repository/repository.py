@@ -15,6 +15,7 @@ from types import TracebackType
 from runyard.errors import InvalidInput, TaskNotFound
 from runyard.repository.graph import build_graph, build_relations, collect_component
 from runyard.repository.index import TaskIndex, decode_cursor, encode_cursor
+from runyard.repository.keeper import SnapshotKeeper
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
     META_INSTANT,
@@ -29,6 +30,7 @@ from runyard.repository.records import (
     text_matcher,
 )
 from runyard.repository.scan import scan_all
+from runyard.repository.snapshot import SnapshotStore
 from runyard.repository.watcher import (
     AUTO,
     FOLDER,
@@ -45,7 +47,7 @@ from runyard.workspace.layout import (
     STATUS_FILE,
     Workspace,
 )
-from runyard.workspace.records import TaskMetadata, TaskState, TaskStatus
+from runyard.workspace.records import TERMINAL_STATES, TaskMetadata, TaskState, TaskStatus
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +75,15 @@ class TaskRepository:
     ``subscribe(callback)`` calls ``callback(task_id, file_name)`` from the watcher thread
     after the index has taken in a change of ``status.json``, ``metadata.json`` or
     ``events.jsonl`` (``file_name == ""``: the task folder was removed).
+
+    With ``snapshots`` (the server's), a watching start loads the index snapshot and reads
+    again only the folders that changed since, and the snapshot is kept up to date
+    (:mod:`runyard.repository.keeper`).
     """
 
-    def __init__(self, workspace: Workspace, *, watch_mode: str = AUTO) -> None:
+    def __init__(
+        self, workspace: Workspace, *, watch_mode: str = AUTO, snapshots: bool = False
+    ) -> None:
         if watch_mode not in WATCH_MODES:
             raise InvalidInput(f"watch_mode must be one of {', '.join(sorted(WATCH_MODES))}")
         self.workspace = workspace
@@ -90,6 +98,8 @@ class TaskRepository:
         self.ready = threading.Event()
         self.progress = (0, 0)  # folders (indexed, found) of the first scan
         self._indexing = False  # the scan is filling the index: nothing else may change it
+        self._snapshots = snapshots
+        self._keeper: SnapshotKeeper | None = None
 
     def set_overlay(self, overlay: Callable[[str], TaskStatus | None] | None) -> None:
         """Serve ``overlay(task_id)``, when not None, instead of the status file: the truth a
@@ -131,6 +141,9 @@ class TaskRepository:
         since = time.time_ns()
         folders = list_task_folders(self.workspace.root)
         self.progress = (0, len(folders))
+        if watch and self._snapshots:
+            store = SnapshotStore(self.workspace.root)
+            self._keeper = SnapshotKeeper(store, self._index, since)
         self._load(folders)
         if watch:
             self._watcher = TaskWatcher(self.workspace.root, self._on_changes, self._active_ids)
@@ -139,11 +152,16 @@ class TaskRepository:
             self._watcher.start()
         self._started = True
         self.ready.set()
+        if self._keeper is not None:
+            self._keeper.begin()
 
     def stop(self) -> None:
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
+        if self._keeper is not None:  # after the watcher: the index changes no more
+            self._keeper.stop()
+            self._keeper = None
         self._started = False
         self.ready.clear()
 
@@ -170,6 +188,7 @@ class TaskRepository:
                 pass  # the scan under way will take it in (or its catch-up, if it changed)
             elif record != self._index.statuses.get(task_id):
                 self._active_changed(self._index.apply(task_id, status=record, exists=exists))
+                self._records_changed(task_id)
         return parsed[1] if parsed else None
 
     def get_metadata(self, task_id: str) -> TaskMetadata | None:
@@ -183,6 +202,7 @@ class TaskRepository:
                 pass  # as in get
             elif record != self._index.metadata.get(task_id):
                 self._active_changed(self._index.apply(task_id, metadata=record, exists=exists))
+                self._records_changed(task_id)
         return parsed[1] if parsed else None
 
     def peek(self, task_id: str) -> TaskStatus | None:
@@ -228,6 +248,28 @@ class TaskRepository:
             found, _ = self._index.page(_buckets(None, None), None, None, visible)
             return [task_id for task_id, _ in found]
         return self._index.ids(_buckets(None, None))
+
+    def unfinished_statuses(self) -> list[TaskStatus] | None:
+        """Every queued or running status, oldest first (by ``created_at``, then id), from
+        the index; None while it is not built."""
+        if not self._started:
+            return None
+        states = [state.value for state in TaskState if state.value not in TERMINAL_STATES]
+        entries, _ = self._index.page(_buckets(None, None, states), None, None)
+        found = [self.peek(task_id) for task_id, _ in entries]
+        unfinished = [status for status in found if status is not None and not status.terminal]
+        unfinished.sort(key=lambda status: (status.created_at, status.task_id))
+        return unfinished
+
+    def recordless_ids(self) -> list[str] | None:
+        """Task folders with neither a valid status nor valid metadata, from the index;
+        None while it is not built."""
+        if not self._started:
+            return None
+        index = self._index
+        with index.lock:
+            active = index.active_ids()
+            return sorted(t for t in active if t not in index.statuses and t not in index.metadata)
 
     def referenced_logs(self, gone: Iterable[str], paths: set[str]) -> set[str] | None:
         """Which of ``paths`` (absolute) a status still names as its log, once the ``gone``
@@ -312,7 +354,10 @@ class TaskRepository:
         self._indexing = True
         try:
             with _gc_paused():
-                found = scan_all(folders, on_scanned=scanned)
+                if self._keeper is not None:
+                    found = self._keeper.initial(folders, scanned)
+                else:
+                    found = scan_all(folders, on_scanned=scanned)
                 with self._index.lock:  # reads wait this short moment, then apply again
                     self._index.load(found)
                     self._indexing = False
@@ -364,8 +409,15 @@ class TaskRepository:
             if held is not None and found.exists:
                 parsed = parse_status(held, task_id)
                 found = found._replace(status=parsed[0] if parsed else found.status)
+            before = (self._index.statuses.get(task_id), self._index.metadata.get(task_id))
             self._active_changed(self._index.apply_folder(task_id, found))
+            if before != (found.status, found.metadata):
+                self._records_changed(task_id)
         return found.exists
+
+    def _records_changed(self, task_id: str) -> None:
+        if self._keeper is not None:
+            self._keeper.changed(task_id)
 
     def _active_ids(self) -> set[str]:
         return self._index.active_ids()
@@ -429,8 +481,11 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _buckets(state: str | None, task_type: str | None) -> list[tuple[str, str]]:
-    states = [s.value for s in TaskState] if state is None else [_state(state).value]
+def _buckets(
+    state: str | None, task_type: str | None, states: list[str] | None = None
+) -> list[tuple[str, str]]:
+    if states is None:
+        states = [s.value for s in TaskState] if state is None else [_state(state).value]
     if task_type is not None and task_type not in TASK_TYPES:
         raise InvalidInput(
             f"Invalid task_type {task_type!r}: use one of {', '.join(sorted(TASK_TYPES))}"

@@ -8,7 +8,9 @@ answers anything unexpected, its half is scanned here: the result never depends 
 whole answer is kept even when the helper is slow to end afterwards (it is killed then).
 
 The helper runs :func:`main`: pickled ``(task_id, path)`` pairs on stdin, pickled
-``(task_id, FolderRecords)`` pairs on stdout.
+``(task_id, FolderRecords)`` pairs on stdout; or, for a stamped scan (what an index
+snapshot keeps, :mod:`runyard.repository.snapshot`), a pickled ``(salt, racy_from_ns,
+[(task_id, path, inode)])`` on stdin and ``(task_id, FolderRecords, stamp)`` on stdout.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import IO, TypeGuard
 
 from runyard.faults import fault_delay
 from runyard.repository.records import FolderRecords, TaskFolder, scan_folder
+from runyard.repository.snapshot import Stamper
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +37,7 @@ HELPER_EXIT_SECONDS = 10
 HERE_SHARE = 0.55
 HELPER = "from runyard.repository.scan import main; main()"
 Scanned = list[tuple[str, FolderRecords]]
+Stamped = list[tuple[str, FolderRecords, int]]
 Progress = Callable[[int], None]
 PROGRESS_EVERY = 1000  # folders between two progress reports
 
@@ -56,6 +60,47 @@ def scan_all(
     return mine + theirs
 
 
+def scan_stamped(
+    folders: list[TaskFolder],
+    stamper: Stamper,
+    *,
+    parallel_min: int = PARALLEL_MIN_FOLDERS,
+    python: str = sys.executable,
+    on_scanned: Progress | None = None,
+) -> Stamped:
+    """:func:`scan_all`, each folder with its stamp (:meth:`Stamper.capture`)."""
+    if len(folders) < parallel_min or _cores() < 2:
+        return _scan_stamped(folders, stamper, on_scanned)
+    split = int(len(folders) * HERE_SHARE)
+    job = (stamper.salt, stamper.racy_from_ns, folders[split:])
+    helper = _start_helper(python, job)
+    mine = _scan_stamped(folders[:split], stamper, on_scanned)
+    found = _receive(helper) if helper is not None else None
+    expected = [task_id for task_id, _, _ in folders[split:]]
+    if found is None or not _matches_stamped(found, expected):
+        if helper is not None:
+            log.warning("the scan helper failed; scanning its half here")
+        return mine + _scan_stamped(folders[split:], stamper, on_scanned)
+    if on_scanned is not None:
+        on_scanned(len(found))
+    return mine + found
+
+
+def _scan_stamped(
+    folders: list[TaskFolder], stamper: Stamper, on_scanned: Progress | None = None
+) -> Stamped:
+    found: Stamped = []
+    for start in range(0, len(folders), PROGRESS_EVERY):
+        batch = folders[start : start + PROGRESS_EVERY]
+        for task_id, path, inode in batch:
+            records, stamp = stamper.capture(path, task_id, inode)
+            found.append((task_id, records, stamp))
+        if on_scanned is not None:
+            on_scanned(len(batch))
+        fault_delay("index.batch")
+    return found
+
+
 def _scan(folders: list[TaskFolder], on_scanned: Progress | None = None) -> Scanned:
     if on_scanned is None:
         return [(task_id, scan_folder(path, task_id)) for task_id, path, _ in folders]
@@ -75,7 +120,10 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _start_helper(python: str, folders: list[TaskFolder]) -> subprocess.Popen[bytes] | None:
+def _start_helper(python: str, job: object) -> subprocess.Popen[bytes] | None:
+    """The helper, fed ``job`` (a list of folders, or a stamped job) from a thread."""
+    if isinstance(job, list):
+        job = [(task_id, path) for task_id, path, _ in job]
     try:
         helper = subprocess.Popen(
             [python, "-c", HELPER],
@@ -85,17 +133,16 @@ def _start_helper(python: str, folders: list[TaskFolder]) -> subprocess.Popen[by
     except OSError as exc:
         log.warning("no scan helper (%s); scanning in one process", exc)
         return None
-    pairs = [(task_id, path) for task_id, path, _ in folders]
     assert helper.stdin is not None
-    threading.Thread(target=_send, args=(helper.stdin, pairs), daemon=True).start()
+    threading.Thread(target=_send, args=(helper.stdin, job), daemon=True).start()
     return helper
 
 
-def _send(stream: IO[bytes], pairs: list[tuple[str, str]]) -> None:
+def _send(stream: IO[bytes], job: object) -> None:
     """Feed the helper from a thread: it reads only once its imports are done."""
     try:
         with stream:
-            pickle.dump(pairs, stream, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(job, stream, protocol=pickle.HIGHEST_PROTOCOL)
     except OSError:
         pass
 
@@ -148,10 +195,32 @@ def _matches(found: object, expected: list[str]) -> TypeGuard[Scanned]:
     )
 
 
+def _matches_stamped(found: object, expected: list[str]) -> TypeGuard[Stamped]:
+    return (
+        isinstance(found, list)
+        and len(found) == len(expected)
+        and all(
+            isinstance(item, tuple)
+            and len(item) == 3
+            and item[0] == task_id
+            and isinstance(item[1], FolderRecords)
+            and type(item[2]) is int
+            for item, task_id in zip(found, expected, strict=True)
+        )
+    )
+
+
 def main() -> None:
     gc.disable()
-    pairs = pickle.load(sys.stdin.buffer)
-    found = [(task_id, scan_folder(path, task_id)) for task_id, path in pairs]
+    job = pickle.load(sys.stdin.buffer)
+    found: list[object]
+    if isinstance(job, tuple):
+        salt, racy_from_ns, folders = job
+        stamper = Stamper(salt, racy_from_ns)
+        found = [(task_id, *stamper.capture(path, task_id, inode))
+                 for task_id, path, inode in folders]  # fmt: skip
+    else:
+        found = [(task_id, scan_folder(path, task_id)) for task_id, path in job]
     pickle.dump(found, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
     # ends at once: freeing half a million records one by one took seconds on a busy machine

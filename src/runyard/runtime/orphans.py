@@ -9,7 +9,9 @@ Submit builds a task folder under a hidden staging name and renames it into plac
   by hand) whose worker is gone.
 
 Each is removed under the task's claim lock, so a submit in progress in another process
-(``runyard run`` beside a server) is waited for, never broken. A folder holding only a
+(``runyard run`` beside a server) is waited for, never broken. Given the folders an index
+found without records, the type folders are listed only for the hidden (staging, removal)
+names, and no record is read but the candidates' (again, under the lock). A folder holding only a
 valid ``metadata.json`` is a legitimate record (a seed workspace's results) and is kept.
 Every removal is logged.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from runyard.runtime.creation import STAGING_PREFIX, claim, remove_task_dir
@@ -31,24 +34,36 @@ REMOVING_PREFIX = ".removing-"
 _TOKEN_LEN = 12  # the random part of a staging or removal name, in hex digits
 
 
-def reconcile_orphans(workspace: Workspace) -> list[str]:
-    """Remove every half-made folder; the workspace-relative names removed."""
+def reconcile_orphans(workspace: Workspace, recordless: Iterable[str] | None = None) -> list[str]:
+    """Remove every half-made folder; the workspace-relative names removed.
+
+    ``recordless``: the task folders an index found with no valid record (the only task
+    folders that can be half-made); None reads every folder's records.
+    """
     removed: list[str] = []
     for task_type in sorted(TASK_TYPES):
         base = workspace.type_dir(task_type)
         try:
-            names = sorted(os.listdir(base))
+            names = os.listdir(base)
         except OSError:
             continue
-        for name in names:
+        if recordless is not None:  # only the hidden names: the index knows the rest
+            names = [name for name in names if name[0] == "."]
+        for name in sorted(names):
             path = base / name
-            if not path.is_dir() or path.is_symlink():
-                continue
-            if _reconcile_one(workspace, path, name):
+            if _real_dir(path) and _reconcile_one(workspace, path, name):
                 removed.append(workspace.relative(path))
+    for task_id in sorted(recordless or ()):
+        path = workspace.task_dir(task_id)
+        if _real_dir(path) and _remove_if_recordless(workspace, task_id):
+            removed.append(workspace.relative(path))
     for rel in removed:
         log.warning("reconcile: removed half-made folder %s", rel)
     return removed
+
+
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 def _reconcile_one(workspace: Workspace, path: Path, name: str) -> bool:

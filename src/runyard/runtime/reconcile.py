@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from runyard.runtime.workerlock import lock_held, read_owner
 from runyard.workspace.atomic import read_bytes_tolerant
@@ -12,6 +13,19 @@ from runyard.workspace.layout import STATUS_FILE, Workspace
 from runyard.workspace.records import TaskStatus, status_from_dict
 
 _UNFINISHED = re.compile(rb'"state"\s*:\s*"(?:queued|running)"')
+
+
+class KnownTasks(Protocol):
+    """What a built index already knows, so a supervisor's start reads no folder for it.
+
+    Each answers None while the index is not built: the supervisor reads the files then.
+    """
+
+    def unfinished_statuses(self) -> list[TaskStatus] | None:
+        """Every ``queued`` or ``running`` status, oldest first."""
+
+    def recordless_ids(self) -> list[str] | None:
+        """Task folders with neither a valid status nor valid metadata."""
 
 
 @dataclass(frozen=True)

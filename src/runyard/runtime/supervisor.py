@@ -45,7 +45,7 @@ from runyard.runtime.liveness import (
     worker_alive,
 )
 from runyard.runtime.orphans import reconcile_orphans
-from runyard.runtime.reconcile import unfinished_statuses
+from runyard.runtime.reconcile import KnownTasks, unfinished_statuses
 from runyard.runtime.sandboxed import task_sandbox_problem
 from runyard.runtime.submitters import ADMIN, Submitter, forget_submitter, launch_scope
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
@@ -103,6 +103,9 @@ class Supervisor:
         # called with a task id and the record files that changed, when a worker on
         # another node wrote them (no inotify event reaches this host); else on_change
         self.on_records: Callable[[str, set[str]], object] | None = None
+        # a built index: start() takes the unfinished and recordless tasks from it instead
+        # of reading every folder (None, or an index not built yet: the files are read)
+        self.known_tasks: KnownTasks | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -112,7 +115,9 @@ class Supervisor:
             if self._executor is not None:
                 return
             self.workspace.ensure()
-            for rel in reconcile_orphans(self.workspace):  # each removal is logged there
+            known = self.known_tasks
+            recordless = known.recordless_ids() if known is not None else None
+            for rel in reconcile_orphans(self.workspace, recordless):  # each one is logged
                 if not Path(rel).name.startswith("."):
                     self._changed(Path(rel).name)
             self._executor = make_executor(self.settings, self.registry, self.workspace)
@@ -121,11 +126,17 @@ class Supervisor:
             self.start_monitor()
             self._queue.clear()  # the queued statuses on disk are the queue
             self._kube_queue.clear()
-            for status in unfinished_statuses(self.workspace):
+            for status in self._unfinished():
                 self._reconcile(status)
             if self._kube is not None:
                 self._kube.collect()
         self._pump()
+
+    def _unfinished(self) -> list[TaskStatus]:
+        """The queued and running statuses, oldest first: from the index when it is built
+        (each is read again from its file before it is launched or settled)."""
+        found = self.known_tasks.unfinished_statuses() if self.known_tasks is not None else None
+        return unfinished_statuses(self.workspace) if found is None else found
 
     def start_monitor(self) -> ExitMonitor:
         """Start the one thread that watches every run's exit, tasks and agent runs alike

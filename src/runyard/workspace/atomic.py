@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,26 @@ def write_bytes_atomic(
     ``mode`` is the file's from its creation on, less the umask (0600 for a secret: it
     is never readable by others, not even between creation and rename).
     """
+    write_chunks_atomic(path, (data,), sync_dir=sync_dir, fsync=fsync, mode=mode)
+
+
+def write_chunks_atomic(
+    path: Path,
+    chunks: Iterable[bytes],
+    *,
+    sync_dir: bool = False,
+    fsync: bool = True,
+    mode: int = 0o644,
+) -> None:
+    """:func:`write_bytes_atomic` of ``b"".join(chunks)``, written as they come (a large
+    file is never whole in memory); an exception from ``chunks`` leaves ``path`` as it was."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
         if fsync:
             os.fsync(fd)
     except BaseException:
