@@ -4,7 +4,8 @@ runs). A new heavy import at the top of any command module turns these red.
 
 ``runyard ls`` itself, run to the end, loads only what its answer needs: on the files no
 settings model, HTTP client or runtime (with a config file, the settings model checks it);
-over HTTP no httpx and no record models; printed to a pipe, no rich."""
+over HTTP no httpx, no record models and no pydantic at all (typer's own coercion of options
+goes through pydantic: plain values are taken as they are); printed to a pipe, no rich."""
 
 from __future__ import annotations
 
@@ -97,9 +98,11 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 
 SETTINGS = ("runyard.config", "pydantic_settings", "yaml")
+# typer's pydantic coercion of options (runyard.cli.coercion takes plain values as they are)
+TYPER_COERCION = ("typer._adapters",)
 LS_FILES_SPARES = (
     *SETTINGS, "httpx", "runyard.client.sync", "runyard.runtime", "runyard.api", "fastapi",
-    "uvicorn", "rich", "watchfiles",
+    "uvicorn", "rich", "watchfiles", *TYPER_COERCION,
 )  # fmt: skip
 
 
@@ -117,7 +120,8 @@ def test_ls_on_the_files_loads_no_settings_model_http_client_or_runtime(tmp_path
 
 LS_HTTP_SPARES = (
     *SETTINGS, "httpx", "runyard.client.sync", "runyard.wire", "runyard.repository",
-    "runyard.workspace", "runyard.runtime", "rich",
+    "runyard.workspace", "runyard.runtime", "rich", "pydantic", "pydantic_core",
+    *TYPER_COERCION,
 )  # fmt: skip
 
 
@@ -132,8 +136,12 @@ def test_ls_over_http_loads_no_http_client_models_or_settings(tmp_path: Path) ->
         elsewhere.mkdir()
         by_env = {**env, **{k: v for k, v in server.cli_env().items() if k.startswith("RUNYARD_")}}
         assert _loaded(_ls("--json"), LS_HTTP_SPARES, elsewhere, by_env) == []
+        assert _loaded(_ls("--limit", "2", "--state", "succeeded"), LS_HTTP_SPARES, tmp_path,
+                       env) == []  # fmt: skip
         # --cursor reads one status through the Client: its models load then, as they may
         with_cursor = _loaded(_ls("--cursor", "base#demo#one"), LS_HTTP_SPARES, tmp_path, env)
         assert {"httpx", "runyard.wire"} <= set(with_cursor)
+        # a value typer must convert goes to typer's own coercion (pydantic), as it may
+        assert "typer._adapters" in _loaded(_ls("--limit", "+2"), LS_HTTP_SPARES, tmp_path, env)
     finally:
         server.stop()

@@ -12,6 +12,7 @@ importing typer itself. :class:`LazyTyper` looks at the command line first:
   completion and "No such command" (with its suggestions) see the whole CLI.
 
 Tests that drive the app through ``typer.testing.CliRunner`` get the whole app as before.
+Options are coerced by :mod:`runyard.cli.coercion` (no pydantic for plain values).
 """
 
 from __future__ import annotations
@@ -22,12 +23,19 @@ import sys
 from typing import Any
 
 import typer
+import typer.main
 from typer.models import TyperInfo
+
+from runyard.cli.coercion import plain_coercion
 
 
 class LazyTyper(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return typer.Typer.__call__(self.for_args(sys.argv[1:]), *args, **kwargs)
+        # typer's own __call__ with its exception hook left out: with pretty exceptions
+        # off, that hook prints what Python's does
+        command = typer.main.get_command(self.for_args(sys.argv[1:]))
+        plain_coercion(command)
+        return command(*args, **kwargs)
 
     def for_args(self, args: list[str]) -> typer.Typer:
         """The app pruned to what ``args`` (the words after the program name) can reach."""
