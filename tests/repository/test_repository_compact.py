@@ -15,11 +15,17 @@ from runyard.repository.index import TaskIndex
 from runyard.repository.records import (
     CREATED_AT,
     INSTANT,
+    META_CREATED_AT,
+    META_INSTANT,
+    META_PARENTS,
     PARENTS,
+    STATE,
     StatusRecord,
     absolute_path,
     list_task_folders,
     parse_status,
+    sort_instant,
+    status_json,
     wire_bytes,
 )
 from runyard.repository.scan import scan_all
@@ -41,11 +47,14 @@ def lineage_workspace(tmp_path: Path) -> Workspace:
 
 
 def assert_metadata_shares_status_values(index: TaskIndex, task_id: str) -> None:
+    """Equal values: the status record stands for the metadata record too."""
     status, meta = index.statuses[task_id], index.metadata[task_id]
-    assert meta == (status[INSTANT], status[CREATED_AT], status[PARENTS])
-    assert meta[0] is status[INSTANT]
-    assert meta[1] is status[CREATED_AT]
-    assert meta[2] is status[PARENTS]
+    assert meta is status
+    assert (meta[META_INSTANT], meta[META_CREATED_AT], meta[META_PARENTS]) == (
+        status[INSTANT],
+        status[CREATED_AT],
+        status[PARENTS],
+    )
 
 
 def test_metadata_holds_the_status_objects_when_equal(tmp_path: Path) -> None:
@@ -162,11 +171,11 @@ def test_the_kept_bytes_are_the_answer_of_status(extra: dict[str, object]) -> No
     )
     assert json.loads(wire_bytes(status)) == status.to_json()
     parsed = parse_status(json.dumps(status.to_json()).encode(), "base#demo#one")
-    assert parsed is not None and json.loads(parsed[0][0]) == status.to_json()
+    assert parsed is not None and json.loads(status_json(parsed[0]) or b"") == status.to_json()
 
 
 def status_record(task_id: str, instant: int, state: str) -> StatusRecord:
-    return (b"{}", instant, f"t{instant}", (), state, None)
+    return (instant, f"t{instant}", (), b"{}", state, None)
 
 
 def test_buckets_of_ids_stay_in_order_through_random_changes() -> None:
@@ -186,7 +195,7 @@ def test_buckets_of_ids_stay_in_order_through_random_changes() -> None:
             record = status_record(task_id, rng.randrange(25), rng.choice(states))
             index.apply(task_id, status=record, exists=True)
             truth[task_id] = record
-        expected = sorted(truth, key=lambda t: (truth[t][1], t), reverse=True)
+        expected = sorted(truth, key=lambda t: (truth[t][INSTANT], t), reverse=True)
         assert index.ids(buckets) == expected
         paged, after = [], None
         while True:
@@ -212,3 +221,55 @@ def test_logs_named_in_the_helpers_half_are_known_as_named(
     index = TaskIndex()
     index.load(scan_all(list_task_folders(ws.root), parallel_min=1))
     assert index.referenced_logs([*logs, str(tmp_path / "logs" / "other.log")]) == set(logs)
+
+
+def test_a_status_that_stood_for_the_metadata_leaves_it_its_values(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    put_status(ws, "train#fit#one", created=5, sources="base#job#up1")
+    put_metadata(ws, "train#fit#one", created=5, sources="base#job#up1")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    index = repo._index
+    assert_metadata_shares_status_values(index, "train#fit#one")
+    put_status(ws, "train#fit#one", "running", created=9, sources="base#job#up2")
+    repo.get("train#fit#one")  # the status alone is read again
+    meta = index.metadata["train#fit#one"]
+    # its own three values now: the replaced status (its packed bytes) is not kept for them
+    assert meta == (sort_instant(at(5)), None, ("base#job#up1",))
+    node = next(n for n in repo.graph("train#fit#one").nodes if n.task_id == "train#fit#one")
+    assert (node.created_at, node.parent_ids, node.state) == (at(5), ["base#job#up1"], "running")
+    assert index.children == {"base#job#up1": ("train#fit#one",)}
+    ws.status_path("train#fit#one").write_text("{broken")
+    repo.refresh("train#fit#one")
+    assert "train#fit#one" not in index.statuses
+    node = next(n for n in repo.graph("train#fit#one").nodes if n.task_id == "train#fit#one")
+    assert (node.created_at, node.parent_ids, node.state) == (at(5), ["base#job#up1"], "succeeded")
+
+
+def test_long_listings_below_a_cursor_follow_the_order() -> None:
+    """Past MERGE_LIMIT a listing is a slice of the whole order (every bucket) or one sort
+    (some buckets): both match a plain sort, below any position."""
+    rng = random.Random(5)
+    index, truth = TaskIndex(), {}
+    states = ["queued", "running", "succeeded", "failed"]
+    for i in range(3000):
+        task_id = f"{rng.choice(['base', 'etl'])}#job#n{i}"
+        record = status_record(task_id, rng.randrange(400), rng.choice(states))
+        index.apply(task_id, status=record, exists=True)
+        truth[task_id] = record
+    everything = [(kind, state) for kind in ("base", "etl") for state in states]
+    some = [("etl", "succeeded"), ("base", "failed"), ("base", "running")]
+    for buckets in (everything, some):
+        selected = [t for t in truth if (t.split("#")[0], truth[t][STATE]) in buckets]
+        expected = sorted(selected, key=lambda t: (truth[t][INSTANT], t), reverse=True)
+        assert index.ids(buckets) == expected
+        for cut in (0, 1, 777, len(expected) // 2, len(expected) - 1):
+            after = (truth[expected[cut]][INSTANT], expected[cut])
+            for limit in (1200, None):
+                page, last = index.page(buckets, after, limit)
+                below = expected[cut + 1 :]
+                assert [task_id for task_id, _ in page] == below[:limit]
+                more = limit is not None and len(below) > limit
+                assert last == (
+                    (truth[below[limit - 1]][INSTANT], below[limit - 1]) if more else None
+                )

@@ -2,11 +2,12 @@
 
 An unpaged list of 100,000 statuses built as models, then as one dict, then as one JSON
 document costs seconds and holds the whole answer several times over. The index already
-keeps each status as the bytes of its answer (see :mod:`runyard.repository.records`), so
-these two answers are written out as they are, a batch of items per chunk, in the Job API
-envelope the model path answers with: ``{"answer":[...],"success":true,"metadata":{}}``.
-Only a ``running`` status is built as a model, to settle a dead worker as the model path
-does (they are few).
+keeps each status as the bytes of its answer (packed, see
+:mod:`runyard.repository.keptbytes`), so these two answers are written out as they are
+once unpacked, a batch of items per chunk, in the Job API envelope the model path answers
+with: ``{"answer":[...],"success":true,"metadata":{}}``. Only a ``running`` status is
+built as a model, to settle a dead worker as the model path does (they are few); a status
+whose kept bytes are damaged is read from its file (and indexed again).
 
 The fast path is the admin's unpaged, unfiltered-by-text call, ``detail: "full"`` or
 ``"summary"`` (each item's summary made from its answer bytes, with no model built); a run
@@ -26,13 +27,15 @@ from starlette.responses import Response, StreamingResponse
 from runyard.agents.models import RunScope
 from runyard.api.detail import summarize
 from runyard.api.services import Services
-from runyard.repository.records import RAW, STATE, StatusRecord, status_model, wire_bytes
+from runyard.repository.records import STATE, StatusRecord, status_json, wire_bytes
 from runyard.runtime.liveness import settle
 from runyard.workspace.atomic import dump_json
 from runyard.workspace.identity import TASK_TYPES
+from runyard.workspace.records import TaskStatus
 
 STREAMED_JOBS = frozenset({"list_task_statuses", "list_task_ids"})
-BATCH = 512  # items per chunk: few thread hops, small chunks
+BATCH = 2048  # items per chunk (about 1 MB of statuses): few thread hops, bounded chunks
+Entry = tuple[str, StatusRecord]
 HEAD = b'{"answer":['
 TAIL = b'],"success":true,"metadata":{}}'
 
@@ -56,10 +59,10 @@ async def full_list_response(services: Services, job_name: str, arguments: Any) 
         body: Iterator[bytes] = _ids_body(ids)
     else:
         state = arguments.state.value if arguments.state else None
-        records = await run_in_threadpool(
-            repository.list_records, state=state, task_type=arguments.task_type
+        entries = await run_in_threadpool(
+            repository.list_entries, state=state, task_type=arguments.task_type
         )
-        body = _statuses_body(services, records, arguments.detail == "summary")
+        body = _statuses_body(services, entries, arguments.detail == "summary")
     return StreamingResponse(body, media_type="application/json")
 
 
@@ -71,23 +74,40 @@ def _ids_body(ids: list[str]) -> Iterator[bytes]:
     yield TAIL
 
 
-def _statuses_body(
-    services: Services, records: list[StatusRecord], summary: bool
-) -> Iterator[bytes]:
+def _statuses_body(services: Services, entries: list[Entry], summary: bool) -> Iterator[bytes]:
     """Runs in the thread pool (a sync iterator): settling may read and write files."""
     yield HEAD
-    for start in range(0, len(records), BATCH):
-        items = [_item(services, record) for record in records[start : start + BATCH]]
+    first = True
+    for start in range(0, len(entries), BATCH):
+        items = _items(services, entries[start : start + BATCH])
         if summary:
             items = [dump_json(summarize(json.loads(item))) for item in items]
-        chunk = b",".join(items)
-        yield chunk if start == 0 else b"," + chunk
+        if items:
+            chunk = b",".join(items)
+            yield chunk if first else b"," + chunk
+            first = False
     yield TAIL
 
 
-def _item(services: Services, record: StatusRecord) -> bytes:
-    if record[STATE] != "running":
-        return record[RAW]
-    status = status_model(record)
+def _items(services: Services, entries: list[Entry]) -> list[bytes]:
+    items = []
+    for task_id, record in entries:
+        item = status_json(record)
+        if item is None or record[STATE] == "running":
+            item = _read_or_settled(services, task_id, item)
+            if item is None:
+                continue  # damaged, and its file is gone or invalid now
+        items.append(item)
+    return items
+
+
+def _read_or_settled(services: Services, task_id: str, item: bytes | None) -> bytes | None:
+    """A running status settled, or a damaged one read from its file (None if invalid)."""
+    if item is None:
+        status = services.repository.get(task_id)
+        if status is None:
+            return None
+    else:
+        status = TaskStatus.model_validate_json(item)
     settled = settle(services.workspace, status)
-    return record[RAW] if settled is status else wire_bytes(settled)
+    return item if settled is status and item is not None else wire_bytes(settled)

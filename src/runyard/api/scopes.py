@@ -26,7 +26,7 @@ from runyard.agents.models import RunScope
 from runyard.api.services import Services
 from runyard.errors import TaskNotFound
 from runyard.repository.models import GraphNode, TaskContext, TaskGraph, TaskRelations
-from runyard.repository.records import StatusRecord
+from runyard.repository.records import StatusRecord, status_json
 from runyard.runtime.submitters import ADMIN, Submitter, run_submitter, session_of
 from runyard.workspace.identity import parse_task_id
 
@@ -76,7 +76,8 @@ def status_filter(services: Services, scope: RunScope | None) -> StatusFilter | 
     needle = json.dumps(scope.session_id).encode()
 
     def keep(task_id: str, record: StatusRecord) -> bool:
-        return needle in record[0] and can_see(services, task_id, scope)
+        kept = status_json(record)  # None if damaged: can_see alone decides then
+        return (kept is None or needle in kept) and can_see(services, task_id, scope)
 
     return keep
 

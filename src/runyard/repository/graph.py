@@ -20,7 +20,16 @@ from itertools import chain
 
 from runyard.repository.index import TaskIndex
 from runyard.repository.models import GraphEdge, GraphNode, TaskGraph, TaskRelations
-from runyard.repository.records import CREATED_AT, INSTANT, PARENTS, STATE
+from runyard.repository.records import (
+    CREATED_AT,
+    INSTANT,
+    META_CREATED_AT,
+    META_INSTANT,
+    META_PARENTS,
+    PARENTS,
+    STATE,
+    created_at_text,
+)
 from runyard.workspace.records import TaskState
 
 
@@ -57,13 +66,19 @@ def _node(index: TaskIndex, task_id: str) -> LineageNode:
     status = index.statuses.get(task_id)
     state = TaskState(status[STATE]) if status is not None else None
     if meta is not None:
-        instant, created_at, parents = meta
+        instant = meta[META_INSTANT]
         return LineageNode(
-            task_id, instant, created_at, state or TaskState.SUCCEEDED, parents, False, False
+            task_id,
+            instant,
+            created_at_text(instant, meta[META_CREATED_AT]),
+            state or TaskState.SUCCEEDED,
+            meta[META_PARENTS],
+            False,
+            False,
         )
     if status is not None:
-        instant, created_at, parents = status[INSTANT], status[CREATED_AT], status[PARENTS]
-        return LineageNode(task_id, instant, created_at, state, parents, False, True)
+        instant, created_at = status[INSTANT], created_at_text(status[INSTANT], status[CREATED_AT])
+        return LineageNode(task_id, instant, created_at, state, status[PARENTS], False, True)
     return LineageNode(task_id, -1, None, None, (), True, False)
 
 

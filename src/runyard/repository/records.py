@@ -1,7 +1,8 @@
 """Reading one task folder into the compact form the index keeps.
 
-The index keeps, per task, the raw bytes of a valid record plus the few fields queries
-need (sort instant, state, parents); full models are parsed again only when asked for.
+The index keeps, per task, the answer bytes of a valid status (packed: see
+:mod:`runyard.repository.keptbytes`) plus the few fields queries need (sort instant, state,
+parents); full models are parsed again only when asked for.
 Reads follow the workspace's tolerance rules: a symlinked folder or record, invalid JSON,
 a record whose identity does not match its folder — all read as missing.
 """
@@ -13,13 +14,14 @@ import os
 import re
 import stat
 from collections.abc import Callable, Container, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from hashlib import blake2b
 from pathlib import Path
 from typing import Final, NamedTuple
 
 from pydantic import ValidationError
 
+from runyard.repository import keptbytes
 from runyard.workspace.identity import REG_NAME_RE, TASK_NAME_RE, TASK_TYPES
 from runyard.workspace.layout import METADATA_FILE, STATUS_FILE
 from runyard.workspace.records import OPTIONAL_STATUS_FIELDS, TaskMetadata, TaskStatus
@@ -28,6 +30,7 @@ MAX_RECORD_BYTES = 32 << 20
 _DECLARED = frozenset(TaskStatus.model_fields)  # the others are extra fields
 _READ_CHUNK = 1 << 16
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # how runyard writes every created_at
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # The identity rules of runyard.workspace.identity as one pattern: parents are checked
@@ -44,30 +47,67 @@ TASK_ID_RE = re.compile(
 # Index records are plain tuples of immutable values: the cyclic GC stops tracking such
 # tuples, so 100,000 of them add nothing to the cost of a collection (instances of a
 # NamedTuple or a slotted class would stay tracked and make every full collection slower).
-StatusRecord = tuple[bytes, int, str, tuple[str, ...], str, int | None]
-"""``(raw, instant, created_at, parents, state, log)`` of a valid status: ``raw`` is the
-status as answers carry it (``TaskStatus.to_json`` as compact JSON, so a full list is
-written out without building a model), ``log`` the :func:`log_key` of its ``log_path``."""
-MetadataRecord = tuple[int, str, tuple[str, ...]]
+StatusRecord = tuple[int, str | None, tuple[str, ...], bytes, str, int | None]
+"""``(instant, created_at, parents, packed, state, log)`` of a valid status: ``packed`` is
+the status as answers carry it (``TaskStatus.to_json`` as compact JSON, so a full list is
+written out without building a model), packed by :func:`keptbytes.pack` (read it with
+:func:`status_json`); ``created_at`` is None when it is the text runyard writes for
+``instant`` (see :func:`created_at_text`); ``log`` the :func:`log_key` of its ``log_path``."""
+MetadataValues = tuple[int, str | None, tuple[str, ...]]
+MetadataRecord = MetadataValues | StatusRecord
 """``(instant, created_at, parents)`` of a valid metadata file: what lineage needs; the
-file is read again for anything else. Its values are the status's own objects when they
-are equal (the usual case), so a task with both records holds each string once."""
-RAW: Final = 0
-INSTANT: Final = 1
-CREATED_AT: Final = 2
-PARENTS: Final = 3
+file is read again for anything else. When the status has the same three values (the
+usual case) the record is the status record itself, whose first three fields they are
+(:func:`shared`): a task with both records holds one tuple. Read it by index
+(``META_INSTANT``, ``META_CREATED_AT``, ``META_PARENTS``), never by unpacking."""
+INSTANT: Final = 0
+CREATED_AT: Final = 1
+PARENTS: Final = 2
+RAW: Final = 3
 STATE: Final = 4
 LOG: Final = 5
 META_INSTANT: Final = 0
+META_CREATED_AT: Final = 1
 META_PARENTS: Final = 2
 # The shape and encoding of the two records above, saved with every index snapshot
 # (runyard.repository.snapshot): raise it whenever either changes, so a snapshot written
 # by another version is refused and the folders are read again.
-RECORDS_FORMAT: Final = 1
+RECORDS_FORMAT: Final = 2
+
+
+def status_json(record: StatusRecord) -> bytes | None:
+    """The status's answer bytes; None if the kept bytes are damaged (read the file then)."""
+    return keptbytes.unpack(record[RAW])
+
+
+class DamagedRecord(ValueError):
+    """Kept status bytes that do not unpack (read the task's file instead)."""
 
 
 def status_model(record: StatusRecord) -> TaskStatus:
-    return TaskStatus.model_validate_json(record[RAW])
+    """The status as a model; :class:`DamagedRecord` if the kept bytes are damaged."""
+    data = keptbytes.unpack(record[RAW])
+    if data is None:
+        raise DamagedRecord("the index's bytes of a status do not unpack")
+    return TaskStatus.model_validate_json(data)
+
+
+def created_at_text(instant: int, created_at: str | None) -> str:
+    """The ``created_at`` a record stands for (its text, or the one runyard writes)."""
+    return created_at if created_at is not None else instant_text(instant)
+
+
+def instant_text(instant: int) -> str:
+    return (_EPOCH + timedelta(microseconds=instant)).strftime(_TIME_FORMAT)
+
+
+def kept_created_at(instant: int, created_at: str) -> str | None:
+    """None when ``created_at`` is the text runyard writes for ``instant`` (the usual
+    case: the record then holds no string), else ``created_at``."""
+    try:
+        return None if instant_text(instant) == created_at else created_at
+    except (OverflowError, ValueError):
+        return created_at
 
 
 class FolderRecords(NamedTuple):
@@ -124,25 +164,28 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
         return None
     if status.task_id != task_id or status.task_type != _task_type(task_id):
         return None
-    created_at = status.created_at
+    instant = sort_instant(status.created_at)
+    created_at = kept_created_at(instant, status.created_at)
     parents = parse_parents(status.config.get("source_tasks"), task_id)
     log = log_key(status.log_path)
-    record = (wire_bytes(status), sort_instant(created_at), created_at, parents,
-              status.state.value, log)  # fmt: skip
+    packed = keptbytes.pack(wire_bytes(status))
+    record = (instant, created_at, parents, packed, status.state.value, log)
     return record, status
 
 
 def log_key(log_path: str) -> int | None:
-    """What the index keeps of a status's log path: a 64-bit digest of its absolute form
-    (None without one), a quarter of the path's size; the same in every process (the scan
-    helper's records join this one's, where ``hash`` is seeded anew). Two paths of equal
-    digest (odds about 1 in 10**13 among a million logs) would keep a log that could have
-    gone, never remove one that a status still names."""
+    """What the index keeps of a status's log path: a 60-bit digest of its absolute form
+    (None without one; 60 bits make a 32-byte int, 64 a 48-byte one), a quarter of the
+    path's size; the same in every process (the scan helper's records join this one's,
+    where ``hash`` is seeded anew). Two paths of equal digest (odds about 1 in 10**12 among
+    a million logs) would keep a log that could have gone, never remove one that a status
+    still names."""
     return path_digest(absolute_path(log_path)) if log_path else None
 
 
 def path_digest(path: str) -> int:
-    return int.from_bytes(blake2b(path.encode(errors="surrogateescape"), digest_size=8).digest())
+    digest = blake2b(path.encode(errors="surrogateescape"), digest_size=8).digest()
+    return int.from_bytes(digest) >> 4
 
 
 def absolute_path(path: str) -> str:
@@ -174,9 +217,9 @@ def parse_metadata(raw: bytes | None, task_id: str) -> tuple[MetadataRecord, Tas
         return None
     if meta.task_id != task_id or meta.task_type != _task_type(task_id):
         return None
-    created_at = meta.created_at
+    instant = sort_instant(meta.created_at)
     parents = parse_parents(meta.input_params.get("source_tasks"), task_id)
-    return (sort_instant(created_at), created_at, parents), meta
+    return (instant, kept_created_at(instant, meta.created_at), parents), meta
 
 
 TaskFolder = tuple[str, str, int]
@@ -288,13 +331,26 @@ def _records(status_raw: bytes | None, metadata_raw: bytes | None, task_id: str)
 
 
 def shared(metadata: MetadataRecord, status: StatusRecord) -> MetadataRecord:
-    """``metadata`` holding the status's objects for the values both have."""
-    instant, created_at, parents = metadata
-    if created_at == status[CREATED_AT]:
+    """``metadata`` as the status record itself when their three values are equal, else
+    holding the status's objects for the values both have."""
+    instant, created_at = metadata[META_INSTANT], metadata[META_CREATED_AT]
+    parents = metadata[META_PARENTS]
+    same_time = instant == status[INSTANT] and created_at == status[CREATED_AT]
+    if same_time and parents == status[PARENTS]:
+        return status
+    if same_time:
         instant, created_at = status[INSTANT], status[CREATED_AT]
     if parents == status[PARENTS]:
         parents = status[PARENTS]
     return instant, created_at, parents
+
+
+def metadata_values(record: MetadataRecord | None) -> MetadataValues | None:
+    """``(instant, created_at, parents)`` of a metadata record (which may be the status
+    record itself, see :func:`shared`): what to compare a record read again with."""
+    if record is None:
+        return None
+    return record[META_INSTANT], record[META_CREATED_AT], record[META_PARENTS]
 
 
 def read_one(task_dir: Path, name: str) -> tuple[bool, bytes | None]:
@@ -311,8 +367,9 @@ def read_one(task_dir: Path, name: str) -> tuple[bool, bytes | None]:
 def text_matcher(text: str) -> Callable[[str, StatusRecord], bool]:
     """A case-insensitive test of a status's id, name, state, error and config values.
 
-    The raw bytes are searched first (cheap); only candidates are parsed to confirm that
-    the text is in a value, not a field name.
+    The answer bytes are searched first (cheap); only candidates are parsed to confirm that
+    the text is in a value, not a field name. A status whose kept bytes are damaged does
+    not match (only its id is searched).
     """
     needle = text.casefold()
     # a non-ASCII needle may be \u-escaped in the file: skip the byte prefilter then
@@ -321,10 +378,11 @@ def text_matcher(text: str) -> Callable[[str, StatusRecord], bool]:
     def matches(task_id: str, record: StatusRecord) -> bool:
         if needle in task_id.casefold():
             return True
-        if raw_needle not in record[RAW].lower():
+        raw = status_json(record)
+        if raw is None or raw_needle not in raw.lower():
             return False
         try:
-            data = json.loads(record[RAW])
+            data = json.loads(raw)
         except ValueError:
             return False
         values = [data.get("task_name"), data.get("state"), data.get("error")]

@@ -19,9 +19,11 @@ from runyard.repository.keeper import SnapshotKeeper
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
     META_INSTANT,
+    DamagedRecord,
     StatusRecord,
     TaskFolder,
     list_task_folders,
+    metadata_values,
     parse_metadata,
     parse_status,
     read_folder,
@@ -200,7 +202,7 @@ class TaskRepository:
             record = parsed[0] if parsed else None
             if self._indexing:
                 pass  # as in get
-            elif record != self._index.metadata.get(task_id):
+            elif record != metadata_values(self._index.metadata.get(task_id)):
                 self._active_changed(self._index.apply(task_id, metadata=record, exists=exists))
                 self._records_changed(task_id)
         return parsed[1] if parsed else None
@@ -208,7 +210,7 @@ class TaskRepository:
     def peek(self, task_id: str) -> TaskStatus | None:
         """The status as the index holds it, without reading the file."""
         record = self._index.statuses.get(task_id)
-        return status_model(record) if record is not None else None
+        return self._model(task_id, record) if record is not None else None
 
     def list_statuses(
         self,
@@ -231,8 +233,20 @@ class TaskRepository:
         after = decode_cursor(cursor) if cursor else None
         match = _both(text_matcher(text) if text else None, visible)
         found, last = self._index.page(_buckets(state, task_type), after, limit, match)
-        page = [status_model(record) for _, record in found]
-        return page, (encode_cursor(last) if last is not None else None)
+        page = [self._model(task_id, record) for task_id, record in found]
+        return [s for s in page if s], (encode_cursor(last) if last is not None else None)
+
+    def _model(self, task_id: str, record: StatusRecord) -> TaskStatus | None:
+        try:
+            return status_model(record)
+        except DamagedRecord:  # the file is read instead (and indexed again)
+            return self.get(task_id)
+
+    def list_entries(
+        self, *, state: str | None = None, task_type: str | None = None
+    ) -> list[tuple[str, StatusRecord]]:
+        """``(task_id, record)`` of every indexed status of the filter, in list order."""
+        return self._index.page(_buckets(state, task_type), None, None)[0]
 
     def list_records(
         self, *, state: str | None = None, task_type: str | None = None

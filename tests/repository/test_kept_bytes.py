@@ -1,0 +1,155 @@
+"""The index's packed status bytes: every status comes back byte for byte, and a damaged
+blob never breaks a read (the task's file is read instead)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+from repo_helpers import make_workspace, put_status
+
+from runyard.repository import TaskRepository, keptbytes
+from runyard.repository.records import (
+    CREATED_AT,
+    INSTANT,
+    RAW,
+    StatusRecord,
+    created_at_text,
+    parse_status,
+    status_json,
+    text_matcher,
+    wire_bytes,
+)
+from runyard.workspace import TaskStatus
+
+BIG_RESULT = {f"k{i}": [i, f"värde {i} ✓", {"x": i * 0.5, "n": None}] for i in range(20_000)}
+
+
+def odd_status(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "task_id": "base#demo#odd",
+        "run_id": "r1",
+        "task_type": "base",
+        "task_name": "demo",
+        "state": "failed",
+        "created_at": "2026-01-01T00:00:00.000123Z",
+    }
+    return {**base, **changes}
+
+
+ODD_STATUSES = {
+    "missing optional fields": odd_status(),
+    "unicode": odd_status(
+        error='échec "quoted" \\ \n\t\u0001 世界 🙂',
+        config={"task_name": "naïve", "source_tasks": "", "emoji": "🙂" * 50},
+    ),
+    "large result": odd_status(state="succeeded", result=BIG_RESULT),
+    "extra fields": odd_status(
+        custom={"kept": ["é", None, 1.5e300]},
+        submitted_by={"session_id": "s1", "run_id": "x"},
+        limits={"max_runtime_s": 5},
+        steps=[{"name": "a", "percentage": 12.5, "note": "extra"}],
+    ),
+    "nulls dropped": odd_status(submitted_by=None, limits=None, synced_from=None, pid=None),
+    "created_at with an offset": odd_status(created_at="2026-01-01T02:00:00+02:00"),
+    "created_at without micro": odd_status(created_at="2026-01-01T00:00:00Z"),
+    "created_at not a time": odd_status(created_at="yesterday"),
+    "created_at naive": odd_status(created_at="2026-01-01T00:00:00.000001"),
+}
+
+
+@pytest.mark.parametrize("data", ODD_STATUSES.values(), ids=list(ODD_STATUSES))
+def test_a_status_comes_back_as_the_answer_of_status(data: dict[str, object]) -> None:
+    parsed = parse_status(json.dumps(data, indent=1).encode(), "base#demo#odd")
+    assert parsed is not None
+    record, status = parsed
+    assert status_json(record) == wire_bytes(status)
+    assert json.loads(status_json(record) or b"") == status.to_json()
+    assert created_at_text(record[INSTANT], record[CREATED_AT]) == data["created_at"]
+
+
+def test_the_usual_created_at_is_kept_as_its_instant_only() -> None:
+    parsed = parse_status(json.dumps(odd_status()).encode(), "base#demo#odd")
+    assert parsed is not None
+    assert parsed[0][CREATED_AT] is None
+    assert created_at_text(parsed[0][INSTANT], None) == "2026-01-01T00:00:00.000123Z"
+
+
+def test_a_usual_status_keeps_in_a_quarter_of_its_size() -> None:
+    status = TaskStatus.model_validate(
+        odd_status(
+            config={"task_name": "t0001234", "source_tasks": "", "x": 1234},
+            log_path="/var/runyard/logs/base/base#demo#t0001234/r1.log",
+            steps=[{"name": "compute", "percentage": 100.0}],
+        )
+    )
+    wire = wire_bytes(status)
+    assert len(keptbytes.pack(wire)) * 3 < len(wire)
+
+
+def damaged_blobs() -> dict[str, bytes]:
+    blob = keptbytes.pack(b'{"task_id":"base#demo#a","state":"queued","error":"' + b"x" * 300)
+    flipped = bytearray(blob)
+    flipped[len(blob) // 2] ^= 0x10
+    raw_deflate = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=keptbytes.PRESET)
+    return {
+        "flipped byte": bytes(flipped),
+        "cut short": blob[:-3],
+        "one byte short": blob[:-1],
+        "trailing bytes": blob + b"\x00",
+        "two blobs": blob + blob,
+        "empty": b"",
+        "not deflate": b"{}",
+        "raw deflate": raw_deflate.compress(b"{}") + raw_deflate.flush(),
+    }
+
+
+@pytest.mark.parametrize("name", list(damaged_blobs()))
+def test_a_damaged_blob_does_not_unpack(name: str) -> None:
+    assert keptbytes.unpack(damaged_blobs()[name]) is None
+
+
+def damage(repo: TaskRepository, task_id: str) -> None:
+    """What a damaged blob would look like in memory (nothing in runyard writes one)."""
+    with repo._index.lock:
+        record = repo._index.statuses[task_id]
+        damaged: StatusRecord = (*record[:RAW], record[RAW][:-1], *record[RAW + 1 :])  # type: ignore[assignment]
+        repo._index.statuses[task_id] = damaged
+
+
+def test_a_damaged_blob_is_read_from_its_file_by_the_lists(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    for i in range(5):
+        put_status(ws, f"etl#load#n{i}", created=i, error=f"error {i}")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    expected = [status.to_json() for status in repo.list_statuses()[0]]
+    damage(repo, "etl#load#n2")
+    damage(repo, "etl#load#n4")
+    assert [status.to_json() for status in repo.list_statuses()[0]] == expected
+    assert status_json(repo._index.statuses["etl#load#n2"]) is not None  # indexed again
+    damage(repo, "etl#load#n3")
+    peeked = repo.peek("etl#load#n3")
+    assert peeked is not None and peeked.error == "error 3"
+    damage(repo, "etl#load#n1")
+    assert [s.task_id for s in repo.list_statuses(text="error 1")[0]] == []
+    assert [s.task_id for s in repo.list_statuses(text="n1")[0]] == ["etl#load#n1"]
+    damage(repo, "etl#load#n1")
+    ws.status_path("etl#load#n1").unlink()  # damaged and gone: left out, not an error
+    assert [s.task_id for s in repo.list_statuses()[0]] == [f"etl#load#n{i}" for i in (4, 3, 2, 0)]
+
+
+def test_text_search_reads_the_unpacked_bytes(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    put_status(ws, "etl#load#one", error="Zeitüberschreitung beim Lesen")
+    put_status(ws, "etl#load#two", error="")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    found = [s.task_id for s in repo.list_statuses(text="überschreitung")[0]]
+    assert found == ["etl#load#one"]
+    assert [s.task_id for s in repo.list_statuses(text="LESEN")[0]] == ["etl#load#one"]
+    assert [s.task_id for s in repo.list_statuses(text="error")[0]] == []  # a field name
+    matches = text_matcher("beim")
+    assert matches("etl#load#one", repo._index.statuses["etl#load#one"])
