@@ -20,9 +20,11 @@ from runyard.repository.records import (
     META_PARENTS,
     PARENTS,
     STATE,
+    FolderRecords,
     StatusRecord,
     absolute_path,
     list_task_folders,
+    log_key,
     parse_status,
     sort_instant,
     status_json,
@@ -273,3 +275,26 @@ def test_long_listings_below_a_cursor_follow_the_order() -> None:
                 assert last == (
                     (truth[below[limit - 1]][INSTANT], below[limit - 1]) if more else None
                 )
+
+
+def test_a_log_is_named_while_some_status_names_it(tmp_path: Path) -> None:
+    logs = [str(tmp_path / f"run{i}.log") for i in range(3)]
+
+    def named(task_id: str, log: str, state: str = "succeeded") -> StatusRecord:
+        return (7, None, (), b"{}", state, log_key(log))
+
+    index = TaskIndex()
+    index.load([("base#job#a", FolderRecords(True, named("base#job#a", logs[0]), None))])
+    index.apply("base#job#b", status=named("base#job#b", logs[0]), exists=True)
+    index.apply("base#job#c", status=named("base#job#c", logs[1]), exists=True)
+    assert index.referenced_logs(logs) == {logs[0], logs[1]}
+    index.apply("base#job#a", status=None, exists=False)
+    assert index.referenced_logs(logs) == {logs[0], logs[1]}  # b still names it
+    index.apply("base#job#b", status=named("base#job#b", logs[2]), exists=True)
+    assert index.referenced_logs(logs) == {logs[1], logs[2]}
+    index.apply("base#job#c", status=named("base#job#c", logs[1], "failed"), exists=True)
+    index.apply("base#job#c", status=named("base#job#c", logs[1], "running"), exists=True)
+    assert index.referenced_logs(logs) == {logs[1], logs[2]}
+    index.apply("base#job#c", status=None, exists=False)
+    index.apply("base#job#b", status=None, exists=False)
+    assert index.referenced_logs(logs) == set()

@@ -17,6 +17,7 @@ import base64
 import binascii
 import heapq
 import threading
+from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
@@ -83,8 +84,9 @@ class TaskIndex:
         self._buckets: dict[tuple[str, str], list[str]] = {}
         self._order: list[str] = []  # every id of ``statuses``, ascending like a bucket
         self._active: set[str] = set()
-        # how many statuses name each log (by log_key): whether a log is shared is a lookup
-        self._log_refs: dict[int, int] = {}
+        # the log_key of every status that names a log, sorted, once per status: whether a
+        # log is still named is a bisection (8 bytes a task; a dict of counts took 52)
+        self._log_refs = array("q")
 
     def __len__(self) -> int:
         with self.lock:
@@ -123,6 +125,7 @@ class TaskIndex:
     def _fill(self, folders: Iterable[tuple[str, FolderRecords]]) -> None:
         children: dict[str, list[str]] = {}
         ids: dict[str, str] = {}  # each id to itself: the one object kept for it
+        logs: list[int] = []
         for task_id, (exists, status, meta) in folders:
             ids[task_id] = task_id
             parents: tuple[str, ...] = ()
@@ -132,7 +135,7 @@ class TaskIndex:
                 self._buckets.setdefault(key, []).append(task_id)
                 parents = status[PARENTS]
                 if status[LOG] is not None:
-                    self._log_refs[status[LOG]] = self._log_refs.get(status[LOG], 0) + 1
+                    logs.append(status[LOG])
                 if status[STATE] not in TERMINAL_STATES:
                     self._active.add(task_id)
             if meta is not None:
@@ -146,6 +149,8 @@ class TaskIndex:
         for bucket in self._buckets.values():
             self._sort(bucket)
         self._order = self._sort(list(self.statuses))
+        logs.sort()
+        self._log_refs = array("q", logs)
         self.children = {ids.get(parent, parent): tuple(sorted(tasks))
                          for parent, tasks in children.items()}  # fmt: skip
 
@@ -192,7 +197,7 @@ class TaskIndex:
     def referenced_logs(self, paths: Iterable[str]) -> set[str]:
         """Which of ``paths`` (absolute) some indexed status names as its ``log_path``."""
         with self.lock:
-            return {path for path in paths if self._log_refs.get(path_digest(path))}
+            return {path for path in paths if self._names_log(path_digest(path))}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """How many statuses each ``(task_type, state)`` bucket holds (cost: the buckets)."""
@@ -271,11 +276,13 @@ class TaskIndex:
     def _set_status(self, task_id: str, record: StatusRecord | None) -> None:
         old = self.statuses.get(task_id)
         moved = old is None or record is None or old[INSTANT] != record[INSTANT]
+        relog = old is None or record is None or old[LOG] != record[LOG]
         if old is not None:  # removed while ``old`` is still the indexed record (the keys)
             self._remove(self._buckets[_bucket(task_id, old)], task_id, old)
             if moved:
                 self._remove(self._order, task_id, old)
-            self._log_ref(old[LOG], -1)
+            if relog:
+                self._log_ref(old[LOG], -1)
         meta = self.metadata.get(task_id)
         if old is not None and meta is old:  # it stood for the metadata too: keep its values
             values = (old[INSTANT], old[CREATED_AT], old[PARENTS])
@@ -284,7 +291,8 @@ class TaskIndex:
             self.statuses.pop(task_id, None)
             return
         self.statuses[task_id] = record
-        self._log_ref(record[LOG], +1)
+        if relog:
+            self._log_ref(record[LOG], +1)
         insort(self._buckets.setdefault(_bucket(task_id, record), []), task_id, key=self._key)
         if moved:
             insort(self._order, task_id, key=self._key)
@@ -294,14 +302,17 @@ class TaskIndex:
         if at < len(ids) and ids[at] == task_id:
             del ids[at]
 
+    def _names_log(self, key: int) -> bool:
+        at = bisect_left(self._log_refs, key)
+        return at < len(self._log_refs) and self._log_refs[at] == key
+
     def _log_ref(self, key: int | None, delta: int) -> None:
         if key is None:
             return
-        count = self._log_refs.get(key, 0) + delta
-        if count > 0:
-            self._log_refs[key] = count
-        else:
-            self._log_refs.pop(key, None)
+        if delta > 0:
+            insort(self._log_refs, key)
+        elif self._names_log(key):
+            del self._log_refs[bisect_left(self._log_refs, key)]
 
     def _set_metadata(self, task_id: str, record: MetadataRecord | None) -> None:
         if record is None:
