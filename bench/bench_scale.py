@@ -3,8 +3,10 @@
     .venv/bin/python bench/bench_scale.py [--tasks 100000] [--workspace DIR]
 
 Generates the task folders of bench_repository (kept in ``--workspace`` to be reused),
-starts ``runyard serve`` on them and prints, each against its target and whether it is
-met: the time until the port accepts and until ``/health`` first answers (and what it says
+starts ``runyard serve`` on them once without an index snapshot (timed until ready, then
+stopped: it leaves its snapshot), then again with it, and prints, each against its target
+and whether it is met: the ready time of both starts, then of the second: the time
+until the port accepts and until ``/health`` first answers (and what it says
 meanwhile), until the scan is done and until ``/health`` shows no ``indexing``, the server's memory once ready (the
 1 GiB target is for 1,000,000 tasks; smaller runs show the growth per task and what it
 comes to at a million, above an empty workspace's server), the first page, ``status`` and
@@ -176,7 +178,9 @@ def empty_server_mib(root: Path) -> float:
         proc.wait(30)
 
 
-def startup(proc: subprocess.Popen[bytes], client: httpx.Client, count: int, start: float) -> None:
+def startup(
+    proc: subprocess.Popen[bytes], client: httpx.Client, count: int, start: float, how: str
+) -> None:
     scanned, ready, problems = wait_ready(client, start)
     print(f"  (server CPU until ready {cpu_seconds(proc.pid):.1f} s, load average"
           f" {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")  # fmt: skip
@@ -184,7 +188,27 @@ def startup(proc: subprocess.Popen[bytes], client: httpx.Client, count: int, sta
         print(f"  NOT as specified: {problem}")
     if scanned is not None:
         verdict("scan done (/health done == total)", scanned, "s", None)
-    verdict("time to index ready", ready, "s", 3.0 * max(1.0, count / 100_000))
+    verdict(f"time to index ready, {how}", ready, "s", 3.0 * max(1.0, count / 100_000))
+
+
+def first_start(root: Path, count: int) -> None:
+    """A start without an index snapshot (the one it leaves is written at its stop)."""
+    snapshot = root / "ws" / ".index" / "snapshot"
+    snapshot.unlink(missing_ok=True)
+    os.sync()
+    start = time.monotonic()
+    proc, port = serve(root, root / "ws")
+    try:
+        wait_port(port, start + 900)
+        print(f"\n{count:,} tasks, first start (no index snapshot): server pid {proc.pid}")
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
+            startup(proc, client, count, start, "no snapshot")
+    finally:
+        stopping = time.monotonic()
+        proc.terminate()
+        proc.wait(300)
+    written = snapshot.stat().st_size if snapshot.exists() else 0
+    print(f"  stopped in {time.monotonic() - stopping:.1f} s; snapshot {written / 1e6:.1f} MB")
 
 
 def memory_targets(proc: subprocess.Popen[bytes], count: int, empty_mib: float) -> None:
@@ -252,6 +276,7 @@ def deletes(client: httpx.Client, victims: list[str], count: int, log: Path) -> 
 def run(root: Path, count: int) -> None:
     victims = prepare(root, count)
     empty_mib = empty_server_mib(root)
+    first_start(root, count)
     os.sync()
     start = time.monotonic()
     proc, port = serve(root, root / "ws")
@@ -261,13 +286,13 @@ def run(root: Path, count: int) -> None:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
             health = first_health(client, start)
             health_cpu = cpu_seconds(proc.pid)
-            print(f"\n{count:,} tasks: server pid {proc.pid}")
+            print(f"\n{count:,} tasks, second start (with a snapshot): server pid {proc.pid}")
             verdict("port accepts", listen, "s", 1.0)
             print(f"    (server CPU until then {listen_cpu:.2f} s)")
             verdict("/health first answers", health, "s", 1.0)
             print(f"    (server CPU until then {health_cpu:.2f} s, load average"
                   f" {os.getloadavg()[0]:.1f})")  # fmt: skip
-            startup(proc, client, count, start)
+            startup(proc, client, count, start, "with a snapshot")
             memory_targets(proc, count, empty_mib)
             reads(client, count, root / "logs" / "server.log")
             full_lists(proc, client)

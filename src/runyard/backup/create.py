@@ -8,8 +8,9 @@ log or events) is cut at the size it had when opened, one that shrinks is padded
 zeros and listed in ``changed_while_read``: the recorded sha256 is always that of the
 bytes in the archive. SQLite stores (``agent/state.db``, ``.idempotency/keys.sqlite``)
 are copied through SQLite's online backup API, so they are consistent while the server
-writes. ``server.json`` (the server's token), ``server.lock`` and the agent socket folder
-are left out. The archive is written beside ``target`` and renamed into place when done.
+writes. ``server.json`` (the server's token), ``server.lock``, the agent socket folder and
+``.index`` (the index snapshot, keyed for this server) are left out. The archive is
+written beside ``target`` and renamed into place when done.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ LEFT_OUT = {
     "server.json": "server credentials (a new server writes its own)",
     "server.lock": "the running server's lock",
     "agent/sock": "the agent API socket folder",
+    ".index": "the index snapshot and its key (a cache the server rebuilds from the records)",
 }
 
 Progress = Callable[[str, int], None]

@@ -60,9 +60,16 @@ class SnapshotKeeper:
         self._stamps = array("q")
         self._dirty: set[str] = set()
         self._stale = True  # the snapshot on disk is not the last one made
+        self._use_snapshot = True
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._writing = threading.Lock()
+
+    def anew(self, index: TaskIndex) -> SnapshotKeeper:
+        """A keeper for ``index`` that will not load the snapshot (its records did not fit)."""
+        keeper = SnapshotKeeper(self._store, index, self._since_ns)
+        keeper._use_snapshot = False
+        return keeper
 
     def initial(self, folders: list[TaskFolder], on_scanned: Progress) -> Scanned:
         """``(task_id, FolderRecords)`` of every folder: from the snapshot where right."""
@@ -72,7 +79,7 @@ class SnapshotKeeper:
             log.warning("no index snapshot: %s", exc)
             self._key = b""
         stamper = self._store.stamper(self._key, self._since_ns - RACY_NS)
-        cached = self._cached() if self._key else None
+        cached = self._cached() if self._key and self._use_snapshot else None
         found: Scanned = []
         stamps = array("q")
         unread = folders

@@ -369,15 +369,35 @@ class TaskRepository:
         try:
             with _gc_paused():
                 if self._keeper is not None:
-                    found = self._keeper.initial(folders, scanned)
+                    self._load_kept(folders, scanned)
                 else:
                     found = scan_all(folders, on_scanned=scanned)
-                with self._index.lock:  # reads wait this short moment, then apply again
-                    self._index.load(found)
-                    self._indexing = False
+                    with self._index.lock:  # reads wait this short moment, then apply again
+                        self._index.load(found)
+                        self._indexing = False
         finally:
             self._indexing = False
         self.progress = (total, total)
+
+    def _load_kept(self, folders: list[TaskFolder], scanned: Callable[[int], None]) -> None:
+        """The load through the snapshot keeper; should the snapshot's records not fit the
+        index (a format changed without its number), the folders are all read instead."""
+        assert self._keeper is not None
+        found = self._keeper.initial(folders, scanned)
+        try:
+            with self._index.lock:
+                self._index.load(found)
+                self._indexing = False
+            return
+        except (TypeError, ValueError, LookupError, AttributeError) as exc:
+            log.warning("the index snapshot is not used: its records do not fit (%r)", exc)
+        self._index = TaskIndex()
+        self._keeper = self._keeper.anew(self._index)
+        self.progress = (0, len(folders))
+        found = self._keeper.initial(folders, scanned)
+        with self._index.lock:
+            self._index.load(found)
+            self._indexing = False
 
     def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:
         """Take in what changed between the scan and the watches.

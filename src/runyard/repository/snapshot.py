@@ -315,7 +315,7 @@ def _open_private(path: str, flags: int, what: str, dir_fd: int | None = None) -
     shared_bits = 0o022 if directory else 0o077
     problem = (
         "is not the server's own" if info.st_uid != os.geteuid()
-        else "may be written by others" if info.st_mode & shared_bits
+        else "is open to others" if info.st_mode & shared_bits
         else "is not a regular file" if not directory and not stat.S_ISREG(info.st_mode)
         else None
     )  # fmt: skip

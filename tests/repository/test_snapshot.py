@@ -1,0 +1,318 @@
+"""The index snapshot: a restart takes unchanged folders from it and reads the others; a
+snapshot that is damaged, foreign, of another format or workspace, or a symlink is refused
+and the answers are read from the files.
+
+The observable of a folder taken from the snapshot (not read): its status rewritten in
+place while the index was down, same inode, same size, same mtime, shows the old state
+until the task is read directly. Every such rewrite below turns ``succeeded`` into
+``cancelled`` (same length).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import os
+import secrets
+import struct
+import subprocess
+import tarfile
+import time
+from collections.abc import Iterator
+from hashlib import sha256
+from pathlib import Path
+
+import pytest
+from repo_helpers import make_workspace, put_metadata, put_status
+
+from runyard.backup import create_backup
+from runyard.repository import TaskRepository
+from runyard.repository.records import RECORDS_FORMAT, list_task_folders
+from runyard.repository.snapshot import (
+    KEY_FILE,
+    MAGIC,
+    SNAPSHOT_DIR,
+    SNAPSHOT_FILE,
+    Columns,
+    SnapshotStore,
+)
+from runyard.workspace import Workspace
+
+pytestmark = pytest.mark.timeout(60)
+
+TASKS = [f"base#demo#t{n}" for n in range(6)]
+SNEAKY = "base#demo#t2"
+HOUR_AGO_NS = time.time_ns() - 3600 * 10**9
+
+
+def snapshot_path(ws: Workspace) -> Path:
+    return ws.root / SNAPSHOT_DIR / SNAPSHOT_FILE
+
+
+def workspace(tmp_path: Path, *, aged: bool = True) -> Workspace:
+    """Tasks whose folders look untouched for an hour (the start's catch-up reads none),
+    and whose records do too when ``aged`` (else they are racy: written just now)."""
+    ws = make_workspace(tmp_path)
+    for n, task_id in enumerate(TASKS):
+        put_status(ws, task_id, created=n)
+    put_metadata(ws, "base#demo#t1", created=1)
+    if aged:
+        age(*ws.root.glob("*/*/*.json"))
+    age_folders(ws)
+    return ws
+
+
+def age(*paths: Path) -> None:
+    for path in paths:
+        os.utime(path, ns=(HOUR_AGO_NS, HOUR_AGO_NS))
+
+
+def age_folders(ws: Workspace) -> None:
+    age(*ws.root.glob("*/*"), *ws.root.glob("*"))
+
+
+def start(ws: Workspace) -> TaskRepository:
+    repo = TaskRepository(ws, snapshots=True)
+    repo.start()
+    return repo
+
+
+def run_once(ws: Workspace) -> None:
+    """A start and a clean stop: the snapshot is written."""
+    start(ws).stop()
+    assert snapshot_path(ws).is_file()
+
+
+def rewrite_in_place(ws: Workspace, task_id: str, *, keep_mtime: bool = True) -> None:
+    """``succeeded`` -> ``cancelled`` in the status file itself (same inode and size)."""
+    path = ws.status_path(task_id)
+    before = os.stat(path)
+    data = path.read_bytes()
+    assert b'"succeeded"' in data
+    with path.open("r+b") as stream:
+        stream.write(data.replace(b'"succeeded"', b'"cancelled"'))
+    if keep_mtime:
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_ino, after.st_size) == (before.st_ino, before.st_size)
+
+
+def states(repo: TaskRepository) -> dict[str, str]:
+    return {status.task_id: status.state.value for status in repo.list_statuses()[0]}
+
+
+@contextlib.contextmanager
+def restarted(ws: Workspace) -> Iterator[TaskRepository]:
+    repo = start(ws)
+    try:
+        yield repo
+    finally:
+        repo.stop()
+
+
+def test_a_restart_takes_unchanged_folders_from_the_snapshot(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    rewrite_in_place(ws, SNEAKY)
+    with restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "succeeded"  # not read: the stat is the same
+        assert len(repo) == len(TASKS)
+        assert repo.get_metadata("base#demo#t1") is not None
+        status = repo.get(SNEAKY)  # a direct read is the file's
+        assert status is not None and status.state.value == "cancelled"
+        assert states(repo)[SNEAKY] == "cancelled"
+
+
+def test_a_record_changed_in_place_with_a_newer_mtime_is_read_again(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    rewrite_in_place(ws, SNEAKY, keep_mtime=False)
+    with restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "cancelled"
+
+
+def test_a_record_modified_just_before_it_was_read_is_read_again(tmp_path: Path) -> None:
+    ws = workspace(tmp_path, aged=False)  # written now: the same timestamp tick could hide
+    run_once(ws)  # a second write, so the entries are racy
+    rewrite_in_place(ws, SNEAKY)
+    with restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "cancelled"
+
+
+def test_a_status_replaced_by_a_worker_while_down_is_seen(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    put_status(ws, SNEAKY, state="cancelled", created=2)  # a new file: another inode
+    age(ws.status_path(SNEAKY))
+    age_folders(ws)
+    with restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "cancelled"
+
+
+def test_folders_added_and_removed_while_down_are_seen(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    for path in ws.task_dir("base#demo#t0").iterdir():
+        path.unlink()
+    ws.task_dir("base#demo#t0").rmdir()
+    put_status(ws, "etl#load#new", state="failed", created=50)
+    with restarted(ws) as repo:
+        assert "base#demo#t0" not in states(repo)
+        assert states(repo)["etl#load#new"] == "failed"
+        assert repo.get_metadata("base#demo#t1") is not None
+
+
+def test_changes_while_running_are_in_the_next_snapshot(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    with restarted(ws) as repo:
+        put_status(ws, "base#demo#t3", state="failed", created=3)
+        repo.refresh("base#demo#t3")
+        put_status(ws, "train#fit#late", state="succeeded", created=60)
+        repo.refresh("train#fit#late")
+    rewrite_in_place(ws, SNEAKY)  # unchanged in the index: its entry was kept
+    with restarted(ws) as repo:
+        found = states(repo)
+    assert found["base#demo#t3"] == "failed"
+    assert found["train#fit#late"] == "succeeded"
+    assert found[SNEAKY] == "succeeded"
+    assert len(found) == len(TASKS) + 1
+
+
+def resign(ws: Workspace, data: bytes) -> None:
+    key = (ws.root / SNAPSHOT_DIR / KEY_FILE).read_bytes()
+    snapshot_path(ws).write_bytes(data + hmac.new(key, data, sha256).digest())
+
+
+def damage(ws: Workspace, how: str, tmp_path: Path) -> Workspace:
+    path = snapshot_path(ws)
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "flipped":
+        flipped = bytearray(data)
+        flipped[len(data) // 2] ^= 0x10
+        path.write_bytes(bytes(flipped))
+    elif how == "version":  # signed with the right key, of another records format
+        at = len(MAGIC) + 2
+        body = data[: -sha256().digest_size]
+        resign(ws, body[:at] + struct.pack(">H", RECORDS_FORMAT + 1) + body[at + 2 :])
+    elif how == "key":
+        (ws.root / SNAPSHOT_DIR / KEY_FILE).write_bytes(secrets.token_bytes(32))
+    elif how == "shared":
+        path.chmod(0o644)
+    elif how == "symlink":
+        aside = tmp_path / "aside"
+        path.rename(aside)
+        path.symlink_to(aside)
+    elif how == "workspace":  # the same folders (same inodes) at another path
+        moved = ws.root.with_name("moved")
+        ws.root.rename(moved)
+        return Workspace.open(moved, ws.log_dir)
+    return ws
+
+
+@pytest.mark.parametrize(
+    "how", ["truncated", "flipped", "version", "key", "shared", "symlink", "workspace"]
+)
+def test_a_bad_snapshot_is_refused_and_the_files_are_read(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    rewrite_in_place(ws, SNEAKY)
+    ws = damage(ws, how, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "cancelled"
+        assert len(repo) == len(TASKS)
+        assert repo.get_metadata("base#demo#t1") is not None
+    assert caplog.text.count("snapshot") >= 1
+    if how == "symlink":  # not written through either: the link was replaced
+        assert not snapshot_path(ws).is_symlink()
+        assert (tmp_path / "aside").read_bytes()[: len(MAGIC)] == MAGIC
+
+
+def test_the_snapshot_folder_and_files_are_the_servers_alone(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    folder = ws.root / SNAPSHOT_DIR
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert (folder / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert snapshot_path(ws).stat().st_mode & 0o777 == 0o600
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_leaves_the_old_snapshot(tmp_path: Path, small_disk: Path) -> None:
+    ws = workspace(small_disk)
+    run_once(ws)
+    before = snapshot_path(ws).read_bytes()
+    repo = start(ws)
+    put_status(ws, "base#demo#t4", state="failed", created=4)
+    repo.refresh("base#demo#t4")  # a change: the stop writes a snapshot
+    filler = fill(small_disk)
+    repo.stop()
+    assert snapshot_path(ws).read_bytes() == before
+    assert sorted(p.name for p in (ws.root / SNAPSHOT_DIR).iterdir()) == [KEY_FILE, SNAPSHOT_FILE]
+    filler.unlink()
+    with restarted(ws) as repo:
+        assert states(repo)["base#demo#t4"] == "failed"
+
+
+def test_records_that_do_not_fit_the_index_are_not_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ws = workspace(tmp_path)
+    store = SnapshotStore(ws.root)
+    key = store.key(create=True)
+    stamper = store.stamper(key, time.time_ns())
+    folders = list_task_folders(ws.root)
+    misfit = Columns(
+        [task_id for task_id, _, _ in folders],
+        [stamper.stamp_now(path, inode) for _, path, inode in folders],
+        [("not", "a", "status") for _ in folders],  # signed and of this format, yet wrong
+        [None for _ in folders],
+    )
+    store.write(key, [misfit])
+    with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
+        assert states(repo) == {task_id: "succeeded" for task_id in TASKS}
+        assert repo.get_metadata("base#demo#t1") is not None
+    assert "do not fit" in caplog.text
+
+
+def test_a_backup_leaves_the_snapshot_and_its_key_out(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    archive = tmp_path / "backup.tar"
+    manifest = create_backup(ws.root, ws.log_dir, archive)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert not [name for name in names if SNAPSHOT_DIR in name]
+    assert f"workspace/{TASKS[0].split('#')[0]}/{TASKS[0]}/status.json" in names
+    skipped = {entry["path"]: entry["reason"] for entry in manifest.skipped}
+    assert "index snapshot" in skipped[f"workspace/{SNAPSHOT_DIR}"]
