@@ -17,6 +17,7 @@ import os
 import secrets
 import struct
 import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from repo_helpers import make_workspace, put_metadata, put_status
 from runyard.backup import create_backup
 from runyard.repository import TaskRepository
 from runyard.repository.records import RECORDS_FORMAT, list_task_folders
+from runyard.repository.scan import collect_stamps, start_stamping
 from runyard.repository.snapshot import (
     KEY_FILE,
     MAGIC,
@@ -316,3 +318,15 @@ def test_a_backup_leaves_the_snapshot_and_its_key_out(tmp_path: Path) -> None:
     assert f"workspace/{TASKS[0].split('#')[0]}/{TASKS[0]}/status.json" in names
     skipped = {entry["path"]: entry["reason"] for entry in manifest.skipped}
     assert "index snapshot" in skipped[f"workspace/{SNAPSHOT_DIR}"]
+
+
+@pytest.mark.parametrize("python", [sys.executable, "/bin/false"])
+def test_stamps_from_the_helper_equal_stamps_made_here(tmp_path: Path, python: str) -> None:
+    ws = workspace(tmp_path)
+    folders = list_task_folders(ws.root)
+    stamper = SnapshotStore(ws.root).stamper(secrets.token_bytes(32), time.time_ns())
+    split, helper = start_stamping(folders, stamper, parallel_min=1, python=python)
+    assert 0 < split < len(folders) and helper is not None
+    theirs = collect_stamps(helper, folders[split:], stamper)
+    assert theirs == [stamper.stamp_now(path, inode) for _, path, inode in folders[split:]]
+    assert all(stamp != 0 for stamp in theirs)  # aged records: none is racy

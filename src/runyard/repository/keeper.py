@@ -25,7 +25,13 @@ from collections.abc import Iterator
 from runyard.faults import fault_delay
 from runyard.repository.index import TaskIndex
 from runyard.repository.records import FolderRecords, TaskFolder
-from runyard.repository.scan import Progress, Scanned, scan_stamped
+from runyard.repository.scan import (
+    Progress,
+    Scanned,
+    collect_stamps,
+    scan_stamped,
+    start_stamping,
+)
 from runyard.repository.snapshot import (
     CHUNK_ENTRIES,
     RACY,
@@ -84,13 +90,7 @@ class SnapshotKeeper:
         stamps = array("q")
         unread = folders
         if cached is not None:
-            unread = []
-            for start in range(0, len(folders), _BATCH):
-                batch = folders[start : start + _BATCH]
-                left = self._reuse(batch, cached, stamper, found, stamps)
-                unread += left
-                on_scanned(len(batch) - len(left))
-                fault_delay("index.batch")
+            unread = self._reuse_all(folders, cached, stamper, (found, stamps), on_scanned)
         for task_id, records, stamp in scan_stamped(unread, stamper, on_scanned=on_scanned):
             found.append((task_id, records))
             stamps.append(stamp)
@@ -117,29 +117,28 @@ class SnapshotKeeper:
         return {task_id: at for at, task_id in enumerate(columns.ids)}, columns
 
     @staticmethod
-    def _reuse(
-        batch: list[TaskFolder],
+    def _reuse_all(
+        folders: list[TaskFolder],
         cached: tuple[dict[str, int], Columns],
         stamper: Stamper,
-        found: Scanned,
-        stamps: array[int],
+        into: tuple[Scanned, array[int]],
+        on_scanned: Progress,
     ) -> list[TaskFolder]:
-        """Take from the snapshot the folders of ``batch`` whose stamp is the same now;
-        the others, to be read."""
-        positions, columns = cached
-        unread = []
-        for folder in batch:
-            task_id, path, inode = folder
-            at = positions.get(task_id, -1)
-            kept = RACY if at < 0 else columns.stamps[at]
-            if kept != RACY and kept == stamper.stamp_now(path, inode):
-                found.append(
-                    (task_id, FolderRecords(True, columns.statuses[at], columns.metadata[at]))
-                )
-                stamps.append(kept)
-            else:
-                unread.append(folder)
-        return unread
+        """Take from the snapshot the folders whose stamp is the same now (a helper
+        stamps a share of them meanwhile, when there are many); the others, to be read."""
+        split, helper = start_stamping(folders, stamper)
+        unread: list[TaskFolder] = []
+        for start in range(0, split, _BATCH):
+            batch = folders[start : min(start + _BATCH, split)]
+            now = [stamper.stamp_now(path, inode) for _, path, inode in batch]
+            left = _reuse(batch, now, cached, into)
+            on_scanned(len(batch) - len(left))  # the others count as they are read
+            unread += left
+            fault_delay("index.batch")
+        theirs = collect_stamps(helper, folders[split:], stamper)
+        left = _reuse(folders[split:], theirs, cached, into)
+        on_scanned(len(folders) - split - len(left))
+        return unread + left
 
     def changed(self, task_id: str) -> None:
         """The index changed ``task_id``'s records (called under the index lock)."""
@@ -224,6 +223,28 @@ class SnapshotKeeper:
                 if inode is not None:
                     _add(columns, task_id, *_swap(stamper.capture(path, task_id, inode)))
             yield from _kept(columns, ids, stamps)
+
+
+def _reuse(
+    batch: list[TaskFolder],
+    now: list[int],
+    cached: tuple[dict[str, int], Columns],
+    into: tuple[Scanned, array[int]],
+) -> list[TaskFolder]:
+    """Take the folders of ``batch`` whose stamp kept is ``now``'s; the others, to be read."""
+    positions, columns = cached
+    found, stamps = into
+    unread = []
+    for folder, stamp in zip(batch, now, strict=True):
+        task_id = folder[0]
+        at = positions.get(task_id, -1)
+        kept = RACY if at < 0 else columns.stamps[at]
+        if kept != RACY and kept == stamp:
+            found.append((task_id, FolderRecords(True, columns.statuses[at], columns.metadata[at])))
+            stamps.append(kept)
+        else:
+            unread.append(folder)
+    return unread
 
 
 def _swap(captured: tuple[FolderRecords, int]) -> tuple[int, FolderRecords]:

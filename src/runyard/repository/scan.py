@@ -9,8 +9,10 @@ whole answer is kept even when the helper is slow to end afterwards (it is kille
 
 The helper runs :func:`main`: pickled ``(task_id, path)`` pairs on stdin, pickled
 ``(task_id, FolderRecords)`` pairs on stdout; or, for a stamped scan (what an index
-snapshot keeps, :mod:`runyard.repository.snapshot`), a pickled ``(salt, racy_from_ns,
-[(task_id, path, inode)])`` on stdin and ``(task_id, FolderRecords, stamp)`` on stdout.
+snapshot keeps, :mod:`runyard.repository.snapshot`), a pickled ``("scan", salt,
+racy_from_ns, [(task_id, path, inode)])`` on stdin and ``(task_id, FolderRecords, stamp)``
+on stdout; or, to check a snapshot's entries, ``("stamps", salt, racy_from_ns, [(path,
+inode)])`` and the stamp of each folder as it is now.
 """
 
 from __future__ import annotations
@@ -72,8 +74,7 @@ def scan_stamped(
     if len(folders) < parallel_min or _cores() < 2:
         return _scan_stamped(folders, stamper, on_scanned)
     split = int(len(folders) * HERE_SHARE)
-    job = (stamper.salt, stamper.racy_from_ns, folders[split:])
-    helper = _start_helper(python, job)
+    helper = _start_helper(python, ("scan", stamper.salt, stamper.racy_from_ns, folders[split:]))
     mine = _scan_stamped(folders[:split], stamper, on_scanned)
     found = _receive(helper) if helper is not None else None
     expected = [task_id for task_id, _, _ in folders[split:]]
@@ -84,6 +85,38 @@ def scan_stamped(
     if on_scanned is not None:
         on_scanned(len(found))
     return mine + found
+
+
+def start_stamping(
+    folders: list[TaskFolder],
+    stamper: Stamper,
+    *,
+    parallel_min: int = PARALLEL_MIN_FOLDERS,
+    python: str = sys.executable,
+) -> tuple[int, subprocess.Popen[bytes] | None]:
+    """Have a helper compute the stamps of the folders from the split point returned on
+    (none with few folders or one core): the caller stamps those before it meanwhile."""
+    if len(folders) < parallel_min or _cores() < 2:
+        return len(folders), None
+    split = int(len(folders) * HERE_SHARE)
+    pairs = [(path, inode) for _, path, inode in folders[split:]]
+    return split, _start_helper(python, ("stamps", stamper.salt, stamper.racy_from_ns, pairs))
+
+
+def collect_stamps(
+    helper: subprocess.Popen[bytes] | None, folders: list[TaskFolder], stamper: Stamper
+) -> list[int]:
+    """The helper's stamps of ``folders``; computed here if it failed."""
+    found = _receive(helper) if helper is not None else None
+    if (
+        isinstance(found, list)
+        and len(found) == len(folders)
+        and all(type(stamp) is int for stamp in found)
+    ):
+        return found
+    if helper is not None:
+        log.warning("the stamp helper failed; stamping its half here")
+    return [stamper.stamp_now(path, inode) for _, path, inode in folders]
 
 
 def _scan_stamped(
@@ -214,11 +247,13 @@ def main() -> None:
     gc.disable()
     job = pickle.load(sys.stdin.buffer)
     found: list[object]
-    if isinstance(job, tuple):
-        salt, racy_from_ns, folders = job
-        stamper = Stamper(salt, racy_from_ns)
+    if isinstance(job, tuple) and job[0] == "stamps":
+        stamper = Stamper(job[1], job[2])
+        found = [stamper.stamp_now(path, inode) for path, inode in job[3]]
+    elif isinstance(job, tuple):
+        stamper = Stamper(job[1], job[2])
         found = [(task_id, *stamper.capture(path, task_id, inode))
-                 for task_id, path, inode in folders]  # fmt: skip
+                 for task_id, path, inode in job[3]]  # fmt: skip
     else:
         found = [(task_id, scan_folder(path, task_id)) for task_id, path in job]
     pickle.dump(found, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
