@@ -139,6 +139,8 @@ def _read_stat(path: str) -> tuple[bytes | None, FileStat]:
     what ``stat`` said of the file when it was opened."""
     try:
         fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return None, _NONE
     except OSError:
         return None, _lstat(path)  # a symlink: its own stat (it changes when replaced)
     try:
