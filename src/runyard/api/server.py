@@ -29,6 +29,7 @@ import uvicorn
 
 from runyard.api import serverlog
 from runyard.api.address import server_file, write_server_file
+from runyard.api.allocator import keep_freed_buffers
 from runyard.api.auth import BearerAuth
 from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
@@ -85,6 +86,7 @@ def serve(settings: Settings) -> None:
             flush=True,
         )
     set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
+    keep_freed_buffers()  # request bodies without a page fault per piece
     lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
     serverlog.configure(Path(settings.log_dir), settings.log_level, [settings.token or ""])
     tcp = _bind_tcp(settings.host, settings.port)  # listening: connections queue from now
