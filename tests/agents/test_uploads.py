@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -118,3 +120,132 @@ def test_not_multipart_is_a_bad_request(tmp_path: Path) -> None:
 
     with pytest.raises(BadRequest, match="multipart/form-data"):
         asyncio.run(go())
+
+
+def receive_in(pieces: list[bytes], folder: Path):  # type: ignore[no-untyped-def]
+    async def feed() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    return asyncio.run(receive_upload(feed(), CONTENT_TYPE, lambda f: UploadSink(folder, 1 << 30)))
+
+
+# file data that holds what looks like a delimiter but is not one, and CRs at its edges:
+# the parser hands such bytes over from its own look-behind buffer
+LOOKALIKE = b"\r\r\n--" + BOUNDARY[:-1].encode() + b"x\r\n--" + BOUNDARY.encode() + b"-x\r"
+
+
+def test_a_chunk_edge_anywhere_in_a_delimiter_keeps_the_file_exact(tmp_path: Path) -> None:
+    data = os.urandom(3000) + LOOKALIKE + os.urandom(3000) + b"\r\n\r"
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+    opening = body.index(b'name="file"') - len(BOUNDARY) - 4
+    closing = len(body) - len(f"\r\n--{BOUNDARY}--\r\n")
+    lookalike = body.index(LOOKALIKE)
+    edges = [
+        *range(opening - 2, opening + len(BOUNDARY) + 8),
+        *range(lookalike - 2, lookalike + len(LOOKALIKE) + 2),
+        *range(closing - 3, len(body)),
+    ]
+    for edge in edges:
+        folder = tmp_path / str(edge)
+        folder.mkdir()
+        received = receive_in([body[:edge], body[edge:]], folder)
+        assert received.sink.path.read_bytes() == data, edge
+        assert received.sink.sha256 == hashlib.sha256(data).hexdigest(), edge
+
+
+def test_one_byte_chunks_keep_the_file_exact(tmp_path: Path) -> None:
+    data = b"a\r" + LOOKALIKE + b"\r\n"
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+    received = receive_in([body[i : i + 1] for i in range(len(body))], tmp_path)
+    assert received.sink.path.read_bytes() == data
+    assert received.sink.size == len(data)
+
+
+@pytest.mark.parametrize("cut", ["in-headers", "in-data", "in-closing-boundary", "no-closing"])
+def test_a_body_cut_short_is_a_bad_request_and_leaves_nothing(tmp_path: Path, cut: str) -> None:
+    data = os.urandom(FLUSH_BYTES + 5000)  # a block was already written when it stops
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+    end = {
+        "in-headers": body.index(b"Content-Type: text/csv") + 5,
+        "in-data": len(body) - 2000,
+        "in-closing-boundary": len(body) - 6,
+        "no-closing": len(body) - len(f"--{BOUNDARY}--\r\n"),
+    }[cut]
+    with pytest.raises(BadRequest, match="ended before its closing boundary"):
+        receive(body[:end], tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_chunks_changed_after_they_are_fed_do_not_change_the_file(tmp_path: Path) -> None:
+    data = os.urandom(2 * FLUSH_BYTES + 777)
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+
+    async def reused_buffer() -> AsyncIterator[bytes]:
+        buffer = bytearray()
+        for start in range(0, len(body), 65536):
+            buffer[:] = body[start : start + 65536]
+            yield buffer  # type: ignore[misc]  # a client's reused buffer
+            buffer[:] = b"\0" * len(buffer)
+
+    received = asyncio.run(
+        receive_upload(reused_buffer(), CONTENT_TYPE, lambda f: UploadSink(tmp_path, 1 << 30))
+    )
+    assert received.sink.path.read_bytes() == data
+
+
+def test_blocks_land_at_their_offsets_in_any_order(tmp_path: Path) -> None:
+    sink = UploadSink(tmp_path, 1 << 20)
+    first, second = b"a" * 5000, b"b" * 7000
+    sink.add(first[:3000])
+    sink.add(first[3000:])
+    one = sink.take()
+    sink.add(second)
+    two = sink.take()
+    sink.write_block(two)
+    sink.write_block(one)
+    sink.hash_block(one)
+    sink.hash_block(two)
+    sink.finish()
+    assert sink.path.read_bytes() == first + second
+    assert sink.sha256 == hashlib.sha256(first + second).hexdigest()
+    assert sink.size == 12000
+
+
+def test_a_write_after_discard_goes_nowhere(tmp_path: Path) -> None:
+    sink = UploadSink(tmp_path, 1 << 20)
+    sink.add(b"late bytes")
+    block = sink.take()
+    sink.discard()
+    sink.write_block(block)  # a worker thread still holding the block
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_discard_waits_for_a_write_in_flight(tmp_path: Path) -> None:
+    # more views than one pwritev takes: the write is several calls, and a descriptor
+    # closed between two of them may already belong to another file
+    piece = os.urandom(16384)
+    sink = UploadSink(tmp_path, 1 << 30)
+    for _ in range(6000):
+        sink.add(piece)
+    block = sink.take()
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            sink.write_block(block)
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=write)
+    worker.start()
+    while not sink.fd_lock.locked() and worker.is_alive():
+        time.sleep(0.0001)
+    sink.discard()
+    other = tmp_path / "other"
+    fd = os.open(other, os.O_WRONLY | os.O_CREAT, 0o600)  # may reuse the sink's number
+    worker.join(30)
+    os.close(fd)
+    assert failures == []
+    assert other.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]

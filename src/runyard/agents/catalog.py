@@ -17,9 +17,11 @@ start-up sweep removes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -280,7 +282,19 @@ PARTIAL_PREFIX = ".partial-"
 
 
 class UploadSink:
-    """A temp file that hashes and counts what is written, refusing more than ``limit``."""
+    """A temp file that hashes and counts what is written, refusing more than ``limit``.
+
+    :meth:`add` keeps views of the received bytes (no copy) until a block is taken; a
+    block is then hashed (:meth:`hash_block`) and written (:meth:`write_block`), which may
+    run in two threads at once: the write goes to its own offset, and blocks are hashed in
+    the order they were taken. A written block is sent to the disk at once instead of
+    waiting in the page cache for :meth:`finish`'s fsync, so the disk works while the rest
+    arrives and a large upload does not fill the cache with pages nobody reads.
+
+        sink = UploadSink(folder, limit)
+        sink.add(data)
+        sink.finish()  # hashes and writes what is left, fsyncs, closes
+    """
 
     def __init__(self, folder: Path, limit: int) -> None:
         self.limit = limit
@@ -288,48 +302,94 @@ class UploadSink:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o640)
         self.size = 0
         self.received = 0
-        self.pending = bytearray()
+        self.pending: list[memoryview] = []
+        self.pending_bytes = 0
         self.digest = hashlib.sha256()
+        # held while the file is written or closed: a write still running when the upload
+        # fails must not go to another file that reused the descriptor
+        self.fd_lock = threading.Lock()
 
     def add(self, data: bytes | memoryview) -> None:
+        """Keep ``data`` for the next block; it must not change afterwards (bytes do not)."""
         if self.received + len(data) > self.limit:
             raise UploadTooLarge(self.limit)
         self.received += len(data)
-        self.pending += data
+        if data:
+            self.pending.append(memoryview(data))
+            self.pending_bytes += len(data)
 
-    def take(self) -> bytearray:
-        """Detach the buffered bytes (to hand them to :meth:`write_block` elsewhere)."""
-        block, self.pending = self.pending, bytearray()
+    def take(self) -> UploadBlock:
+        """Detach the buffered bytes as the next block, placed after the previous one."""
+        block = UploadBlock(self.pending, self.size, self.pending_bytes)
+        self.size += self.pending_bytes
+        self.pending, self.pending_bytes = [], 0
         return block
 
-    def write_block(self, block: bytearray) -> None:
-        """Hash and write one block; blocks must arrive in order."""
-        view = memoryview(block)
-        self.digest.update(view)
-        while view:
-            view = view[os.write(self.fd, view) :]
-        self.size += len(block)
+    def hash_block(self, block: UploadBlock) -> None:
+        for view in block.views:
+            self.digest.update(view)
+
+    def write_block(self, block: UploadBlock) -> None:
+        with self.fd_lock:
+            if self.fd < 0:
+                return
+            _pwrite_all(self.fd, block.views, block.offset)
+            if hasattr(os, "posix_fadvise"):
+                # writeback of everything written so far starts now; pages already on
+                # disk leave the cache
+                os.posix_fadvise(self.fd, 0, block.offset + block.size, os.POSIX_FADV_DONTNEED)
 
     def flush(self) -> None:
-        if self.pending:
-            self.write_block(self.take())
+        block = self.take()
+        self.hash_block(block)
+        self.write_block(block)
 
     def finish(self) -> None:
         """Write what is left, make it durable and close the file."""
         self.flush()
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-
-    def discard(self) -> None:
-        if self.fd >= 0:
+        with self.fd_lock:
+            os.fsync(self.fd)
             os.close(self.fd)
             self.fd = -1
+
+    def discard(self) -> None:
+        with self.fd_lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+        self.pending, self.pending_bytes = [], 0
         self.path.unlink(missing_ok=True)
 
     @property
     def sha256(self) -> str:
         return self.digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class UploadBlock:
+    """Received bytes to write at ``offset`` of an upload's temp file."""
+
+    views: list[memoryview]
+    offset: int
+    size: int
+
+
+IOV_MAX = 1024  # Linux's limit of buffers per pwritev
+
+
+def _pwrite_all(fd: int, views: list[memoryview], offset: int) -> None:
+    """pwritev until every view is written (a regular file seldom takes less at once)."""
+    index = 0
+    while index < len(views):
+        written = os.pwritev(fd, views[index : index + IOV_MAX], offset)
+        if not written:
+            raise OSError(errno.EIO, "the upload's temp file took no bytes")
+        offset += written
+        while index < len(views) and written >= len(views[index]):
+            written -= len(views[index])
+            index += 1
+        if written:  # a new list: the block's own is being hashed in another thread
+            views, index = [views[index][written:], *views[index + 1 :]], 0
 
 
 @dataclass

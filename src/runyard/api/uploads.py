@@ -2,10 +2,11 @@
 
 The body is fed chunk by chunk to python-multipart's streaming parser. Small fields
 (``sessionId``, ``relativePath``) are kept in memory up to 64 KiB each; the ``file`` part
-is buffered up to 1 MiB at a time and written to an :class:`~runyard.agents.catalog.UploadSink`
-(a temp file in ``uploads/``, hashing as it goes) by a worker thread while the next block is
-parsed. Past the upload limit the upload stops with :class:`UploadTooLarge` and the temp file
-is removed: nothing is left behind.
+goes to an :class:`~runyard.agents.catalog.UploadSink` (a temp file in ``uploads/``) as views
+of the received chunks, without a copy. Every 4 MiB the block is hashed in one worker thread
+and written in another, at once, while the next block is received and parsed. Past the
+upload limit the upload stops with :class:`UploadTooLarge` and the temp file is removed:
+nothing is left behind.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from runyard.agents.catalog import ReceivedUpload, UploadSink
 from runyard.agents.errors import AgentError, BadRequest
 
-FLUSH_BYTES = 1 << 20
+FLUSH_BYTES = 4 << 20
 MAX_FIELD_BYTES = 64 * 1024
 MAX_PARTS = 8
 MAX_BOUNDARY_BYTES = 70  # RFC 2046; the parser raises a bare error past 256
@@ -46,11 +47,12 @@ class _Receiver:
         # the file part began: its sink is opened (session check, temp file) off the event
         # loop after the chunk that began it; what arrived meanwhile waits here
         self.wants_sink = False
-        self.early = bytearray()
+        self.early: list[memoryview] = []
         self.file_name = ""
         self.content_type = ""
         self.part = _Part()
         self.parts = 0
+        self.ended = False  # the closing boundary was seen
         self._header_name = bytearray()
         self._header_value = bytearray()
 
@@ -63,6 +65,7 @@ class _Receiver:
             "on_headers_finished": self._headers_finished,
             "on_part_data": self._part_data,
             "on_part_end": self._part_end,
+            "on_end": self._end,
         }
 
     def _part_begin(self) -> None:
@@ -99,7 +102,7 @@ class _Receiver:
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self.part.name == "file":
             if self.sink is None:
-                self.early += memoryview(data)[start:end]
+                self.early.append(memoryview(data)[start:end])
             else:
                 self.sink.add(memoryview(data)[start:end])
             return
@@ -114,12 +117,16 @@ class _Receiver:
             return
         self.wants_sink = False
         self.sink = await asyncio.to_thread(self.open_sink, dict(self.fields))
-        early, self.early = self.early, bytearray()
-        self.sink.add(memoryview(early))
+        early, self.early = self.early, []
+        for view in early:
+            self.sink.add(view)
 
     def _part_end(self) -> None:
         if self.part.name in TEXT_FIELDS:
             self.fields[self.part.name] = _utf8(bytes(self.part.value), self.part.name)
+
+    def _end(self) -> None:
+        self.ended = True
 
 
 def _utf8(raw: bytes, what: str) -> str:
@@ -150,8 +157,8 @@ async def receive_upload(
     """Parse a multipart body from ``chunks``; the file part streams into ``open_sink(...)``.
 
     ``open_sink`` gets the text fields seen so far (so it can refuse early, e.g. a closed
-    session). While one block is hashed and written in a worker thread the next one is
-    parsed, so at most two blocks are in memory. On any error the sink's temp file is
+    session). While one block is hashed and written in worker threads the next one is
+    received, so about two blocks are in memory. On any error the sink's temp file is
     removed before the error propagates.
     """
     receiver = _Receiver(open_sink)
@@ -161,10 +168,14 @@ async def receive_upload(
         async for chunk in chunks:
             _feed(parser, chunk)
             await receiver.open_pending_sink()
-            if receiver.sink is not None and len(receiver.sink.pending) >= FLUSH_BYTES:
+            if receiver.sink is not None and receiver.sink.pending_bytes >= FLUSH_BYTES:
                 await writer.hand_over(receiver.sink)
         parser.finalize()
         await receiver.open_pending_sink()
+        if not receiver.ended:
+            raise BadRequest(
+                "The multipart body ended before its closing boundary: the upload is incomplete"
+            )
         if receiver.sink is None:
             raise BadRequest("The upload has no 'file' part")
         await writer.drain()
@@ -178,28 +189,30 @@ async def receive_upload(
 
 
 class _BlockWriter:
-    """One block in flight to a worker thread, in order."""
+    """One block in flight: hashed in one worker thread and written in another, at once."""
 
     def __init__(self) -> None:
-        self.inflight: asyncio.Future[None] | None = None
+        self.inflight: list[asyncio.Future[None]] = []
 
     async def hand_over(self, sink: UploadSink) -> None:
         block = sink.take()
         await self.drain()
-        self.inflight = asyncio.ensure_future(asyncio.to_thread(sink.write_block, block))
+        loop = asyncio.get_running_loop()
+        self.inflight = [
+            loop.run_in_executor(None, sink.hash_block, block),
+            loop.run_in_executor(None, sink.write_block, block),
+        ]
 
     async def drain(self, suppress: bool = False) -> None:
-        inflight, self.inflight = self.inflight, None
-        if inflight is None:
-            return
-        try:
-            await inflight
-        except Exception:
-            if not suppress:
-                raise
+        inflight, self.inflight = self.inflight, []
+        for outcome in await asyncio.gather(*inflight, return_exceptions=True):
+            if isinstance(outcome, BaseException) and not suppress:
+                raise outcome
 
 
 def _feed(parser: MultipartParser, chunk: bytes) -> None:
+    if type(chunk) is not bytes:  # the sink keeps views of what it is fed: they must not change
+        chunk = bytes(chunk)
     try:
         parser.write(chunk)
     except AgentError:
