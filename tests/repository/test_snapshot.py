@@ -29,7 +29,7 @@ from repo_helpers import make_workspace, put_metadata, put_status
 
 from runyard.backup import create_backup
 from runyard.repository import TaskRepository
-from runyard.repository.records import RECORDS_FORMAT, list_task_folders
+from runyard.repository.records import RECORDS_FORMAT, list_task_folders, scan_folder
 from runyard.repository.scan import collect_stamps, start_stamping
 from runyard.repository.snapshot import (
     KEY_FILE,
@@ -330,3 +330,20 @@ def test_stamps_from_the_helper_equal_stamps_made_here(tmp_path: Path, python: s
     theirs = collect_stamps(helper, folders[split:], stamper)
     assert theirs == [stamper.stamp_now(path, inode) for _, path, inode in folders[split:]]
     assert all(stamp != 0 for stamp in theirs)  # aged records: none is racy
+
+
+def test_a_stamped_read_equals_the_index_own_read(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    put_metadata(ws, "etl#load#meta-only", created=9)
+    ws.task_dir("base#demo#empty").mkdir()
+    ws.status_path("base#demo#t0").write_text("{broken")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(ws.status_path("base#demo#t3").read_bytes())
+    ws.status_path("base#demo#t3").unlink()
+    ws.status_path("base#demo#t3").symlink_to(elsewhere)
+    os.mkfifo(ws.metadata_path("base#demo#t4"))
+    folders = list_task_folders(ws.root)
+    stamper = SnapshotStore(ws.root).stamper(secrets.token_bytes(32), time.time_ns())
+    captured = [stamper.capture(path, task_id, inode) for task_id, path, inode in folders]
+    assert [records for records, _ in captured] == [scan_folder(p, t) for t, p, _ in folders]
+    assert [stamp for _, stamp in captured] == [stamper.stamp_now(p, i) for _, p, i in folders]

@@ -148,17 +148,18 @@ def _read_stat(path: str) -> tuple[bytes | None, FileStat]:
         found = (info.st_ino, info.st_size, info.st_mtime_ns)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
             return None, found
-        return _read_all(fd, info.st_size), found
+        data = os.read(fd, info.st_size + 1)  # one read, unless it grew since the fstat
+        return (data if len(data) <= info.st_size else _read_rest(fd, data)), found
     except OSError:
         return None, _NONE
     finally:
         os.close(fd)
 
 
-def _read_all(fd: int, size: int) -> bytes | None:
-    chunks = [os.read(fd, size + 1)]
-    total = len(chunks[0])
-    while total > size and (chunk := os.read(fd, 1 << 16)):
+def _read_rest(fd: int, start: bytes) -> bytes | None:
+    chunks = [start]
+    total = len(start)
+    while chunk := os.read(fd, 1 << 16):
         chunks.append(chunk)
         total += len(chunk)
         if total > MAX_RECORD_BYTES:
