@@ -298,3 +298,28 @@ def test_a_log_is_named_while_some_status_names_it(tmp_path: Path) -> None:
     index.apply("base#job#c", status=None, exists=False)
     index.apply("base#job#b", status=None, exists=False)
     assert index.referenced_logs(logs) == set()
+
+
+def test_the_listing_is_every_real_task_folder_with_its_path_and_inode(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path)
+    for task_id in ("base#job#a", "base#job#b", "etl#load#c", "train#fit#d"):
+        put_status(ws, task_id)
+    (ws.root / "base" / "base#job#file").write_text("not a folder")
+    (ws.root / "base" / "not an id").mkdir()
+    (ws.root / "etl" / "base#job#elsewhere").mkdir()  # an id of another type
+    (ws.root / "etl" / "etl#load#link").symlink_to(ws.root / "etl" / "etl#load#c")
+    expected = [
+        (entry.name, entry.path, entry.inode())
+        for task_type in sorted(os.listdir(ws.root))
+        if (ws.root / task_type).is_dir()
+        for entry in os.scandir(ws.root / task_type)
+        if entry.name.startswith(task_type + "#")
+        and "#" in entry.name[len(task_type) + 1 :]
+        and entry.is_dir(follow_symlinks=False)
+    ]
+    names = ["base#job#a", "base#job#b", "etl#load#c", "train#fit#d"]
+    assert sorted(name for name, _, _ in expected) == names
+    assert list_task_folders(ws.root) == expected
+    known = list_task_folders(ws.root, known={"not an id"}, types=["base"])
+    assert sorted(name for name, _, _ in known) == ["base#job#a", "base#job#b", "not an id"]
+    assert all(path == f"{ws.root}/base/{name}" for name, path, _ in known)
