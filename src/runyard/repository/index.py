@@ -5,8 +5,7 @@ by ``(instant, task_id)`` (the key is read from the status when compared: eight 
 task rather than a tuple), so a page is a lazy descending merge of the buckets a filter
 selects: its cost depends on the page size, not on the number of tasks. One more list
 holds every id with a status in that order, so a whole listing is a copy, not a sort.
-A task id is one string object wherever the index holds it (parents and children
-included). Every method takes the index lock; callers that read files and apply them hold
+Every method takes the index lock; callers that read files and apply them hold
 the same (reentrant) lock around both, so applications happen in the order the files
 were read.
 """
@@ -28,8 +27,6 @@ from runyard.repository.records import (
     CREATED_AT,
     INSTANT,
     LOG,
-    META_CREATED_AT,
-    META_INSTANT,
     META_PARENTS,
     PARENTS,
     STATE,
@@ -124,10 +121,8 @@ class TaskIndex:
 
     def _fill(self, folders: Iterable[tuple[str, FolderRecords]]) -> None:
         children: dict[str, list[str]] = {}
-        ids: dict[str, str] = {}  # each id to itself: the one object kept for it
         logs: list[int] = []
         for task_id, (exists, status, meta) in folders:
-            ids[task_id] = task_id
             parents: tuple[str, ...] = ()
             if status is not None:
                 self.statuses[task_id] = status
@@ -145,29 +140,12 @@ class TaskIndex:
                 self._active.add(task_id)
             for parent in parents:
                 children.setdefault(parent, []).append(task_id)
-        self._share_parent_ids(ids, {task for tasks in children.values() for task in tasks})
         for bucket in self._buckets.values():
             self._sort(bucket)
         self._order = self._sort(list(self.statuses))
         logs.sort()
         self._log_refs = array("q", logs)
-        self.children = {ids.get(parent, parent): tuple(sorted(tasks))
-                         for parent, tasks in children.items()}  # fmt: skip
-
-    def _share_parent_ids(self, ids: dict[str, str], children: set[str]) -> None:
-        """Records of ``children`` naming their parents by the index's own id objects (a
-        record read from a file holds its own copy of each parent's id)."""
-        for task_id in children:
-            status, meta = self.statuses.get(task_id), self.metadata.get(task_id)
-            if status is not None and status[PARENTS]:
-                instant, created_at, parents, packed, state, log = status
-                parents = tuple(ids.get(parent, parent) for parent in parents)
-                self.statuses[task_id] = (instant, created_at, parents, packed, state, log)
-                if meta is status:
-                    self.metadata[task_id] = meta = self.statuses[task_id]
-            if meta is not None and meta is not self.statuses.get(task_id):
-                parents = tuple(ids.get(parent, parent) for parent in meta[META_PARENTS])
-                self.metadata[task_id] = (meta[META_INSTANT], meta[META_CREATED_AT], parents)
+        self.children = {parent: tuple(sorted(tasks)) for parent, tasks in children.items()}
 
     def _sort(self, ids: list[str]) -> list[str]:
         """``ids`` sorted in place by ``(instant, task_id)``: by id, then stably by instant
