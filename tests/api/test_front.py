@@ -105,6 +105,10 @@ def test_a_call_past_the_wait_is_refused_503_with_retry_after(tmp_path: Path) ->
         job = Pending(server, "/jobs/list_task_ids", server.headers)
         api = Pending(server, "/api/v1/tasks", server.headers)
         stranger = Pending(server, "/jobs/list_task_ids", {})
+        # a run's token cannot be checked before the services exist: "retry" is the answer,
+        # except where only the server token opens (/metrics)
+        unchecked = Pending(server, "/jobs/list_task_ids", {"authorization": "Bearer not-yet"})
+        metrics = Pending(server, "/metrics", {"authorization": "Bearer not-yet"})
         assert early_health(server).status_code == 200
         refused = job.result()
         assert time.monotonic() - started < 14.0, "answered only once the app was built"
@@ -115,6 +119,8 @@ def test_a_call_past_the_wait_is_refused_503_with_retry_after(tmp_path: Path) ->
         assert api.result().status_code == 503
         assert api.result().json()["error"]["code"] == "starting"
         assert stranger.result().status_code == 401  # the refusal is behind auth too
+        assert unchecked.result().status_code == 503
+        assert metrics.result().status_code == 401
         # stopped while the app is still being built: a clean end, its address removed
         assert server.stop() == 0
         assert not (server.workspace / "server.json").exists()
