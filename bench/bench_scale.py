@@ -11,7 +11,8 @@ meanwhile), until the scan is done and until ``/health`` shows no ``indexing``, 
 1 GiB target is for 1,000,000 tasks; smaller runs show the growth per task and what it
 comes to at a million, above an empty workspace's server), the first page, ``status`` and
 ``get_task_graph`` (median of many, client side and as the server's access log times
-them), the unpaged ``list_task_statuses {}`` and ``list_task_ids {}``, and ``delete_tasks`` of one task whose log lies in the log
+them), the unpaged ``list_task_statuses {}`` and ``list_task_ids {}`` (best of three, with
+the server's CPU and memory), and ``delete_tasks`` of one task whose log lies in the log
 folder. The server's CPU seconds and the load average are printed next to the times:
 on a busy machine the wall times say more about the neighbours than about the server.
 Nothing is asserted.
@@ -246,17 +247,23 @@ def reads(client: httpx.Client, count: int, log: Path) -> None:
     ))  # fmt: skip
 
 
-def full_lists(proc: subprocess.Popen[bytes], client: httpx.Client) -> None:
-    before = memory(proc.pid)
-    took, size, _ = timed_post(client, "list_task_statuses", {})
-    after = memory(proc.pid)
-    print(f"  list_task_statuses {{}} (unpaged)     {took:10.3f} s    {size / 1e6:6.1f} MB")
+def full_list(proc: subprocess.Popen[bytes], client: httpx.Client, job: str, count: int) -> None:
+    """The best of three calls (0.5 s is the target at 100,000 tasks), with the server's
+    CPU seconds and memory over the three."""
+    before, cpu = memory(proc.pid), cpu_seconds(proc.pid)
+    took, size, _ = min((timed_post(client, job, {}) for _ in range(3)), key=lambda r: r[0])
+    cpu, after = (cpu_seconds(proc.pid) - cpu) / 3, memory(proc.pid)
+    verdict(f"{job} {{}} (best of 3)", took, "s", 0.5 if count <= 100_000 else None)
     print(
-        f"    server VmRSS {before['VmRSS']:.0f} -> {after['VmRSS']:.0f} MiB,"
-        f" VmHWM {before['VmHWM']:.0f} -> {after['VmHWM']:.0f} MiB"
+        f"    {size / 1e6:.1f} MB; server CPU {cpu:.3f} s a call, load average"
+        f" {os.getloadavg()[0]:.1f}; server VmRSS {before['VmRSS']:.0f} ->"
+        f" {after['VmRSS']:.0f} MiB, VmHWM {before['VmHWM']:.0f} -> {after['VmHWM']:.0f} MiB"
     )
-    took, size, _ = timed_post(client, "list_task_ids", {})
-    print(f"  list_task_ids {{}}                    {took:10.3f} s    {size / 1e6:6.1f} MB")
+
+
+def full_lists(proc: subprocess.Popen[bytes], client: httpx.Client, count: int) -> None:
+    full_list(proc, client, "list_task_statuses", count)
+    full_list(proc, client, "list_task_ids", count)
 
 
 def deletes(client: httpx.Client, victims: list[str], count: int, log: Path) -> None:
@@ -295,7 +302,7 @@ def run(root: Path, count: int) -> None:
             startup(proc, client, count, start, "with a snapshot")
             memory_targets(proc, count, empty_mib)
             reads(client, count, root / "logs" / "server.log")
-            full_lists(proc, client)
+            full_lists(proc, client, count)
             deletes(client, victims, count, root / "logs" / "server.log")
     finally:
         proc.terminate()

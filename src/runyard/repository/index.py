@@ -200,7 +200,7 @@ class TaskIndex:
                 ids = self._below(buckets, after, None if limit is None else limit + 1)
             more = limit is not None and len(ids) > limit
             ids = ids[:limit] if more else ids
-            found = [(task_id, self.statuses[task_id]) for task_id in ids]
+            found = list(zip(ids, map(self.statuses.__getitem__, ids), strict=True))
             return found, (self._key(ids[-1]) if more else None)
 
     def ids(self, buckets: Iterable[tuple[str, str]]) -> list[str]:

@@ -46,6 +46,7 @@ PRESET: Final = (
 )
 _LEVEL: Final = 6
 _WBITS: Final = 15  # the zlib format: a header naming the dictionary and a checksum
+_decompressobj = zlib.decompressobj
 
 
 def pack(data: bytes) -> bytes:
@@ -57,7 +58,7 @@ def pack(data: bytes) -> bytes:
 def unpack(blob: bytes) -> bytes | None:
     """The bytes :func:`pack` was given; None when ``blob`` is not one whole, intact
     zlib stream (damaged, cut short, or followed by other bytes)."""
-    inflater = zlib.decompressobj(_WBITS, zdict=PRESET)
+    inflater = _decompressobj(_WBITS, PRESET)
     try:
         data = inflater.decompress(blob)
     except zlib.error:
