@@ -252,7 +252,7 @@ class TaskRepository:
         self, *, state: str | None = None, task_type: str | None = None
     ) -> list[StatusRecord]:
         """Every indexed status record of the filter, in list order, without building models
-        (a record's ``RAW`` is the status as answers carry it)."""
+        (``status_json(record)`` is the status as answers carry it)."""
         found, _ = self._index.page(_buckets(state, task_type), None, None)
         return [record for _, record in found]
 
