@@ -347,3 +347,13 @@ def test_a_stamped_read_equals_the_index_own_read(tmp_path: Path) -> None:
     captured = [stamper.capture(path, task_id, inode) for task_id, path, inode in folders]
     assert [records for records, _ in captured] == [scan_folder(p, t) for t, p, _ in folders]
     assert [stamp for _, stamp in captured] == [stamper.stamp_now(p, i) for _, p, i in folders]
+
+
+def test_a_write_cut_short_leaves_no_temp_file_behind_a_restart(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    run_once(ws)
+    left = ws.root / SNAPSHOT_DIR / f".{SNAPSHOT_FILE}.0123456789ab.tmp"  # a kill -9 mid-write
+    left.write_bytes(b"half")
+    with restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "succeeded"
+    assert not left.exists()

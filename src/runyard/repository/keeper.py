@@ -3,9 +3,9 @@
 At start, :meth:`SnapshotKeeper.initial` gives what the index loads: each listed folder
 from the snapshot when its stamp still matches, read again otherwise (by the shared scan).
 Then a thread writes the snapshot once the index is ready (unless the one loaded was
-still right in every entry), again every :data:`CHECK_SECONDS` when at least
-:data:`CHANGES_MIN` tasks (or one in :data:`CHANGES_SHARE`) changed, and once more at a
-clean stop when one in :data:`STOP_SHARE` did.
+still right in every entry), again every :data:`CHECK_SECONDS` when :data:`CHANGES_MIN`
+tasks changed (or one in :data:`CHANGES_SHARE` of them, if that is fewer), and once more
+at a clean stop when one in :data:`STOP_SHARE` did.
 
 A written entry pairs a stamp with the records read just after it: those the index holds
 for a task unchanged since they were read (the repository reports every change under the
@@ -81,6 +81,7 @@ class SnapshotKeeper:
         """``(task_id, FolderRecords)`` of every folder: from the snapshot where right."""
         try:
             self._key = self._store.key(create=True)
+            self._store.sweep()
         except _REFUSALS as exc:
             log.warning("no index snapshot: %s", exc)
             self._key = b""

@@ -195,6 +195,14 @@ class SnapshotStore:
             raise Refused("the snapshot key is not 32 bytes")
         return key
 
+    def sweep(self) -> None:
+        """Remove what a write cut short by a crash left (its temp files)."""
+        with contextlib.suppress(OSError), os.scandir(self.folder) as entries:
+            for entry in entries:
+                if entry.name.startswith(f".{SNAPSHOT_FILE}.") and entry.name.endswith(".tmp"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
     def stamper(self, key: bytes, racy_from_ns: int) -> Stamper:
         return Stamper(int.from_bytes(key[:8], "big"), racy_from_ns)
 
