@@ -65,3 +65,20 @@ def test_plain_values_need_no_typer_coercion() -> None:
     assert _outcome(by_name["folder"], None) == ("value", None)
     # none of them was handed over: typer built no adapter of its own
     assert all(isinstance(by_name[n]._runtime_param, PlainCoercion) for n in by_name)
+
+
+def test_parameters_it_does_not_know_are_left_to_their_own_coercion() -> None:
+    import click
+
+    plain = click.Option(["--limit"], type=int, default=3)
+    command = click.Command("probe", params=[plain], callback=lambda limit: limit)
+    plain_coercion(command)  # a click parameter: nothing to give, nothing raised
+    assert not hasattr(plain, "_runtime_param")
+    assert command.main(["--limit", "7"], standalone_mode=False) == 7
+    built = typer.main.get_command(_app())
+    first = built.params[1]
+    first.get_runtime_param()  # typer's own, built before: kept as it is
+    own = first._runtime_param
+    plain_coercion(built)
+    assert first._runtime_param is own
+    assert isinstance(built.params[0]._runtime_param, PlainCoercion)

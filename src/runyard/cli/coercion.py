@@ -22,6 +22,9 @@ import typer.core
 
 DIGITS = re.compile(r"0|[1-9][0-9]{0,17}")  # what int() and pydantic read alike
 UNSURE = object()
+# typer's parameter class with the lazily built coercion (typer 0.29 on); with a typer
+# without it, options are coerced as that typer does and nothing here takes part
+_PARAMETER: Any = getattr(typer.core, "_TyperParameter", None)
 
 
 def plain_coercion(command: Any) -> None:
@@ -42,8 +45,14 @@ def plain_coercion(command: Any) -> None:
 
 
 def _give(param: Any) -> None:
-    if isinstance(param, typer.core._TyperParameter) and param._runtime_param is None:
-        param._runtime_param = PlainCoercion(param)  # type: ignore[assignment]
+    if _PARAMETER is None or not isinstance(param, _PARAMETER):
+        return
+    if getattr(param, "_runtime_param", UNSURE) is not None:
+        return  # already built, or a typer that keeps it elsewhere
+    try:
+        param._runtime_param = PlainCoercion(param)
+    except AttributeError:  # a typer whose parameters describe their types otherwise
+        return
 
 
 class PlainCoercion:
