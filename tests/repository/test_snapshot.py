@@ -286,25 +286,28 @@ def test_a_full_disk_leaves_the_old_snapshot(tmp_path: Path, small_disk: Path) -
         assert states(repo)["base#demo#t4"] == "failed"
 
 
+@pytest.mark.parametrize("misfit", ["records", "lengths"])
 def test_records_that_do_not_fit_the_index_are_not_used(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, misfit: str
 ) -> None:
     ws = workspace(tmp_path)
     store = SnapshotStore(ws.root)
     key = store.key(create=True)
     stamper = store.stamper(key, time.time_ns())
     folders = list_task_folders(ws.root)
-    misfit = Columns(
+    columns = Columns(
         [task_id for task_id, _, _ in folders],
         [stamper.stamp_now(path, inode) for _, path, inode in folders],
         [("not", "a", "status") for _ in folders],  # signed and of this format, yet wrong
         [None for _ in folders],
     )
-    store.write(key, [misfit])
+    if misfit == "lengths":
+        columns = columns._replace(statuses=[None], metadata=[])
+    store.write(key, [columns])
     with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
         assert states(repo) == {task_id: "succeeded" for task_id in TASKS}
         assert repo.get_metadata("base#demo#t1") is not None
-    assert "do not fit" in caplog.text
+    assert "snapshot is not used" in caplog.text
 
 
 def test_a_backup_leaves_the_snapshot_and_its_key_out(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ class SnapshotKeeper:
         except _REFUSALS as exc:
             log.warning("the index snapshot is not used: %s", exc)
             return None
-        if not len(columns.ids) == len(columns.stamps) == len(columns.statuses):
+        if len({len(column) for column in columns}) != 1:
             log.warning("the index snapshot is not used: its columns differ in length")
             return None
         return {task_id: at for at, task_id in enumerate(columns.ids)}, columns

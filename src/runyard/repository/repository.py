@@ -383,8 +383,8 @@ class TaskRepository:
         """The load through the snapshot keeper; should the snapshot's records not fit the
         index (a format changed without its number), the folders are all read instead."""
         assert self._keeper is not None
-        found = self._keeper.initial(folders, scanned)
         try:
+            found = self._keeper.initial(folders, scanned)
             with self._index.lock:
                 self._index.load(found)
                 self._indexing = False
