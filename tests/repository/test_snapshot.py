@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from hashlib import sha256
 from pathlib import Path
 
@@ -29,7 +29,12 @@ from repo_helpers import make_workspace, put_metadata, put_status
 
 from runyard.backup import create_backup
 from runyard.repository import TaskRepository
-from runyard.repository.records import RECORDS_FORMAT, list_task_folders, scan_folder
+from runyard.repository.records import (
+    RECORDS_FORMAT,
+    TaskFolder,
+    list_task_folders,
+    scan_folder,
+)
 from runyard.repository.scan import collect_stamps, start_stamping
 from runyard.repository.snapshot import (
     KEY_FILE,
@@ -360,3 +365,36 @@ def test_a_write_cut_short_leaves_no_temp_file_behind_a_restart(tmp_path: Path) 
     with restarted(ws) as repo:
         assert states(repo)[SNEAKY] == "succeeded"
     assert not left.exists()
+
+
+class ChangedAfterLoad(TaskRepository):
+    """A repository whose workspace changes after its load and before its watches."""
+
+    def __init__(self, ws: Workspace, change: Callable[[], None]) -> None:
+        super().__init__(ws, watch_mode="sparse", snapshots=True)
+        self._change = change
+
+    def _load(self, folders: list[TaskFolder]) -> None:
+        super()._load(folders)
+        self._change()
+
+
+def test_an_active_task_changed_before_the_watches_is_read_again(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    put_status(ws, "train#fit#busy", state="running", created=7)
+    put_status(ws, "train#fit#idle", state="running", created=8)
+    age(*ws.root.glob("train/*/*.json"))
+    age_folders(ws)
+    run_once(ws)
+
+    def change() -> None:
+        put_status(ws, "train#fit#busy", state="failed", created=7)  # a worker's last write
+        age(ws.status_path("train#fit#busy"))
+
+    repo = ChangedAfterLoad(ws, change)
+    repo.start()
+    try:
+        assert states(repo)["train#fit#busy"] == "failed"
+        assert states(repo)["train#fit#idle"] == "running"
+    finally:
+        repo.stop()

@@ -100,6 +100,21 @@ class SnapshotKeeper:
         self._stale = cached is None or bool(unread) or len(cached[0]) != len(found)
         return found
 
+    def unchanged(self, task_ids: set[str], folders: list[TaskFolder]) -> set[str]:
+        """Which of ``task_ids`` (of ``folders``) are as they were when read at start: their
+        stamp (not racy) is the same now (two ``lstat`` each instead of a read)."""
+        kept = {
+            task_id: self._stamps[at]
+            for at, task_id in enumerate(self._ids)
+            if task_id in task_ids and self._stamps[at] != RACY
+        }
+        stamper = self._store.stamper(self._key, self._since_ns - RACY_NS)
+        return {
+            task_id
+            for task_id, path, inode in folders
+            if task_id in kept and kept[task_id] == stamper.stamp_now(path, inode)
+        }
+
     def _cached(self) -> tuple[dict[str, int], Columns] | None:
         """The snapshot's entries (a position for each id, and the columns), or None."""
         try:

@@ -406,8 +406,9 @@ class TaskRepository:
         mtime shows a folder was added, renamed or removed there since the scan began,
         the folders that appeared or went (by a new listing) and those modified since
         (atomic record writes and replacements change a folder's mtime); and, for a
-        sparse watch, every active task (the only ones it follows). A workspace at rest
-        is not listed twice.
+        sparse watch, every active task (the only ones it follows) but those whose stamp
+        shows them unchanged since they were read (with a snapshot keeper). A workspace at
+        rest is not listed twice.
         """
         threshold = since_ns - CATCH_UP_SLACK_NS
         busy = set(TASK_TYPES) if everything else self._types_changed_since(threshold)
@@ -415,7 +416,9 @@ class TaskRepository:
             self._catch_up_types(scanned, busy, threshold)
         if not everything:
             root = str(self.workspace.root)
-            for task_id in self._index.active_ids():
+            active = self._index.active_ids()
+            unchanged = self._keeper.unchanged(active, scanned) if self._keeper else set()
+            for task_id in active - unchanged:
                 self._refresh(task_id, os.path.join(root, _type_of(task_id), task_id))
 
     def _catch_up_types(self, scanned: list[TaskFolder], types: set[str], threshold: int) -> None:
