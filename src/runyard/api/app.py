@@ -102,6 +102,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         app.include_router(build_agents_router(services), prefix="/api/v1")
     mount_gc(app, services)
     app.state.mcp = mount_lazy_mcp(app, services, hub, runyard_version())  # SDK: imported later
+    startup.when_ready(app.state.mcp.start_soon)  # its build would slow the start-up
     mount_docs(app)
     mount_studio(app)
     _install_openapi(app, schemas)

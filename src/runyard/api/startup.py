@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -63,6 +64,12 @@ class Startup:
         self.services = services
         self.ready = threading.Event()
         self._thread: threading.Thread | None = None
+        self._then: list[Callable[[], None]] = []
+
+    def when_ready(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (in the start-up's thread) once the start-up is over; before
+        :meth:`begin`."""
+        self._then.append(callback)
 
     def begin(self) -> None:
         self._thread = threading.Thread(target=self._run, name="runyard-start", daemon=True)
@@ -95,6 +102,8 @@ class Startup:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         self.ready.set()
+        for callback in self._then:
+            callback()
 
 
 class StartupGate:
