@@ -105,3 +105,22 @@ def test_a_task_within_its_limits_succeeds_and_keeps_the_record(make_supervisor,
     handle = command(sup, "python3 -c 'bytearray(32 << 20)'")
     final = wait_state(workspace, handle.task_id, "succeeded", timeout=60)
     assert final.limits["pids"] == 64 and final.limits["enforced_by"] == "cgroup1"
+
+
+def test_a_restart_kills_what_a_dead_worker_left_in_its_cgroup(make_supervisor, workspace):
+    first = make_supervisor(prefork=False)
+    handle = command(first, f"{ESCAPE}; sleep 300")
+    pid = child_pid(workspace, handle.task_id)
+    first.stop()  # its worker runs on, then dies; its setsid child stays in the cgroup
+    worker = workspace.read_status(handle.task_id).pid
+    assert worker is not None
+    os.kill(worker, 9)
+    wait_until(lambda: not alive(worker), timeout=5)
+    try:
+        assert alive(pid) and not cgroup_gone(handle.run_id)
+        make_supervisor(prefork=False)  # reconciles the running task whose worker is gone
+        assert not alive(pid) and cgroup_gone(handle.run_id)
+        assert workspace.read_status(handle.task_id).state == "failed"
+    finally:
+        if alive(pid):
+            os.kill(pid, 9)

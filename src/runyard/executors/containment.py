@@ -19,6 +19,7 @@ what the run's records keep: what was asked, what enforces each part, and what k
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -185,6 +186,18 @@ def planned_limits(executor: object, spec: LaunchSpec) -> dict[str, Any] | None:
 def sweep(name: str) -> bool:
     """Kill what is left in cgroup ``name`` of this machine and remove it."""
     return Containment.detect().sweep(name)
+
+
+def existing_cgroups() -> frozenset[str]:
+    """The names of the cgroups in this machine's run folders, one listing per hierarchy: a
+    start sweeps only those of its many ended runs that have one, instead of looking for
+    each."""
+    host = detect_host()
+    found: set[str] = set()
+    for base in () if host is None else host.bases.values():
+        with contextlib.suppress(OSError):
+            found.update(os.listdir(base))
+    return frozenset(found)
 
 
 def _requested(limits: Limits) -> dict[str, float]:

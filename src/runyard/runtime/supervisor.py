@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from runyard.config import Settings
 from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
-from runyard.executors.containment import planned_limits, sweep, task_cgroup_name
+from runyard.executors.containment import (
+    existing_cgroups,
+    planned_limits,
+    sweep,
+    task_cgroup_name,
+)
 from runyard.executors.local import LocalExecutor
 from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
@@ -126,8 +131,9 @@ class Supervisor:
             self.start_monitor()
             self._queue.clear()  # the queued statuses on disk are the queue
             self._kube_queue.clear()
+            cgroups = existing_cgroups()  # nothing is launched until the loop is over
             for status in self._unfinished():
-                self._reconcile(status)
+                self._reconcile(status, cgroups)
             if self._kube is not None:
                 self._kube.collect()
         self._pump()
@@ -350,7 +356,7 @@ class Supervisor:
 
     # -- reconcile and exits -------------------------------------------------------------
 
-    def _reconcile(self, status: TaskStatus) -> None:
+    def _reconcile(self, status: TaskStatus, cgroups: frozenset[str]) -> None:
         record = read_mark(self.workspace, status.task_id, status.run_id)
         if record is not None:
             self._reconcile_kube(status, record)
@@ -358,7 +364,9 @@ class Supervisor:
         if worker_alive(self.workspace, status.task_id):
             self._adopt(status)
             return
-        sweep(task_cgroup_name(status.run_id))  # what its ended worker left running
+        cgroup = task_cgroup_name(status.run_id)
+        if cgroup in cgroups:
+            sweep(cgroup)  # what its ended worker left running
         if status.state is TaskState.QUEUED:
             self._queue.append((status.task_id, status.run_id))
         elif settle(self.workspace, status) is not status:
