@@ -140,19 +140,21 @@ class TaskIndex:
                 self._active.add(task_id)
             for parent in parents:
                 children.setdefault(parent, []).append(task_id)
+        instants = {task_id: status[INSTANT] for task_id, status in self.statuses.items()}
         for bucket in self._buckets.values():
-            self._sort(bucket)
-        self._order = self._sort(list(self.statuses))
+            self._sort(bucket, instants.__getitem__)
+        self._order = self._sort(list(self.statuses), instants.__getitem__)
         logs.sort()
         self._log_refs = array("q", logs)
         self.children = {parent: tuple(sorted(tasks)) for parent, tasks in children.items()}
 
-    def _sort(self, ids: list[str]) -> list[str]:
+    def _sort(self, ids: list[str], instant_of: Callable[[str], int] | None = None) -> list[str]:
         """``ids`` sorted in place by ``(instant, task_id)``: by id, then stably by instant
-        (three times faster than one sort on a key tuple)."""
+        (three times faster than one sort on a key tuple); ``instant_of``, when given, is a
+        task's instant taken from a table (a lookup instead of a Python call for each)."""
         statuses = self.statuses
         ids.sort()
-        ids.sort(key=lambda task_id: statuses[task_id][INSTANT])
+        ids.sort(key=instant_of or (lambda task_id: statuses[task_id][INSTANT]))
         return ids
 
     def apply_folder(self, task_id: str, found: FolderRecords) -> bool:
