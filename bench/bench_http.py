@@ -35,7 +35,11 @@ def latency(srv: ServerProcess, runs: int) -> list[float]:
         for index in range(runs):
             started = time.perf_counter()
             handle = client.post("/jobs/submit", json={"arguments": {"task": "demo", "task_name": f"lat-{index}", "x": 1, "y": 2}}).json()["answer"]
-            client.post("/jobs/wait_task", json={"arguments": {**handle, "poll_interval": 1}})
+            waited = client.post("/jobs/wait_task", json={"arguments": {
+                "task_id": handle["task_id"], "run_id": handle["run_id"], "poll_interval": 1,
+            }}).json()  # fmt: skip
+            if waited.get("answer", {}).get("state") != "succeeded":
+                raise RuntimeError(f"wait_task answered {waited}")
             out.append((time.perf_counter() - started) * 1000)
     return out
 
