@@ -193,6 +193,16 @@ class TaskRepository:
                 self._records_changed(task_id)
         return parsed[1] if parsed else None
 
+    def get_unless_busy(self, task_id: str) -> tuple[bool, TaskStatus | None]:
+        """``(True, get(task_id))`` when no other thread holds the index now, else
+        ``(False, None)`` at once: a caller on the event loop then waits for it elsewhere."""
+        if not self._index.lock.acquire(blocking=False):
+            return False, None
+        try:
+            return True, self.get(task_id)
+        finally:
+            self._index.lock.release()
+
     def get_metadata(self, task_id: str) -> TaskMetadata | None:
         """The task's metadata read from its file now (None if missing or invalid)."""
         task_dir = self.workspace.task_dir(task_id)

@@ -1,0 +1,144 @@
+"""``status`` answered on the event loop gives what the thread-pool path gives: for an admin
+task, a run-submitted one (its log where the recorded run put it), a running task whose
+worker is gone (settled), a run token's scope, a missing task; and with the index held
+by another thread it waits elsewhere, leaving the loop free."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runyard.agents.models import RunScope
+from runyard.api.jobs import current_status, status_now
+from runyard.api.services import Services
+from runyard.config import Settings
+from runyard.errors import TaskNotFound
+from runyard.runtime.submitters import record_submitter, run_submitter
+
+RUN = "ab" * 16
+SESSION = "s-one"
+
+
+def record(task_id: str, state: str, **extra: Any) -> dict[str, Any]:
+    task_type, task_name, _ = task_id.split("#")
+    data = {
+        "task_id": task_id, "run_id": "cd" * 16, "task_type": task_type,
+        "task_name": task_name, "state": state, "config": {"task_name": task_id.split("#")[2]},
+        "created_at": "2026-03-01T10:00:00.000000Z", "started_at": None, "finished_at": None,
+        "pid": None, "exit_code": 0, "error": "", "result": {}, "steps": [], "log_path": "",
+    }  # fmt: skip
+    return {**data, **extra}
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    settings = Settings.load(cli={"workspace_dir": tmp_path / "ws", "log_dir": tmp_path / "logs"})
+    built = Services.build(settings)
+    built.repository.start()
+    try:
+        yield built
+    finally:
+        built.repository.stop()
+
+
+def seed(services: Services, data: dict[str, Any]) -> str:
+    folder = services.workspace.task_dir(data["task_id"])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "status.json").write_text(json.dumps(data))
+    return str(data["task_id"])
+
+
+def both(services: Services, task_id: str, scope: RunScope | None) -> tuple[Any, Any]:
+    """The loop's answer and the thread-pool path's (an exception stands for itself)."""
+
+    def outcome(call: Any) -> Any:
+        try:
+            return call().to_json()
+        except Exception as exc:  # compared by type and text
+            return (type(exc).__name__, str(exc))
+
+    on_loop = outcome(lambda: asyncio.run(status_now(services, task_id, scope)))
+    return on_loop, outcome(lambda: current_status(services, task_id, scope))
+
+
+def test_admin_and_run_submitted_tasks_answer_as_the_thread_pool_path(
+    services: Services,
+) -> None:
+    admin = seed(services, record("etl#load#plain", "succeeded", log_path="/tmp/plain.log"))
+    # a sandboxed task may have rewritten its own log_path: the recorded run decides
+    forged = seed(services, record("etl#load#forged", "succeeded", log_path="/etc/passwd"))
+    record_submitter(services.workspace, forged, RUN, run_submitter(SESSION, RUN))
+    for task_id in (admin, forged):
+        on_loop, off_loop = both(services, task_id, None)
+        assert on_loop == off_loop
+    on_loop, _ = both(services, forged, None)
+    assert on_loop["log_path"] == str(services.workspace.run_log_path(forged, RUN).absolute())
+    assert both(services, admin, None)[0]["log_path"] == "/tmp/plain.log"
+
+
+def test_a_run_token_sees_only_its_session_and_missing_tasks_fail_alike(
+    services: Services,
+) -> None:
+    own = seed(services, record("etl#load#own", "succeeded"))
+    record_submitter(services.workspace, own, RUN, run_submitter(SESSION, RUN))
+    admin = seed(services, record("etl#load#admins", "succeeded"))
+    mine, other = RunScope(run_id=RUN, session_id=SESSION), RunScope("ef" * 16, "s-two")
+    on_loop, off_loop = both(services, own, mine)
+    assert on_loop == off_loop and on_loop["task_id"] == own
+    for task_id, scope in ((own, other), (admin, mine), ("etl#load#absent", None)):
+        on_loop, off_loop = both(services, task_id, scope)
+        assert on_loop == off_loop == ("TaskNotFound", str(TaskNotFound(task_id)))
+    on_loop, off_loop = both(services, "not an id", None)
+    assert on_loop == off_loop and on_loop[0] != "TaskNotFound"
+
+
+def test_a_running_task_whose_worker_is_gone_is_settled(services: Services) -> None:
+    first = seed(services, record("etl#load#gone1", "running"))
+    twin = seed(services, record("etl#load#gone2", "running"))
+    on_loop = asyncio.run(status_now(services, first, None)).to_json()
+    off_loop = current_status(services, twin, None).to_json()
+    assert on_loop["state"] == off_loop["state"] == "failed"
+    assert on_loop["error"] == off_loop["error"] != ""
+    assert services.workspace.read_status(first).state == "failed"  # the end was written
+
+
+def test_a_held_index_is_waited_for_off_the_loop(services: Services) -> None:
+    task_id = seed(services, record("etl#load#held", "succeeded"))
+    expected = current_status(services, task_id, None).to_json()
+    lock = services.repository._index.lock
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+
+    async def main() -> tuple[Any, int]:
+        ticks = 0
+        answer = asyncio.create_task(status_now(services, task_id, None))
+        threading.Timer(0.5, release.set).start()
+        while not answer.done():
+            ticks += 1
+            await asyncio.sleep(0.01)
+        return (await answer).to_json(), ticks
+
+    try:
+        started = time.monotonic()
+        answer, ticks = asyncio.run(main())
+    finally:
+        release.set()
+        holder.join(10)
+    assert answer == expected
+    assert time.monotonic() - started >= 0.5
+    assert ticks >= 10, f"the loop ticked {ticks} times while the index was held"
