@@ -33,6 +33,7 @@ from runyard.api.allocator import keep_freed_buffers
 from runyard.api.auth import BearerAuth
 from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
+from runyard.api.onewrite import OneWriteHttpProtocol
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
 from runyard.config import Settings
@@ -193,9 +194,10 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
 
 def _uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
     """uvicorn logging through ours (serverlog): no dictConfig of its own, and no access
-    line of its own (it would carry the raw query string, tokens included)."""
+    line of its own (it would carry the raw query string, tokens included); a response's
+    head and body in one write (api/onewrite.py)."""
     return uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
-                          **options)  # fmt: skip
+                          http=OneWriteHttpProtocol, **options)  # fmt: skip
 
 
 def _own_socket(path: Path, settings: Settings) -> None:
