@@ -11,7 +11,7 @@ meanwhile), until the scan is done and until ``/health`` shows no ``indexing``, 
 1 GiB target is for 1,000,000 tasks; smaller runs show the growth per task and what it
 comes to at a million, above an empty workspace's server), the first page, ``status`` and
 ``get_task_graph`` (median of many, client side and as the server's access log times
-them), the unpaged ``list_task_statuses {}`` and ``list_task_ids {}`` (best of three, with
+them; ``status`` also with a lean http.client keep-alive client), the unpaged ``list_task_statuses {}`` and ``list_task_ids {}`` (best of three, with
 the server's CPU and memory), and ``delete_tasks`` of one task whose log lies in the log
 folder. The server's CPU seconds and the load average are printed next to the times:
 on a busy machine the wall times say more about the neighbours than about the server.
@@ -21,6 +21,7 @@ Nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -139,6 +140,26 @@ def median_ms(client: httpx.Client, job: str, arguments: list[dict]) -> float:
     return statistics.median(timed_post(client, job, args)[0] * 1000 for args in arguments)
 
 
+def lean_median_ms(client: httpx.Client, job: str, arguments: list[dict]) -> float:
+    """As :func:`median_ms`, with http.client on one keep-alive connection: a client that
+    adds less of its own time than httpx does."""
+    conn = http.client.HTTPConnection(client.base_url.host, client.base_url.port, timeout=300)
+    took = []
+    try:
+        for args in arguments:
+            body = json.dumps({"arguments": args})
+            start = time.perf_counter()
+            conn.request("POST", f"/jobs/{job}", body, {"content-type": "application/json"})
+            reply = conn.getresponse()
+            reply.read()
+            took.append((time.perf_counter() - start) * 1000)
+            if reply.status != 200:
+                raise RuntimeError(f"{job}: HTTP {reply.status}")
+    finally:
+        conn.close()
+    return statistics.median(took)
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system time of the server and of its finished children (the scan helper)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -240,6 +261,7 @@ def reads(client: httpx.Client, count: int, log: Path) -> None:
     verdict("first page (50)", median_ms(client, "list_task_statuses", [limit] * 50), "ms", 20)
     calls = [{"task_id": task_id} for task_id in ids]
     verdict("status", median_ms(client, "status", calls), "ms", 1.0)
+    verdict("status, lean client (http.client)", lean_median_ms(client, "status", calls), "ms", 1.0)
     verdict("get_task_graph", median_ms(client, "get_task_graph", calls), "ms", 5.0)
     print("    in the server (its access log):", ", ".join(
         f"{job} {served_ms(log, since, job):.2f} ms"
