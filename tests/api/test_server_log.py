@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import logging.config
+import os
 import re
+import threading
 import time
 from collections.abc import Iterator
 from logging.handlers import RotatingFileHandler
@@ -125,6 +127,69 @@ def test_the_log_rotates(tmp_path: Path, root_logging: None) -> None:
         *[f"server.log.{n}" for n in range(1, 6)],
     ]
     assert path.stat().st_size <= 2048
+
+
+def test_a_log_path_that_is_no_regular_file_never_rolls_over(
+    tmp_path: Path, root_logging: None
+) -> None:
+    (tmp_path / "server.log").symlink_to("/dev/null")
+    serverlog.configure(tmp_path, "info")
+    handlers = logging.getLogger().handlers
+    handler = next(h for h in handlers if isinstance(h, RotatingFileHandler))
+    handler.maxBytes = 50  # every line alone is over the size
+    for n in range(10):
+        logging.getLogger("runyard.test").info("line %d %s", n, "x" * 100)
+    assert [p.name for p in tmp_path.iterdir()] == ["server.log"]
+    assert (tmp_path / "server.log").is_symlink()
+
+
+def test_a_log_path_that_is_a_pipe_gets_every_line(
+    tmp_path: Path, root_logging: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    os.mkfifo(tmp_path / "server.log")
+    read: list[bytes] = []
+
+    def drain() -> None:
+        with (tmp_path / "server.log").open("rb") as pipe:
+            read.append(pipe.read())
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    serverlog.configure(tmp_path, "info")
+    handlers = logging.getLogger().handlers
+    handler = next(h for h in handlers if isinstance(h, RotatingFileHandler))
+    handler.maxBytes = 50
+    for n in range(5):
+        logging.getLogger("runyard.test").info("line %d %s", n, "x" * 100)
+    logging.getLogger().removeHandler(handler)
+    handler.close()
+    reader.join(10)
+    assert [line.split(": ", 1)[1] for line in read[0].decode().splitlines()] == [
+        f"line {n} {'x' * 100}" for n in range(5)
+    ]
+    assert "Logging error" not in capsys.readouterr().err
+
+
+class CountingFormatter(logging.Formatter):
+    calls = 0
+
+    def format(self, record: logging.LogRecord) -> str:
+        CountingFormatter.calls += 1
+        return super().format(record)
+
+
+def test_each_line_is_formatted_once(tmp_path: Path, root_logging: None) -> None:
+    path = serverlog.configure(tmp_path, "info")
+    handlers = logging.getLogger().handlers
+    handler = next(h for h in handlers if isinstance(h, RotatingFileHandler))
+    handler.setFormatter(CountingFormatter("%(name)s %(message)s"))
+    handler.maxBytes = 2048
+    for n in range(40):
+        logging.getLogger("runyard.test").info("line %d %s", n, "x" * 100)
+    handler.flush()
+    assert CountingFormatter.calls == 40
+    assert path.read_text().splitlines()[-1] == f"runyard.test line 39 {'x' * 100}"
+    assert (tmp_path / "server.log.1").exists()  # the size check still saw every line
 
 
 def test_access_targets_drop_credential_values() -> None:

@@ -20,6 +20,7 @@ included.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
@@ -87,6 +88,44 @@ class _UtcFormatter(logging.Formatter):
         return f"{stamp}.{int(record.msecs):03d}Z"
 
 
+class _RotatingLog(RotatingFileHandler):
+    """RotatingFileHandler that formats each line once (the standard one formats it for its
+    size check and again to write it) and looks at what the log path is (two stats of
+    the path, a line's largest cost) only when the size says it is time to roll over."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        self._last: tuple[logging.LogRecord, str] | None = None
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self._last is not None and self._last[0] is record:
+            return self._last[1]
+        text = super().format(record)
+        self._last = (record, text)
+        return text
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            super().emit(record)
+        finally:
+            self._last = None
+
+    def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802
+        if self.stream is None:
+            self.stream = self._open()
+        if self.maxBytes <= 0:
+            return False
+        try:
+            self.stream.seek(0, 2)
+            size = self.stream.tell()
+        except OSError:  # a pipe: nothing to roll over
+            return False
+        if size + len(f"{self.format(record)}\n") < self.maxBytes:
+            return False
+        # never roll over anything but a regular file (/dev/null, a pipe): as the standard one
+        return not os.path.exists(self.baseFilename) or os.path.isfile(self.baseFilename)
+
+
 # uvicorn's loggers: a logging config applied earlier in this process (uvicorn's default one
 # gives "uvicorn" a handler of its own and stops propagation) must not bypass server.log
 UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access")
@@ -98,8 +137,7 @@ def configure(log_dir: Path, level: str, secrets: Iterable[str] = ()) -> Path:
     log_dir.mkdir(parents=True, exist_ok=True)
     path = log_dir / LOG_FILE
     scrub = RedactingFilter(secrets)
-    to_file = RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUPS,
-                                  encoding="utf-8")  # fmt: skip
+    to_file = _RotatingLog(path)
     to_file.setFormatter(_UtcFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     to_stderr = logging.StreamHandler(sys.stderr)
     to_stderr.setLevel(logging.WARNING)
