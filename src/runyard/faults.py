@@ -16,7 +16,7 @@ renamed into ``.history``, its task folder not yet replaced).
 ``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
 batch of folders the start-up scan reads), ``serve.build`` (the app's build, while the port
-already answers).
+already answers), ``cli.wait`` (a CLI wait about to start its waiting thread).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from cli_proc import base_env, cli, connected_to, processes_in, start_cli, wait_for
 
+from runyard.faults import DELAY_VAR
 from serverproc import ServerProcess, start_server
 
 SLEEPER = "command=sleep 60"
@@ -94,6 +95,30 @@ def test_ctrl_c_on_waits_and_watch_leaves_the_task_running_and_says_so(
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, (label, err)
     assert _state(status_path) == "running"
     assert _state(server.workspace / "base" / "base#command#other" / "status.json") == "running"
+
+
+def test_ctrl_c_as_submit_wait_begins_to_wait_still_says_the_task_runs(
+    shared: ServerProcess,
+) -> None:
+    """The moment between the submit's answer and the waiting thread is covered too: a
+    Ctrl-C there used to end the command with 130 and not a word."""
+    server = shared
+    port = urlsplit(server.url).port
+    assert port is not None
+    env = {**server.cli_env(), DELAY_VAR: "cli.wait:20"}  # a slow start of the wait
+    args = ["submit", "command", SLEEPER, "--name", "slowwait", "--wait"]
+    proc = start_cli(server.root, env, *args)
+    task_dir = server.workspace / "base" / "base#command#slowwait"
+    try:
+        wait_for(lambda: connected_to(proc.pid, port), what="submit to reach the server")
+        wait_for(lambda: _state(task_dir / "status.json") == "running", what="the task to run")
+        code, _, err = _interrupt(proc)
+    finally:
+        proc.kill()
+    assert code == 130, err
+    assert "still running: runyard cancel base#command#slowwait" in err, err
+    assert "Traceback" not in err, err
+    assert _state(task_dir / "status.json") == "running"
 
 
 def test_timeouts_exit_124_and_leave_the_task_running(shared: ServerProcess) -> None:

@@ -20,6 +20,7 @@ import typer
 from runyard.cli.common import err_console, fail
 from runyard.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TIMEOUT, plain
 from runyard.errors import RunyardError, ServerUnreachable
+from runyard.faults import fault_delay
 
 if TYPE_CHECKING:
     from runyard.config import Settings
@@ -81,8 +82,10 @@ def bounded_wait(
         finally:
             done.set()
 
-    threading.Thread(target=run, name=f"wait-{task_id}", daemon=True).start()
-    with looking_at(task_id, cancel=cancel, status=status):
+    waiter = threading.Thread(target=run, name=f"wait-{task_id}", daemon=True)
+    with looking_at(task_id, cancel=cancel, status=status):  # from before the thread starts
+        fault_delay("cli.wait")
+        waiter.start()
         if not done.wait(timeout):
             still_running(task_id, EXIT_TIMEOUT, f"timed out after {timeout:g}s", cancel=cancel)
         if "error" in box:
