@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +127,17 @@ def test_a_restart_kills_what_a_dead_worker_left_in_its_cgroup(make_supervisor, 
     finally:
         if alive(pid):
             os.kill(pid, 9)
+
+
+def test_a_foreground_run_leaves_no_cgroup_behind(tmp_path):
+    """``runyard run`` exits once the final status is written; its reaper thread used to
+    die with it before removing the worker's cgroup, one left behind per run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "runyard", "run", "demo", "x=1", "y=2", "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    assert cgroup_gone(run_id)

@@ -43,6 +43,9 @@ if TYPE_CHECKING:
     from runyard.config import Settings
     from runyard.workspace.records import TaskStatus
 
+# how long `run` waits, once its task has ended, for the worker's cgroup to be emptied and
+# removed (it takes milliseconds; a worker that outlives its final status is killed there)
+REAP_WAIT_SECONDS = 10.0
 Fields = Annotated[list[str] | None, typer.Argument(help="Task inputs as key=value (JSON values)")]
 NameOpt = Annotated[str | None, typer.Option("--name", help="Fixed task name (1-32 [A-Za-z0-9-])")]
 SourceOpt = Annotated[
@@ -94,7 +97,7 @@ def run(
 
     Ctrl-C cancels the task (this command is its only watcher) and exits 130.
     """
-    from runyard.runtime.launch import run_task
+    from runyard.runtime.launch import run_task, wait_reaped
     from runyard.runtime.liveness import wait_for_run
     from runyard.tasks.registry import TaskRegistry
     from runyard.workspace.layout import Workspace
@@ -112,9 +115,12 @@ def run(
         try:
             status = wait_for_run(workspace, handle.task_id, handle.run_id, poll_interval=0.05)
         except KeyboardInterrupt:
-            _interrupted(cancel_foreground(settings, workspace, handle.task_id, handle.run_id))
+            ended = cancel_foreground(settings, workspace, handle.task_id, handle.run_id)
+            wait_reaped(REAP_WAIT_SECONDS)
+            _interrupted(ended)
     except RunyardError as exc:
         fail(*plain(exc))
+    wait_reaped(REAP_WAIT_SECONDS)  # the worker's cgroup goes with it, not after this exits
     _finish(status, as_json)
 
 

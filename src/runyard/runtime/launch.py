@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,23 @@ def _reap_in_background(
         finally:
             _release(supervision)
 
-    threading.Thread(target=reap, name=f"reap-{handle.pid}", daemon=True).start()
+    reaper = threading.Thread(target=reap, name=f"reap-{handle.pid}", daemon=True)
+    _reapers.append(reaper)
+    reaper.start()
+
+
+_reapers: list[threading.Thread] = []
+
+
+def wait_reaped(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the reapers of this process's runs to finish:
+    a command that exits as soon as the final status is written would stop them half-way,
+    before the worker's cgroup is emptied and removed. False if one is still at work."""
+    deadline = time.monotonic() + timeout
+    for reaper in list(_reapers):
+        reaper.join(max(0.0, deadline - time.monotonic()))
+    _reapers[:] = [reaper for reaper in _reapers if reaper.is_alive()]
+    return not _reapers
 
 
 def _release(fd: int | None) -> None:
