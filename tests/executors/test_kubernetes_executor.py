@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from k8s_cluster import wait_for
 from k8s_fake_api import FakeKubernetes
 from kubernetes.client import ApiClient, Configuration
 
@@ -82,16 +83,6 @@ def run_spec(tmp_path: Path) -> LaunchSpec:
         limits=Limits(timeout_seconds=30),
         network=False,
     )
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def poll_until_done(executor: KubernetesExecutor, handle: Handle) -> Any:
