@@ -323,3 +323,41 @@ def test_the_listing_is_every_real_task_folder_with_its_path_and_inode(tmp_path:
     known = list_task_folders(ws.root, known={"not an id"}, types=["base"])
     assert sorted(name for name, _, _ in known) == ["base#job#a", "base#job#b", "not an id"]
     assert all(path == f"{ws.root}/base/{name}" for name, path, _ in known)
+
+
+def test_a_status_read_again_is_its_file_whether_or_not_the_index_has_its_bytes(
+    tmp_path: Path,
+) -> None:
+    """``get`` takes a file whose bytes are the index's answer bytes as the indexed record;
+    a file changed in place to bytes of the same size, and one whose bytes were never the
+    answer bytes (written by hand, indented), are read as they are."""
+    ws = make_workspace(tmp_path)
+    put_status(ws, "base#job#same", state="succeeded", error="")
+    indented(ws, put_status(ws, "base#job#odd", error="é"))
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    same = repo.get("base#job#same")
+    assert same is not None and same.state == "succeeded"
+    assert ws.status_path("base#job#same").read_bytes() == status_json(
+        repo._index.statuses["base#job#same"]
+    )
+    before = ws.status_path("base#job#same").stat().st_size
+    put_status(ws, "base#job#same", state="cancelled", error="")  # as long as "succeeded"
+    assert ws.status_path("base#job#same").stat().st_size == before
+    changed = repo.get("base#job#same")
+    assert changed is not None and changed.state == "cancelled"
+    assert repo._index.statuses["base#job#same"][STATE] == "cancelled"
+    assert [s.state for s in repo.list_statuses(state="cancelled")[0]] == ["cancelled"]
+    odd = repo.get("base#job#odd")
+    assert odd is not None and odd.error == "é"
+    assert ws.status_path("base#job#odd").read_bytes() != status_json(
+        repo._index.statuses["base#job#odd"]
+    )
+    indented(ws, put_status(ws, "base#job#odd", error="è"))
+    again = repo.get("base#job#odd")
+    assert again is not None and again.error == "è"
+    assert json.loads(status_json(repo._index.statuses["base#job#odd"]) or b"")["error"] == "è"
+
+
+def indented(ws: Workspace, status: TaskStatus) -> None:
+    ws.status_path(status.task_id).write_text(json.dumps(status.to_json(), indent=1))
