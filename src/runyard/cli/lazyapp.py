@@ -18,6 +18,7 @@ Options are coerced by :mod:`runyard.cli.coercion` (no pydantic for plain values
 from __future__ import annotations
 
 import copy
+import gc
 import os
 import sys
 from typing import Any
@@ -32,10 +33,18 @@ from runyard.cli.coercion import plain_coercion
 class LazyTyper(typer.Typer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # typer's own __call__ with its exception hook left out: with pretty exceptions
-        # off, that hook prints what Python's does
-        command = typer.main.get_command(self.for_args(sys.argv[1:]))
-        plain_coercion(command)
-        return command(*args, **kwargs)
+        # off, that hook prints what Python's does.
+        # What the imports made lives until the process ends: frozen (now, and again once
+        # the command is over), the collector no longer walks it in each full collection
+        # while the command runs, nor in the interpreter's last ones at exit (about 30 ms
+        # of the 150 ms that ``runyard ls`` on the files took beyond importing typer)
+        gc.freeze()
+        try:
+            command = typer.main.get_command(self.for_args(sys.argv[1:]))
+            plain_coercion(command)
+            return command(*args, **kwargs)
+        finally:
+            gc.freeze()
 
     def for_args(self, args: list[str]) -> typer.Typer:
         """The app pruned to what ``args`` (the words after the program name) can reach."""
