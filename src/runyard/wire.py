@@ -65,20 +65,23 @@ class TaskStatus(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    # The default factories are lambdas, not ``dict``/``list``: pydantic reads a factory's
+    # signature, and a builtin's is parsed from its text by tokenize's regular expression,
+    # compiled on first use (2 ms of every process that loads the records, a CLI listing's)
     task_id: str
     run_id: str
     task_type: str
     task_name: str
     state: TaskState
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=lambda: {})
     created_at: str
     started_at: str | None = None
     finished_at: str | None = None
     pid: int | None = None
     exit_code: int = 0
     error: str = ""
-    result: dict[str, Any] = Field(default_factory=dict)
-    steps: list[Step] = Field(default_factory=list)
+    result: dict[str, Any] = Field(default_factory=lambda: {})
+    steps: list[Step] = Field(default_factory=lambda: [])
     log_path: str = ""
     # ours, beyond the seed: written only when known, so a seed-written status reads as-is
     submitted_by: str | dict[str, str] | None = None

@@ -46,8 +46,9 @@ class TaskMetadata(BaseModel):
     reg_name: str
     created_at: str
     task_type: str
-    input_params: dict[str, Any] = Field(default_factory=dict)
-    output_params: dict[str, Any] = Field(default_factory=dict)
+    # lambdas, not ``dict``: see TaskStatus (runyard.wire)
+    input_params: dict[str, Any] = Field(default_factory=lambda: {})
+    output_params: dict[str, Any] = Field(default_factory=lambda: {})
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
