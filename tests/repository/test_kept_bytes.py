@@ -111,6 +111,21 @@ def test_a_damaged_blob_does_not_unpack(name: str) -> None:
     assert keptbytes.unpack(damaged_blobs()[name]) is None
 
 
+@pytest.mark.parametrize("name", list(damaged_blobs()))
+def test_a_damaged_blob_does_not_unpack_from_the_recent_ones_either(name: str) -> None:
+    blob = damaged_blobs()[name]
+    assert keptbytes.unpack_recent(blob) is None
+    assert keptbytes.unpack_recent(blob) is None  # nothing was kept for it
+
+
+def test_the_recent_ones_answer_as_unpack_and_stay_bounded() -> None:
+    count = keptbytes.RECENT_ITEMS * 2 + 3
+    blobs = [keptbytes.pack(f'{{"task_id":"base#demo#n{i}"}}'.encode()) for i in range(count)]
+    for blob in blobs + blobs[-10:] + blobs[:10]:
+        assert keptbytes.unpack_recent(blob) == keptbytes.unpack(blob)
+        assert len(keptbytes._recent) <= keptbytes.RECENT_ITEMS
+
+
 def damage(repo: TaskRepository, task_id: str) -> None:
     """What a damaged blob would look like in memory (nothing in runyard writes one)."""
     with repo._index.lock:

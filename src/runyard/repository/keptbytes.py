@@ -64,3 +64,24 @@ def unpack(blob: bytes) -> bytes | None:
     except zlib.error:
         return None
     return data if inflater.eof and not inflater.unused_data else None
+
+
+RECENT_ITEMS: Final = 2048  # about 2.5 MB of answers: pages people look at again and again
+_recent: dict[bytes, bytes] = {}
+
+
+def unpack_recent(blob: bytes) -> bytes | None:
+    """:func:`unpack`, answered from the last :data:`RECENT_ITEMS` blobs it unpacked (the
+    first pages of a list are read again and again; a blob always unpacks to the same
+    bytes, so nothing kept here is ever out of date). For reads of one item or a page; a
+    pass over every status uses :func:`unpack` and leaves these alone."""
+    data = _recent.get(blob)
+    if data is None:
+        data = unpack(blob)
+        if data is None:
+            return None
+        if len(_recent) >= RECENT_ITEMS:
+            _recent.clear()  # whole: safe while other threads look things up
+        _recent[blob] = data
+    return data
+

@@ -81,13 +81,19 @@ def status_json(record: StatusRecord) -> bytes | None:
     return keptbytes.unpack(record[RAW])
 
 
+def recent_status_json(record: StatusRecord) -> bytes | None:
+    """:func:`status_json` for one status or a page of them (see
+    :func:`keptbytes.unpack_recent`); a pass over every status calls :func:`status_json`."""
+    return keptbytes.unpack_recent(record[RAW])
+
+
 class DamagedRecord(ValueError):
     """Kept status bytes that do not unpack (read the task's file instead)."""
 
 
 def status_model(record: StatusRecord) -> TaskStatus:
     """The status as a model; :class:`DamagedRecord` if the kept bytes are damaged."""
-    data = keptbytes.unpack(record[RAW])
+    data = recent_status_json(record)
     if data is None:
         raise DamagedRecord("the index's bytes of a status do not unpack")
     return TaskStatus.model_validate_json(data)

@@ -28,7 +28,7 @@ from runyard.repository.records import (
     parse_status,
     read_folder,
     read_one,
-    status_json,
+    recent_status_json,
     status_model,
     text_matcher,
 )
@@ -186,7 +186,7 @@ class TaskRepository:
             exists, raw = read_one(task_dir, STATUS_FILE)
             raw = self._held(task_id) or raw
             kept = self._index.statuses.get(task_id)
-            if raw is not None and kept is not None and raw == status_json(kept):
+            if raw is not None and kept is not None and raw == recent_status_json(kept):
                 # the bytes the index was made from (runyard writes a status as it answers
                 # it): the record is the same, only the model is wanted
                 return TaskStatus.model_validate_json(raw)
