@@ -152,14 +152,43 @@ def test_ls_leaves_the_collector_nothing_to_walk_but_what_it_made_since(tmp_path
     # typer's objects again) and once it is over (the interpreter's last collections at exit
     # walk next to nothing): together about 30 ms of a listing on the files
     env = _workspace(tmp_path)
-    code = """
+    watch = """
 import gc
 import runyard.cli.main
 started = []
 gc.callbacks.append(lambda phase, info: phase == "start" and started.append(gc.get_freeze_count()))
-""" + _ls() + """
+"""
+    check = """
 assert started and min(started) > 0, started
 left, frozen = len(gc.get_objects()), gc.get_freeze_count()
 assert left * 10 < frozen, (left, frozen)
 """
-    assert _loaded(code, (), tmp_path, env) == []
+    assert _loaded(watch + _ls() + check, (), tmp_path, env) == []
+
+
+def test_ls_on_the_files_imports_the_repository_with_no_collection(tmp_path: Path) -> None:
+    # pydantic and the models are made once and kept: a collection while they are being
+    # made walks them all and finds nothing, and so would one after it, had they not been
+    # frozen with the rest
+    env = _workspace(tmp_path)
+    watch = """
+import gc
+import runyard.cli.main
+during, after = [], []
+
+def collecting(phase, info):
+    module = sys.modules.get("runyard.repository")
+    if phase != "start" or module is None:
+        return
+    if getattr(module.__spec__, "_initializing", False):
+        during.append(info)
+    else:
+        after.append((len(gc.get_objects()), gc.get_freeze_count()))
+
+gc.callbacks.append(collecting)
+"""
+    check = """
+assert "runyard.repository" in sys.modules and not during, f"{len(during)} collections"
+assert all(left * 10 < frozen for left, frozen in after), after
+"""
+    assert _loaded(watch + _ls() + check, (), tmp_path, env) == []
