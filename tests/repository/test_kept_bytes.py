@@ -4,6 +4,7 @@ blob never breaks a read (the task's file is read instead)."""
 from __future__ import annotations
 
 import json
+import random
 import zlib
 from pathlib import Path
 
@@ -17,7 +18,10 @@ from runyard.repository.records import (
     RAW,
     StatusRecord,
     created_at_text,
+    instant_text,
+    kept_created_at,
     parse_status,
+    sort_instant,
     status_json,
     text_matcher,
     wire_bytes,
@@ -168,3 +172,27 @@ def test_text_search_reads_the_unpacked_bytes(tmp_path: Path) -> None:
     assert [s.task_id for s in repo.list_statuses(text="error")[0]] == []  # a field name
     matches = text_matcher("beim")
     assert matches("etl#load#one", repo._index.statuses["etl#load#one"])
+
+
+def test_created_at_is_left_out_exactly_when_its_instant_gives_it_back() -> None:
+    """The quick test of the usual text agrees with formatting the instant, for usual
+    texts and for every near miss (other widths, offsets, dates that do not exist)."""
+    rng = random.Random(5)
+    texts = [
+        instant_text(rng.randrange(-(10**16), 2 * 10**17)) for _ in range(2000)
+    ] + [
+        "2026-01-01T00:00:00.000123Z", "0999-01-01T00:00:00.000000Z",
+        "2026-13-01T00:00:00.000000Z", "2026-02-30T00:00:00.000000Z",
+        "2026-01-01T24:00:00.000000Z", "2026-01-01T23:59:60.000000Z",
+        "2026-01-01T00:00:00.000000+00:00", "2026-01-01T00:00:00.000000",
+        "2026-01-01T00:00:00.123Z", "2026-01-01 00:00:00.000000Z", "+2026-01-01T00:00:00.000000Z",
+        "2026-01-01T00:00:00.000000Z\n", "２026-01-01T00:00:00.000000Z", "",
+    ]  # fmt: skip
+    for text in texts:
+        instant = sort_instant(text)
+        for given in (instant, instant + 1):
+            try:
+                expected = None if instant_text(given) == text else text
+            except (OverflowError, ValueError):
+                expected = text
+            assert kept_created_at(given, text) == expected, (text, given)

@@ -108,9 +108,15 @@ def instant_text(instant: int) -> str:
     return (_EPOCH + timedelta(microseconds=instant)).strftime(_TIME_FORMAT)
 
 
+# the text runyard writes (_TIME_FORMAT) for years 1000-9999, where %Y has four digits
+_USUAL_TEXT = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+
+
 def kept_created_at(instant: int, created_at: str) -> str | None:
     """None when ``created_at`` is the text runyard writes for ``instant`` (the usual
     case: the record then holds no string), else ``created_at``."""
+    if instant != -1 and _USUAL_TEXT.fullmatch(created_at) and sort_instant(created_at) == instant:
+        return None  # every field fixed width: formatting the instant gives these digits
     try:
         return None if instant_text(instant) == created_at else created_at
     except (OverflowError, ValueError):
