@@ -361,3 +361,34 @@ def test_a_status_read_again_is_its_file_whether_or_not_the_index_has_its_bytes(
 
 def indented(ws: Workspace, status: TaskStatus) -> None:
     ws.status_path(status.task_id).write_text(json.dumps(status.to_json(), indent=1))
+
+
+def test_a_folder_read_again_with_its_status_unchanged_still_takes_a_new_metadata(
+    tmp_path: Path,
+) -> None:
+    """``refresh`` keeps the indexed status record when the file holds its answer bytes,
+    and still reads the metadata: its lineage, and a status changed after it, are seen."""
+    ws = make_workspace(tmp_path)
+    put_status(ws, "base#job#up1", created=1)
+    put_status(ws, "base#job#up2", created=2)
+    put_status(ws, "train#fit#kid", created=3, sources="base#job#up1")
+    put_metadata(ws, "train#fit#kid", created=3, sources="base#job#up1")
+    repo = TaskRepository(ws)
+    repo.start(watch=False)
+    kept = repo._index.statuses["train#fit#kid"]
+    assert repo.graph("base#job#up1").nodes[-1].task_id == "train#fit#kid"
+    put_metadata(ws, "train#fit#kid", created=3, sources="base#job#up2")
+    repo.refresh("train#fit#kid")
+    assert repo._index.statuses["train#fit#kid"] is kept  # the same bytes: the same record
+    assert repo._index.metadata["train#fit#kid"][META_PARENTS] == ("base#job#up2",)
+    assert [n.task_id for n in repo.graph("base#job#up2").nodes] == [
+        "base#job#up2",
+        "train#fit#kid",
+    ]
+    assert [n.task_id for n in repo.graph("base#job#up1").nodes] == ["base#job#up1"]
+    ws.metadata_path("train#fit#kid").unlink()
+    repo.refresh("train#fit#kid")
+    assert "train#fit#kid" not in repo._index.metadata
+    put_status(ws, "train#fit#kid", state="cancelled", created=3, sources="base#job#up1")
+    repo.refresh("train#fit#kid")
+    assert repo._index.statuses["train#fit#kid"][STATE] == "cancelled"

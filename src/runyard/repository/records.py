@@ -325,19 +325,25 @@ def _read_all(fd: int, size: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def read_folder(task_dir: Path | str, task_id: str) -> FolderRecords:
-    """Status and metadata of one task folder, each None when missing or invalid."""
+def read_folder(
+    task_dir: Path | str, task_id: str, indexed: StatusRecord | None = None
+) -> FolderRecords:
+    """Status and metadata of one task folder, each None when missing or invalid;
+    ``indexed``, the status record the index holds, is taken as it is when the file's bytes
+    are its answer bytes (how runyard writes a status), not made again."""
     dir_fd = open_task_dir(task_dir)
     if dir_fd is None:
         return FolderRecords(exists=False)
     try:
-        return _records(
-            read_record_bytes(dir_fd, STATUS_FILE),
-            read_record_bytes(dir_fd, METADATA_FILE),
-            task_id,
-        )
+        status_raw = read_record_bytes(dir_fd, STATUS_FILE)
+        metadata_raw = read_record_bytes(dir_fd, METADATA_FILE)
     finally:
         os.close(dir_fd)
+    if indexed is not None and status_raw is not None and status_raw == recent_status_json(indexed):
+        metadata = parse_metadata(metadata_raw, task_id)
+        meta = shared(metadata[0], indexed) if metadata else None
+        return FolderRecords(True, indexed, meta)
+    return _records(status_raw, metadata_raw, task_id)
 
 
 def scan_folder(task_dir: str, task_id: str) -> FolderRecords:

@@ -455,7 +455,7 @@ class TaskRepository:
 
     def _refresh(self, task_id: str, task_dir: Path | str) -> bool:
         with self._index.lock:
-            found = read_folder(task_dir, task_id)
+            found = read_folder(task_dir, task_id, self._index.statuses.get(task_id))
             if self._indexing:
                 return found.exists  # the scan takes it in, or its catch-up
             held = self._held(task_id)
