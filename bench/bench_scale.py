@@ -13,7 +13,8 @@ is for 1,000,000 tasks; smaller runs show the growth per task and what it comes 
 million, above an empty workspace's server). Once the server is quiet after ready (its
 snapshot written, its MCP server built): the first page, ``status`` and
 ``get_task_graph`` (median of many, client side and as the server's access log times
-them; ``status`` also with a lean http.client keep-alive client), the unpaged
+them; ``status`` also with a lean http.client keep-alive client, and both clients'
+own time against a server that answers a constant), the unpaged
 ``list_task_statuses {}`` and ``list_task_ids {}`` (best of three, with the server's CPU
 and memory), and ``delete_tasks`` of one task whose log lies in the log folder. The
 server's CPU seconds and the load average are printed next to the times: on a busy
@@ -163,6 +164,49 @@ def lean_median_ms(client: httpx.Client, job: str, arguments: list[dict]) -> flo
     return statistics.median(took)
 
 
+# A server that answers every request with the same status-sized JSON at once, in a
+# process of its own: what a client's own time per call is (see ``client_floor_ms``).
+CONSTANT_SERVER = r"""
+import asyncio, sys
+body = b'{"answer":{"task_id":"' + b"x" * 860 + b'"},"success":true,"metadata":{}}'
+reply = (b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\ncontent-type: application/json\r\n\r\n"
+         % len(body) + body)
+class Answer(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport, self.pending = transport, b""
+    def data_received(self, data):
+        self.pending += data
+        while b"\r\n\r\n" in self.pending:
+            head, _, rest = self.pending.partition(b"\r\n\r\n")
+            size = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    size = int(line.split(b":")[1])
+            if len(rest) < size:
+                return
+            self.pending = rest[size:]
+            self.transport.write(reply)
+async def main():
+    server = await asyncio.get_running_loop().create_server(Answer, "127.0.0.1", int(sys.argv[1]))
+    await asyncio.sleep(120)  # stops by itself
+asyncio.run(main())
+"""
+
+
+def client_floor_ms(calls: list[dict]) -> tuple[float, float]:
+    """Medians of httpx and of the lean client against ``CONSTANT_SERVER``: the part of a
+    call's time that is the client's and the loopback's, not the server's."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", CONSTANT_SERVER, str(port)])
+    try:
+        wait_port(port, time.monotonic() + 30)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            return median_ms(client, "status", calls), lean_median_ms(client, "status", calls)
+    finally:
+        server.kill()
+        server.wait()
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system time of the server and of its finished children (the scan helper)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -280,6 +324,9 @@ def reads(client: httpx.Client, count: int, log: Path) -> None:
     calls = [{"task_id": task_id} for task_id in ids]
     verdict("status", median_ms(client, "status", calls), "ms", 1.0)
     verdict("status, lean client (http.client)", lean_median_ms(client, "status", calls), "ms", 1.0)
+    floor = client_floor_ms(calls)
+    print(f"    the clients' own time (a server answering a constant): httpx {floor[0]:.2f} ms,"
+          f" http.client {floor[1]:.2f} ms")  # fmt: skip
     verdict("get_task_graph", median_ms(client, "get_task_graph", calls), "ms", 5.0)
     print("    in the server (its access log):", ", ".join(
         f"{job} {served_ms(log, since, job):.2f} ms"
