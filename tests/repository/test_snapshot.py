@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from array import array
 from collections.abc import Callable, Iterator
 from hashlib import sha256
 from pathlib import Path
@@ -29,6 +30,7 @@ from repo_helpers import make_workspace, put_metadata, put_status
 
 from runyard.backup import create_backup
 from runyard.repository import TaskRepository
+from runyard.repository.arrangement import Arrangement
 from runyard.repository.records import (
     RECORDS_FORMAT,
     TaskFolder,
@@ -308,7 +310,9 @@ def test_records_that_do_not_fit_the_index_are_not_used(
     )
     if misfit == "lengths":
         columns = columns._replace(statuses=[None], metadata=[])
-    store.write(key, [columns])
+    everyone = array("I", range(len(folders)))  # an arrangement that fits the entries
+    arranged = Arrangement(everyone, {("base", "succeeded"): everyone}, array("q"))
+    store.write(key, [columns], lambda: arranged)
     with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
         assert states(repo) == {task_id: "succeeded" for task_id in TASKS}
         assert repo.get_metadata("base#demo#t1") is not None

@@ -400,9 +400,12 @@ class TaskRepository:
         index (a format changed without its number), the folders are all read instead."""
         assert self._keeper is not None
         try:
-            found = self._keeper.initial(folders, scanned)
+            kept, read = self._keeper.initial(folders, scanned)
             with self._index.lock:
-                self._index.load(found)
+                if kept is None:
+                    self._index.load(read)
+                else:
+                    self._index.load_kept(kept, read)
                 self._indexing = False
             return
         except (TypeError, ValueError, LookupError, AttributeError) as exc:
@@ -410,9 +413,9 @@ class TaskRepository:
         self._index = TaskIndex()
         self._keeper = self._keeper.anew(self._index)
         self.progress = (0, len(folders))
-        found = self._keeper.initial(folders, scanned)
+        _, read = self._keeper.initial(folders, scanned)
         with self._index.lock:
-            self._index.load(found)
+            self._index.load(read)
             self._indexing = False
 
     def _catch_up(self, scanned: list[TaskFolder], since_ns: int, everything: bool) -> None:

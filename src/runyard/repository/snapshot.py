@@ -7,9 +7,11 @@ bytes, 0600) and ``snapshot`` (0600)::
     MAGIC  header  chunk...  HMAC-SHA256(key, all before it)
 
 The header carries the formats (:data:`SNAPSHOT_FORMAT`, ``RECORDS_FORMAT`` of
-:mod:`runyard.repository.records`, the interpreter's marshal version) and the workspace it
-describes (its path, device and inode); each chunk is the marshal of plain columns: task
-ids, one stamp per folder, status records, metadata records. No pickle: loading runs
+:mod:`runyard.repository.records`, the interpreter's marshal version, the byte order and
+width of the arrays) and the workspace it describes (its path, device and inode); each
+chunk is the marshal of plain columns: task ids, one stamp per folder, status records,
+metadata records; the last chunk, of where the index keeps those entries
+(:class:`~runyard.repository.arrangement.Arrangement`: arrays, as bytes). No pickle: loading runs
 nothing, and nothing is unmarshalled before the HMAC matched, so a truncated, corrupted,
 forged, foreign-version or other-workspace snapshot is refused whole (logged once) and
 every folder is read as without one. A symlink, a file or folder of another owner, or one
@@ -39,12 +41,14 @@ import secrets
 import stat
 import struct
 import sys
-from collections.abc import Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 from typing import NamedTuple
 
+from runyard.repository.arrangement import POSITION, Arrangement
 from runyard.repository.records import (
     MAX_RECORD_BYTES,
     RECORDS_FORMAT,
@@ -65,11 +69,12 @@ SNAPSHOT_FILE = "snapshot"
 KEY_FILE = "key"
 KEY_BYTES = 32
 MAGIC = b"runyard index snapshot\n"
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
 RACY = 0
 RACY_NS = 2_000_000_000
 CHUNK_ENTRIES = 10_000
-_VERSIONS = struct.Struct(">HHHBB")  # snapshot, records, marshal, python major, minor
+# snapshot, records, marshal, python major, minor; little-endian, width of a position
+_VERSIONS = struct.Struct(">HHHBBBB")
 _LENGTH = struct.Struct(">Q")
 _MAC_BYTES = sha256().digest_size
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -206,9 +211,10 @@ class SnapshotStore:
     def stamper(self, key: bytes, racy_from_ns: int) -> Stamper:
         return Stamper(int.from_bytes(key[:8], "big"), racy_from_ns)
 
-    def load(self, key: bytes) -> Iterator[Columns]:
-        """The chunks of the snapshot, once its HMAC, formats and workspace matched;
-        :class:`Refused` (before any chunk) otherwise."""
+    def load(self, key: bytes) -> Iterator[Columns | Arrangement]:
+        """The chunks of the snapshot, once its HMAC, formats and workspace matched
+        (:class:`Refused`, before any chunk, otherwise): its columns, then their
+        arrangement."""
         dir_fd = _open_private(str(self.folder), _DIR_FLAGS, "the snapshot folder")
         try:
             fd = _open_private(SNAPSHOT_FILE, _READ_FLAGS, "the snapshot", dir_fd)
@@ -223,7 +229,7 @@ class SnapshotStore:
             os.close(fd)
         return self._chunks(view, key)
 
-    def _chunks(self, view: mmap.mmap, key: bytes) -> Iterator[Columns]:
+    def _chunks(self, view: mmap.mmap, key: bytes) -> Iterator[Columns | Arrangement]:
         try:
             body = memoryview(view)[: len(view) - _MAC_BYTES]
             expected = hmac.new(key, body, sha256).digest()
@@ -240,10 +246,11 @@ class SnapshotStore:
     @staticmethod
     def _unmarshal(
         view: mmap.mmap, body: memoryview, chunks: list[tuple[int, int]]
-    ) -> Iterator[Columns]:
+    ) -> Iterator[Columns | Arrangement]:
         try:
-            for start, end in chunks:
+            for start, end in chunks[:-1]:
                 yield Columns(*marshal.loads(body[start:end]))
+            yield _decoded(*marshal.loads(body[slice(*chunks[-1])]))
         finally:
             body.release()
             view.close()
@@ -273,32 +280,36 @@ class SnapshotStore:
             at += length
         if at != len(body):
             raise Refused("the snapshot's chunks overrun it")
+        if not chunks:
+            raise Refused("the snapshot has no arrangement")
         return chunks
 
     def _identity(self) -> tuple[str, int, int]:
         info = os.stat(self.root)
         return str(self.root), info.st_dev, info.st_ino
 
-    def write(self, key: bytes, chunks: Iterable[Columns]) -> None:
-        """Replace the snapshot with ``chunks`` (temp, fsync, rename); an OSError (a full
-        disk, say) leaves the old one in place."""
+    def write(
+        self, key: bytes, chunks: Iterable[Columns], arrangement: Callable[[], Arrangement]
+    ) -> None:
+        """Replace the snapshot with ``chunks`` and ``arrangement()`` (called once they are
+        all out) (temp, fsync, rename); an OSError (a full disk, say) leaves the old one
+        in place."""
         self._make_folder()
         os.close(_open_private(str(self.folder), _DIR_FLAGS, "the snapshot folder"))
-        write_chunks_atomic(self.path, self._encoded(key, chunks), mode=0o600, sync_dir=True)
+        encoded = self._encoded(key, chunks, arrangement)
+        write_chunks_atomic(self.path, encoded, mode=0o600, sync_dir=True)
 
-    def _encoded(self, key: bytes, chunks: Iterable[Columns]) -> Iterator[bytes]:
+    def _encoded(
+        self, key: bytes, chunks: Iterable[Columns], arrangement: Callable[[], Arrangement]
+    ) -> Iterator[bytes]:
         mac = hmac.new(key, digestmod=sha256)
         identity = marshal.dumps(self._identity())
         head = MAGIC + _VERSIONS.pack(*_versions()) + _LENGTH.pack(len(identity)) + identity
         mac.update(head)
         yield head
         for columns in chunks:
-            data = marshal.dumps(tuple(columns))
-            part = _LENGTH.pack(len(data))
-            mac.update(part)
-            mac.update(data)
-            yield part
-            yield data
+            yield from _framed(mac, marshal.dumps(tuple(columns)))
+        yield from _framed(mac, marshal.dumps(_encoded_arrangement(arrangement())))
         yield mac.digest()
 
     def _make_folder(self) -> None:
@@ -306,8 +317,38 @@ class SnapshotStore:
             os.mkdir(self.folder, 0o700)
 
 
-def _versions() -> tuple[int, int, int, int, int]:
-    return (SNAPSHOT_FORMAT, RECORDS_FORMAT, marshal.version, *sys.version_info[:2])
+def _framed(mac: hmac.HMAC, data: bytes) -> Iterator[bytes]:
+    part = _LENGTH.pack(len(data))
+    mac.update(part)
+    mac.update(data)
+    yield part
+    yield data
+
+
+def _encoded_arrangement(
+    arrangement: Arrangement,
+) -> tuple[bytes, list[tuple[str, str, bytes]], bytes]:
+    buckets = [(kind, state, ids.tobytes()) for (kind, state), ids in arrangement.buckets.items()]
+    return arrangement.order.tobytes(), buckets, arrangement.logs.tobytes()
+
+
+def _decoded(order: bytes, buckets: list[tuple[str, str, bytes]], logs: bytes) -> Arrangement:
+    return Arrangement(
+        _array(POSITION, order),
+        {(kind, state): _array(POSITION, ids) for kind, state, ids in buckets},
+        _array("q", logs),
+    )
+
+
+def _array(typecode: str, data: bytes) -> array[int]:
+    found = array(typecode)
+    found.frombytes(data)
+    return found
+
+
+def _versions() -> tuple[int, ...]:
+    layout = (int(sys.byteorder == "little"), array(POSITION).itemsize)
+    return (SNAPSHOT_FORMAT, RECORDS_FORMAT, marshal.version, *sys.version_info[:2], *layout)
 
 
 def _open_private(path: str, flags: int, what: str, dir_fd: int | None = None) -> int:
