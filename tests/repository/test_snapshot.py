@@ -361,6 +361,23 @@ def test_a_stamped_read_equals_the_index_own_read(tmp_path: Path) -> None:
     assert [stamp for _, stamp in captured] == [stamper.stamp_now(p, i) for _, p, i in folders]
 
 
+def test_stamps_made_from_the_parent_folder_equal_stamps_of_whole_paths(tmp_path: Path) -> None:
+    ws = workspace(tmp_path)
+    put_metadata(ws, "etl#load#meta-only", created=9)
+    ws.task_dir("base#demo#empty").mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(ws.status_path("base#demo#t3").read_bytes())
+    ws.status_path("base#demo#t3").unlink()
+    ws.status_path("base#demo#t3").symlink_to(elsewhere)  # the link's own stat, not its file's
+    os.mkfifo(ws.metadata_path("base#demo#t4"))
+    folders = [(path, inode) for _, path, inode in list_task_folders(ws.root)]
+    folders.append((str(tmp_path / "gone" / "base#demo#t9"), 1))  # a parent that is not there
+    stamper = SnapshotStore(ws.root).stamper(secrets.token_bytes(32), time.time_ns())
+    made_here = [stamper.stamp_now(path, inode) for path, inode in folders]
+    assert stamper.stamps_now(folders) == made_here
+    assert len(set(made_here)) == len(made_here)  # each folder's own
+
+
 def test_a_write_cut_short_leaves_no_temp_file_behind_a_restart(tmp_path: Path) -> None:
     ws = workspace(tmp_path)
     run_once(ws)

@@ -231,6 +231,24 @@ def test_an_arrangement_that_does_not_hold_the_statuses_is_not_used(
     assert state_of(index) == state_of(index_of_files(ws))
 
 
+def test_a_folder_renamed_while_down_is_not_taken_for_its_old_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Same inode, same files, so the same stamp: the listing's name decides."""
+    ws = varied_workspace(tmp_path)
+    restart_index(ws)
+    ids, arrangement = arrangement_on_disk(ws)
+    last = ids[-1]  # the entry a position past the end would wrap around to
+    renamed = last.rsplit("#", 1)[0] + "#renamed"
+    ws.task_dir(last).rename(ws.task_dir(renamed))
+    age_all(ws)
+    with caplog.at_level(logging.WARNING, logger="runyard.repository"):
+        index = restart_index(ws)
+    assert "snapshot is not used" not in caplog.text
+    assert state_of(index) == state_of(index_of_files(ws))
+    assert renamed in index.active_ids() and last not in index.active_ids()
+
+
 def test_ascending_ranks_by_instant_then_id() -> None:
     rng = random.Random(3)
     for size in (0, 1, 2, 50, 400):

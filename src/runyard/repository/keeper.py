@@ -25,8 +25,8 @@ import threading
 import time
 from array import array
 from collections.abc import Iterator
-from itertools import compress
-from operator import not_, or_
+from itertools import compress, repeat
+from operator import and_, eq, itemgetter, not_, or_
 from typing import NamedTuple
 
 from runyard.faults import fault_delay
@@ -78,6 +78,7 @@ class _Cached(NamedTuple):
     columns: Columns
     positions: dict[str, int]  # of each id among the entries
     arrangement: Arrangement
+    stamps: list[int | None]  # of the entries, then None: the stamp of no entry
 
 
 class SnapshotKeeper:
@@ -122,7 +123,7 @@ class SnapshotKeeper:
             self._stale = True
             self._in_order = False
             return Loaded(None, read)
-        columns, positions, arrangement = cached
+        columns, positions, arrangement, _ = cached
         keep = bytearray(len(columns.ids))
         unread = self._reuse_all(folders, cached, stamper, keep, on_scanned)
         self._ids = list(compress(columns.ids, keep))
@@ -152,11 +153,10 @@ class SnapshotKeeper:
             if task_id in task_ids and self._stamps[at] != RACY
         }
         stamper = self._store.stamper(self._key, self._since_ns - RACY_NS)
-        return {
-            task_id
-            for task_id, path, inode in folders
-            if task_id in kept and kept[task_id] == stamper.stamp_now(path, inode)
-        }
+        folders = [folder for folder in folders if folder[0] in kept]
+        now = stamper.stamps_now((path, inode) for _, path, inode in folders)
+        return {task_id for (task_id, _, _), stamp in zip(folders, now, strict=True)
+                if kept[task_id] == stamp}  # fmt: skip
 
     def _cached(self) -> _Cached | None:
         """The snapshot's entries, a position for each id, and their arrangement; None
@@ -179,7 +179,7 @@ class SnapshotKeeper:
             log.warning("the index snapshot is not used: its columns differ in length")
             return None
         positions = {task_id: at for at, task_id in enumerate(columns.ids)}
-        return _Cached(columns, positions, arrangement)
+        return _Cached(columns, positions, arrangement, [*columns.stamps, None])
 
     @staticmethod
     def _reuse_all(
@@ -195,7 +195,7 @@ class SnapshotKeeper:
         unread: list[TaskFolder] = []
         for start in range(0, split, _BATCH):
             batch = folders[start : min(start + _BATCH, split)]
-            now = [stamper.stamp_now(path, inode) for _, path, inode in batch]
+            now = stamper.stamps_now((path, inode) for _, path, inode in batch)
             left = _reuse(batch, now, cached, keep)
             on_scanned(len(batch) - len(left))  # the others count as they are read
             unread += left
@@ -364,16 +364,16 @@ def _worth_writing(count: int) -> int:
 def _reuse(
     batch: list[TaskFolder], now: list[int], cached: _Cached, keep: bytearray
 ) -> list[TaskFolder]:
-    """Mark the entries of ``batch`` whose stamp kept is ``now``'s; the others, to be read."""
-    positions, stamps = cached.positions, cached.columns.stamps
-    unread = []
-    for folder, stamp in zip(batch, now, strict=True):
-        at = positions.get(folder[0], -1)
-        if at >= 0 and stamp != RACY and stamps[at] == stamp:
-            keep[at] = 1
-        else:
-            unread.append(folder)
-    return unread
+    """Mark the entries of ``batch`` whose stamp kept is ``now``'s (and not racy); the
+    folders to be read (compared in C: a loop here took a third of the check's time)."""
+    nowhere = len(cached.stamps) - 1  # the position of a folder not in the snapshot
+    places = list(map(cached.positions.get, map(itemgetter(0), batch), repeat(nowhere)))
+    kept = map(cached.stamps.__getitem__, places)
+    same = list(map(and_, map(eq, now, kept), map(RACY.__ne__, now)))
+    for at in compress(places, same):
+        keep[at] = 1
+    return list(compress(batch, map(not_, same)))
+
 
 
 def _folder_inode(path: str) -> int | None:

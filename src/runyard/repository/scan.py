@@ -116,7 +116,7 @@ def collect_stamps(
         return found
     if helper is not None:
         log.warning("the stamp helper failed; stamping its half here")
-    return [stamper.stamp_now(path, inode) for _, path, inode in folders]
+    return stamper.stamps_now((path, inode) for _, path, inode in folders)
 
 
 def _scan_stamped(
@@ -249,7 +249,7 @@ def main() -> None:
     found: list[object]
     if isinstance(job, tuple) and job[0] == "stamps":
         stamper = Stamper(job[1], job[2])
-        found = [stamper.stamp_now(path, inode) for path, inode in job[3]]
+        found = list(stamper.stamps_now(job[3]))
     elif isinstance(job, tuple):
         stamper = Stamper(job[1], job[2])
         found = [(task_id, *stamper.capture(path, task_id, inode))
