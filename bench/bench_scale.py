@@ -213,6 +213,12 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def helper_cpu_seconds(pid: int) -> float:
+    """User and system time of the server's finished children (the scan helper)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[13:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def verdict(label: str, value: float, unit: str, target: float | None) -> None:
     shown = f"{value:10.3f} {unit:<3}"
     if target is None:
@@ -251,7 +257,9 @@ def startup(
     proc: subprocess.Popen[bytes], client: httpx.Client, count: int, start: float, how: str
 ) -> None:
     scanned, ready, problems = wait_ready(client, start)
-    print(f"  (server CPU until ready {cpu_seconds(proc.pid):.1f} s, load average"
+    helper, peak = helper_cpu_seconds(proc.pid), memory(proc.pid)["VmHWM"]
+    print(f"  (server CPU until ready {cpu_seconds(proc.pid):.1f} s, the scan helper's"
+          f" {helper:.1f} s of it; peak memory {peak:.0f} MiB; load average"
           f" {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")  # fmt: skip
     for problem in problems[:3]:
         print(f"  NOT as specified: {problem}")
