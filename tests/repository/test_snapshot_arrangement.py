@@ -8,12 +8,14 @@ again); a snapshot written after a start without one holds its entries in list o
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import random
 import shutil
 import time
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -247,6 +249,32 @@ def test_a_folder_renamed_while_down_is_not_taken_for_its_old_entry(
     assert "snapshot is not used" not in caplog.text
     assert state_of(index) == state_of(index_of_files(ws))
     assert renamed in index.active_ids() and last not in index.active_ids()
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """The collector sees again what a test froze (this process runs other tests)."""
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+@pytest.mark.parametrize("large", [True, False])
+def test_a_large_start_leaves_its_records_out_of_the_collectors_sight(
+    tmp_path: Path, unfrozen: None, large: bool
+) -> None:
+    ws = varied_workspace(tmp_path, count=30)
+    repo = TaskRepository(ws, snapshots=True)
+    repo.freeze_min_folders = 30 if large else 33  # 32 folders: 30 tasks, 2 others
+    repo.start()
+    try:
+        record = next(iter(repo._index.statuses.values()))
+        assert (gc.get_freeze_count() > 0) is large
+        if large:  # a record is where no collection looks
+            assert not any(found is record for found in gc.get_objects())
+        assert gc.isenabled()
+    finally:
+        repo.stop()
 
 
 def test_ascending_ranks_by_instant_then_id() -> None:

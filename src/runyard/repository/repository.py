@@ -59,6 +59,9 @@ Matcher = Callable[[str, StatusRecord], bool]
 # Folder mtimes move in coarse ticks (whole seconds on some filesystems); anything modified
 # this close to the start of the scan is read again.
 CATCH_UP_SLACK_NS = 1_000_000_000
+# From this many task folders on, what the first scan leaves is frozen out of the cyclic
+# GC's sight (see _gc_paused).
+FREEZE_MIN_FOLDERS = 100_000
 
 
 class TaskRepository:
@@ -103,6 +106,7 @@ class TaskRepository:
         self._indexing = False  # the scan is filling the index: nothing else may change it
         self._snapshots = snapshots
         self._keeper: SnapshotKeeper | None = None
+        self.freeze_min_folders = FREEZE_MIN_FOLDERS
 
     def set_overlay(self, overlay: Callable[[str], TaskStatus | None] | None) -> None:
         """Serve ``overlay(task_id)``, when not None, instead of the status file: the truth a
@@ -383,7 +387,7 @@ class TaskRepository:
 
         self._indexing = True
         try:
-            with _gc_paused():
+            with _gc_paused(freeze=total >= self.freeze_min_folders):
                 if self._keeper is not None:
                     self._load_kept(folders, scanned)
                 else:
@@ -525,14 +529,20 @@ def _mtime_ns(path: str) -> int:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def _gc_paused(freeze: bool) -> Iterator[None]:
     """Cyclic GC off while the index is built: it allocates only acyclic records, and
-    collections triggered by 100,000 allocations would double the build time."""
+    collections triggered by 100,000 allocations would double the build time. With
+    ``freeze``, everything then alive moves out of the collector's sight (``gc.freeze``)
+    before it is on again: its first collection would look at each record once (2.7
+    million objects, 0.7 s at 1,000,000 tasks) only to find that none can be in a cycle.
+    The price: a cycle among objects alive at that moment is never collected."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if freeze:
+            gc.freeze()
         if enabled:
             gc.enable()
 
