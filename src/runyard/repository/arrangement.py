@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, islice
 from operator import eq, gt, itemgetter, not_
 from typing import NamedTuple, TypeVar, cast
@@ -251,3 +251,33 @@ def _check_shapes(
     for meta in [meta for meta in metadata[:SAMPLE] if meta is not None]:
         if type(meta) is not tuple or len(meta) not in (3, 6) or type(meta[INSTANT]) is not int:
             raise ValueError("the snapshot's metadata are not of the index's shape")
+
+
+def merged(ids: list[str], new: list[str], key: Callable[[str], tuple[int, str]]) -> list[str]:
+    """``ids`` (ascending by ``key``) with ``new`` (few) in their places: a bisection for
+    each and one copy of the rest, in slices."""
+    if not new:
+        return ids
+    new.sort(key=key)
+    out: list[str] = []
+    start = 0
+    for task_id in new:
+        at = bisect_left(ids, key(task_id), start, key=key)
+        out += ids[start:at]
+        out.append(task_id)
+        start = at
+    out += ids[start:]
+    return out
+
+
+def merged_logs(logs: array[int], new: list[int]) -> array[int]:
+    """:func:`merged` of log keys."""
+    out = array("q")
+    start = 0
+    for log in sorted(new):
+        at = bisect_left(logs, log, start)
+        out += logs[start:at]
+        out.append(log)
+        start = at
+    out += logs[start:]
+    return out

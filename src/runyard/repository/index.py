@@ -23,7 +23,7 @@ from itertools import islice
 from typing import Final
 
 from runyard.errors import InvalidInput
-from runyard.repository.arrangement import Kept, take
+from runyard.repository.arrangement import Kept, merged, merged_logs, take
 from runyard.repository.records import (
     CREATED_AT,
     INSTANT,
@@ -151,14 +151,14 @@ class TaskIndex:
                     self.metadata[task_id] = meta if status is None else shared(meta, status)
                 self._relink(task_id, (), self.parents_of(task_id))
                 self._update_active(task_id, exists)
-            self._order = _merged(self._order, ordered, self._key)
+            self._order = merged(self._order, ordered, self._key)
             added: dict[tuple[str, str], list[str]] = {}
             for task_id in ordered:
                 added.setdefault(_bucket(task_id, self.statuses[task_id]), []).append(task_id)
             for key, ids in added.items():
-                self._buckets[key] = _merged(self._buckets.get(key, []), ids, self._key)
+                self._buckets[key] = merged(self._buckets.get(key, []), ids, self._key)
             if logs:
-                self._log_refs = _merged_logs(self._log_refs, logs)
+                self._log_refs = merged_logs(self._log_refs, logs)
 
     def _has(self, task_id: str) -> bool:
         return task_id in self.statuses or task_id in self.metadata or task_id in self._active
@@ -393,36 +393,6 @@ def release_free_memory() -> None:
 
 def _bucket(task_id: str, record: StatusRecord) -> tuple[str, str]:
     return task_id.split("#", 1)[0], record[STATE]
-
-
-def _merged(ids: list[str], new: list[str], key: Callable[[str], SortKey]) -> list[str]:
-    """``ids`` (ascending by ``key``) with ``new`` (few) in their places: a bisection for
-    each and one copy of the rest, in slices."""
-    if not new:
-        return ids
-    new.sort(key=key)
-    merged: list[str] = []
-    start = 0
-    for task_id in new:
-        at = bisect_left(ids, key(task_id), start, key=key)
-        merged += ids[start:at]
-        merged.append(task_id)
-        start = at
-    merged += ids[start:]
-    return merged
-
-
-def _merged_logs(logs: array[int], new: list[int]) -> array[int]:
-    """:func:`_merged` of log keys."""
-    merged = array("q")
-    start = 0
-    for log in sorted(new):
-        at = bisect_left(logs, log, start)
-        merged += logs[start:at]
-        merged.append(log)
-        start = at
-    merged += logs[start:]
-    return merged
 
 
 def _descending(ids: list[str], stop: int) -> Iterator[str]:
