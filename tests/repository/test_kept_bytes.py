@@ -130,6 +130,21 @@ def test_the_recent_ones_answer_as_unpack_and_stay_bounded() -> None:
         assert len(keptbytes._recent) <= keptbytes.RECENT_ITEMS
 
 
+def test_a_large_status_is_unpacked_but_not_kept() -> None:
+    """A small blob of a large, repetitive status (a task may write one up to a record's
+    limit) is answered whole and never held: the recent ones stay a few MB."""
+    keptbytes._recent.clear()
+    big = b'{"task_id":"base#demo#big","result":"' + b"x" * (4 << 20) + b'"}'
+    blob = keptbytes.pack(big)
+    assert len(blob) < 16 << 10
+    assert keptbytes.unpack_recent(blob) == big
+    assert keptbytes.unpack_recent(blob) == big
+    assert blob not in keptbytes._recent
+    edge = b'"' + b"y" * (keptbytes.RECENT_ITEM_BYTES - 2) + b'"'
+    assert keptbytes.unpack_recent(keptbytes.pack(edge)) == edge
+    assert keptbytes.pack(edge) in keptbytes._recent
+
+
 def damage(repo: TaskRepository, task_id: str) -> None:
     """What a damaged blob would look like in memory (nothing in runyard writes one)."""
     with repo._index.lock:

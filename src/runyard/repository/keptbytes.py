@@ -66,7 +66,10 @@ def unpack(blob: bytes) -> bytes | None:
     return data if inflater.eof and not inflater.unused_data else None
 
 
-RECENT_ITEMS: Final = 2048  # about 2.5 MB of answers: pages people look at again and again
+RECENT_ITEMS: Final = 2048  # about 2 MB of usual answers: pages looked at again and again
+# a status unpacked larger than this is not kept: a blob of a few KB may unpack to 32 MB
+# (a record's limit), so the count alone would not bound the memory (at most 16 MB here)
+RECENT_ITEM_BYTES: Final = 8192
 _recent: dict[bytes, bytes] = {}
 
 
@@ -78,10 +81,9 @@ def unpack_recent(blob: bytes) -> bytes | None:
     data = _recent.get(blob)
     if data is None:
         data = unpack(blob)
-        if data is None:
-            return None
+        if data is None or len(data) > RECENT_ITEM_BYTES:
+            return data
         if len(_recent) >= RECENT_ITEMS:
             _recent.clear()  # whole: safe while other threads look things up
         _recent[blob] = data
     return data
-
