@@ -21,6 +21,7 @@ from runyard.api.auth import BearerAuth
 from runyard.api.docs_page import mount_docs
 from runyard.api.envelope import job_response
 from runyard.api.errormap import family_handler
+from runyard.api.exactroutes import ExactRoutes
 from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.mcp_lazy import mount_lazy_mcp
 from runyard.api.metrics import install_metrics
@@ -90,6 +91,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
         return job_response(answer, True)
 
     router, schemas = build_jobs_router(services, hub)
+    app.router.routes.append(ExactRoutes(router.routes))  # /jobs/<name> without 30 matches
     app.include_router(router)
     app.include_router(build_files_router(services), prefix="/api/v1")
     app.include_router(build_preview_router(services), prefix="/api/v1")
