@@ -11,7 +11,7 @@ sendfile on a plain socket, so the client costs next to nothing. Each round also
 the file (sha256) and writes and fsyncs a file of the same size in the server's uploads
 folder, and prints the upload speed against the smaller of the two (the target is 80 %),
 the server's CPU seconds and its peak resident memory (from /proc). The same file also goes
-to a bare ASGI app taking the same steps (``upload_floor.py``: multipart parsing, sha256 and
+to a bare ASGI app taking the same steps (``upload_bare.py``: multipart parsing, sha256 and
 the write in worker threads, fsync) in the same rounds: what an upload costs in Python on
 this machine without runyard. Run creation is measured on an
 in-process service (the part of ``POST /runs`` that scales with the inputs) and over HTTP.
@@ -132,14 +132,14 @@ def raw_upload(url: str, headers: dict[str, str], session: str, path: Path) -> t
     return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
 
 
-def start_floor(work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """The bare upload app of ``upload_floor.py``, listening on 127.0.0.1."""
-    folder = work / "floor"
+def start_bare(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The bare upload app of ``upload_bare.py``, listening on 127.0.0.1."""
+    folder = work / "bare"
     folder.mkdir()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    script = Path(__file__).with_name("upload_floor.py")
+    script = Path(__file__).with_name("upload_bare.py")
     argv = [sys.executable, str(script), "--port", str(port), "--folder", str(folder)]
     proc = subprocess.Popen(argv)
     deadline = time.monotonic() + 30
@@ -150,24 +150,24 @@ def start_floor(work: Path) -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.05)
     proc.kill()
-    raise RuntimeError("upload_floor.py did not listen within 30 s")
+    raise RuntimeError("upload_bare.py did not listen within 30 s")
 
 
 def timed_upload(
     pid: int, url: str, headers: dict[str, str], session: str, data: Path
-) -> tuple[float, float]:
-    """Wall and server CPU seconds of one upload of ``data``."""
-    cpu_before = cpu_seconds(pid)
+) -> tuple[float, float, float]:
+    """Wall, server CPU and client CPU seconds of one upload of ``data``."""
+    cpu_before, client_before = cpu_seconds(pid), time.process_time()
     started = time.perf_counter()
     status, body = raw_upload(url, headers, session, data)
     seconds = time.perf_counter() - started
     assert status == 201, body
-    return seconds, cpu_seconds(pid) - cpu_before
+    return seconds, cpu_seconds(pid) - cpu_before, time.process_time() - client_before
 
 
 def bench_upload(work: Path, mib: int, rounds: int) -> None:
     """Upload speed against min(sha256, disk write), each measured in every round, and
-    against the same steps in a bare app (``upload_floor.py``).
+    against the same steps in a bare app (``upload_bare.py``).
 
     The rounds alternate hashing the file, writing and fsyncing a file of the same size in
     the server's uploads folder, and uploading it over HTTP to runyard and to the bare app
@@ -176,9 +176,9 @@ def bench_upload(work: Path, mib: int, rounds: int) -> None:
     data = make_file(work / "upload.bin", mib)
     size = mib * MIB
     server = start_server(work / "srv", config={"upload_max_bytes": size + MIB})
-    floor, floor_url = start_floor(work)
+    bare, bare_url = start_bare(work)
     uploads = server.workspace / "agent" / "uploads"
-    ratios, floor_ratios = [], []
+    ratios, versus_bare = [], []
     try:
         with httpx.Client(base_url=server.url + "/api/v1", headers=server.headers, timeout=None) as client:
             session = client.post("/sessions", json={"title": "bench"}).json()["id"]
@@ -188,31 +188,32 @@ def bench_upload(work: Path, mib: int, rounds: int) -> None:
             sha_mib_s = mib / sha256_seconds(data)
             disk_mib_s = mib / disk_write_seconds(uploads, size)
             runs = [("runyard", server.proc.pid, server.url, server.headers, session),
-                    ("bare", floor.pid, floor_url, {}, "-")]  # fmt: skip
+                    ("bare", bare.pid, bare_url, {}, "-")]  # fmt: skip
             timed = {}
             for label, pid, url, headers, sid in runs[:: 1 if index % 2 == 0 else -1]:
                 timed[label] = timed_upload(pid, url, headers, sid, data)
-            seconds, server_cpu = timed["runyard"]
-            floor_seconds, floor_cpu = timed["bare"]
+            seconds, server_cpu, client_cpu = timed["runyard"]
+            bare_seconds, bare_cpu, _ = timed["bare"]
             least = min(sha_mib_s, disk_mib_s)
             ratios.append(mib / seconds / least)
-            floor_ratios.append(floor_seconds / seconds)
+            versus_bare.append(bare_seconds / seconds)
             _, peak = peak_rss_mib(server.proc.pid)
             print(f"  round {index + 1}: sha256 {sha_mib_s:.0f} MiB/s, disk write+fsync "
                   f"{disk_mib_s:.0f} MiB/s, min {least:.0f}; upload {mib / seconds:.0f} MiB/s "
-                  f"({seconds:.2f} s wall, server CPU {server_cpu:.2f} s) = {ratios[-1]:.0%} of "
-                  f"min (target 80 %); the bare app {mib / floor_seconds:.0f} MiB/s (CPU "
-                  f"{floor_cpu:.2f} s) = {mib / floor_seconds / least:.0%} of min; runyard = "
-                  f"{floor_ratios[-1]:.0%} of the bare app; server peak RSS {peak:.0f} MiB; "
+                  f"({seconds:.2f} s wall, server CPU {server_cpu:.2f} s, client CPU "
+                  f"{client_cpu:.2f} s) = {ratios[-1]:.0%} of min (target 80 %); the bare app "
+                  f"{mib / bare_seconds:.0f} MiB/s (CPU {bare_cpu:.2f} s) = "
+                  f"{mib / bare_seconds / least:.0%} of min; runyard = {versus_bare[-1]:.0%} of "
+                  f"the bare app; server peak RSS {peak:.0f} MiB; "
                   f"load {os.getloadavg()[0]:.2f}")  # fmt: skip
         rss_after, peak_after = peak_rss_mib(server.proc.pid)
     finally:
         server.stop()
-        floor.terminate()
-        floor.wait(30)
+        bare.terminate()
+        bare.wait(30)
     print(f"  upload / min(sha256, disk): median {statistics.median(ratios):.0%}, best "
           f"{max(ratios):.0%}, worst {min(ratios):.0%}; runyard / the bare app: median "
-          f"{statistics.median(floor_ratios):.0%}; server peak RSS {peak_start:.0f} -> "
+          f"{statistics.median(versus_bare):.0%}; server peak RSS {peak_start:.0f} -> "
           f"{peak_after:.0f} MiB (+{peak_after - peak_start:.0f} MiB over {rounds} x {mib} MiB)")  # fmt: skip
     data.unlink()
 

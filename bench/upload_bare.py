@@ -1,7 +1,7 @@
-"""The least an upload over HTTP costs in Python here: a bare ASGI app that takes the steps a
-runyard upload must, and nothing else.
+"""A bare ASGI app that takes the steps a runyard upload must, and nothing else: what an
+upload over HTTP costs in Python on this machine without runyard.
 
-    python bench/upload_floor.py --port N --folder DIR   # serves until killed
+    python bench/upload_bare.py --port N --folder DIR   # serves until killed
 
 It is served by uvicorn with httptools, as runyard is, with no middleware, no routing, no
 session and no catalog. Each ``POST`` body is parsed by python-multipart's streaming parser
@@ -31,11 +31,11 @@ from runyard.api.allocator import keep_freed_buffers  # noqa: E402
 BLOCK = 4 << 20
 
 
-class FloorUpload:
+class BareUpload:
     """One upload: the file part's bytes as views, written and hashed a block at a time."""
 
     def __init__(self, folder: Path) -> None:
-        self.path = folder / f"floor-{secrets.token_hex(8)}"
+        self.path = folder / f"bare-{secrets.token_hex(8)}"
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
         self.digest = hashlib.sha256()
         self.views: list[memoryview] = []
@@ -78,7 +78,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     headers = dict(scope["headers"])
     _, options = parse_options_header(headers.get(b"content-type", b"").decode("latin-1"))
-    upload = FloorUpload(FOLDER)
+    upload = BareUpload(FOLDER)
     parser = MultipartParser(options[b"boundary"], {
         "on_part_begin": upload.on_part_begin,
         "on_header_value": upload.on_header_value,
