@@ -35,7 +35,11 @@ from runyard.workspace.identity import TASK_TYPES
 from runyard.workspace.records import TaskStatus
 
 STREAMED_JOBS = frozenset({"list_task_statuses", "list_task_ids"})
-BATCH = 2048  # items per chunk (about 1 MB of statuses): few thread hops, bounded chunks
+# statuses per chunk (about 300 KB). Chunks of 2,048 (1.3 MB) made the unpaged list at
+# 100,000 tasks 15-25 % slower: what the socket does not take at once waits in the
+# transport's buffer and is copied there again, and a large chunk leaves the CPU's cache.
+BATCH = 512
+ID_BATCH = 2048  # task ids per chunk (about 50 KB)
 Entry = tuple[str, StatusRecord]
 HEAD = b'{"answer":['
 TAIL = b'],"success":true,"metadata":{}}'
@@ -69,8 +73,8 @@ async def full_list_response(services: Services, job_name: str, arguments: Any) 
 
 def _ids_body(ids: list[str]) -> Iterator[bytes]:
     yield HEAD
-    for start in range(0, len(ids), BATCH):
-        chunk = dump_json(ids[start : start + BATCH])[1:-1]
+    for start in range(0, len(ids), ID_BATCH):
+        chunk = dump_json(ids[start : start + ID_BATCH])[1:-1]
         yield chunk if start == 0 else b"," + chunk
     yield TAIL
 
