@@ -73,12 +73,21 @@ class BareUpload:
         os.pwritev(self.fd, views, offset)
 
 
-async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+def bare_app(folder: Path) -> Any:
+    """The ASGI app, keeping each upload in ``folder`` until it has answered."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive_upload(folder, scope, receive, send)
+
+    return app
+
+
+async def receive_upload(folder: Path, scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
     headers = dict(scope["headers"])
     _, options = parse_options_header(headers.get(b"content-type", b"").decode("latin-1"))
-    upload = BareUpload(FOLDER)
+    upload = BareUpload(folder)
     parser = MultipartParser(options[b"boundary"], {
         "on_part_begin": upload.on_part_begin,
         "on_header_value": upload.on_header_value,
@@ -111,18 +120,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     upload.path.unlink()
 
 
-FOLDER = Path(".")
-
-
 def main() -> None:
-    global FOLDER
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--folder", type=Path, required=True)
     args = parser.parse_args()
-    FOLDER = args.folder
     keep_freed_buffers()  # as runyard's server does
-    uvicorn.run(app, host="127.0.0.1", port=args.port, http="httptools", log_level="warning",
+    uvicorn.run(bare_app(args.folder), host="127.0.0.1", port=args.port, http="httptools", log_level="warning",
                 access_log=False, lifespan="off")  # fmt: skip
 
 
