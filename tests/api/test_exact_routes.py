@@ -12,6 +12,7 @@ from starlette.routing import Match, Route
 from starlette.testclient import TestClient
 
 from runyard.api.app import create_app
+from runyard.api.compat_jobs import all_jobs
 from runyard.api.exactroutes import ExactRoutes
 from runyard.api.services import Services
 from runyard.config import Settings
@@ -84,7 +85,9 @@ def test_the_server_finds_every_job_route_by_its_path(services: Services) -> Non
     app = create_app(services.settings, services)
     exact = [route for route in app.router.routes if isinstance(route, ExactRoutes)]
     assert len(exact) == 1
-    for path in ("/jobs/status", "/jobs/submit", "/jobs/status/events", "/jobs/delete_tasks"):
+    paths = [f"/jobs/{name}{events}" for name in all_jobs() for events in ("", "/events")]
+    assert len(paths) > 26  # the seed's 13 jobs and runyard's own, each with its stream
+    for path in paths:
         match, child = exact[0].matches(_scope("POST", path))
         assert match is Match.FULL, path
         assert child["route"].path == path
