@@ -119,7 +119,10 @@ def leave(code: str) -> None:
 
 
 def token() -> None:
-    (WORKSPACE / "out" / "token").write_text(os.environ["RUNYARD_API_TOKEN"])
+    # whole or not at all: a test polling for the file must never read it half written
+    out = WORKSPACE / "out"
+    (out / ".token.part").write_text(os.environ["RUNYARD_API_TOKEN"])
+    os.replace(out / ".token.part", out / "token")
 
 
 def answer(text: str) -> None:
