@@ -175,8 +175,12 @@ def bench_upload(work: Path, mib: int, rounds: int) -> None:
     """
     data = make_file(work / "upload.bin", mib)
     size = mib * MIB
-    server = start_server(work / "srv", config={"upload_max_bytes": size + MIB})
     bare, bare_url = start_bare(work)
+    try:
+        server = start_server(work / "srv", config={"upload_max_bytes": size + MIB})
+    except BaseException:
+        bare.kill()
+        raise
     uploads = server.workspace / "agent" / "uploads"
     ratios, versus_bare = [], []
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
@@ -16,7 +17,7 @@ from runyard.api.compat_jobs import all_jobs
 from runyard.api.exactroutes import ExactRoutes
 from runyard.api.services import Services
 from runyard.config import Settings
-from serverproc import ServerProcess, start_server
+from serverproc import ServerProcess
 
 
 def _scope(method: str, path: str, **extra: object) -> dict:
@@ -101,17 +102,13 @@ def test_the_server_finds_every_job_route_by_its_path(services: Services) -> Non
     ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("exact"))
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def test_job_calls_answer_as_before(srv: ServerProcess) -> None:
-    with srv.client() as client:
+def test_job_calls_answer_as_before(server: ServerProcess) -> None:
+    # found in one lookup, still behind every middleware: no token, no answer
+    body = {"arguments": {"task_id": "base#x#y"}}
+    for headers in ({}, {"authorization": "Bearer not-the-token"}):
+        refused = httpx.post(f"{server.url}/jobs/status", json=body, headers=headers)
+        assert refused.status_code == 401, headers
+    with server.client() as client:
         invalid = client.post("/jobs/status", json={"arguments": {"task_id": "demo#x#y"}})
         assert invalid.status_code == 200
         assert invalid.json()["success"] is False
