@@ -411,7 +411,12 @@ class FakeKubernetes:
             self.logs[self.pod_of(job_name)["metadata"]["name"]] += data
             self.cond.notify_all()
 
-    def terminate(self, job_name: str, exit_code: int, reason: str | None = None) -> None:
+    def terminate(
+        self, job_name: str, exit_code: int, reason: str | None = None, pod_event: bool = True
+    ) -> None:
+        """The container exits with ``exit_code`` and the Job completes or fails.
+        ``pod_event=False``: watches see the Job's change but not yet the pod's (each kind
+        has its own stream), while reads of the pod find it ended."""
         with self.cond:
             pod, job = self.pod_of(job_name), self.objects[("Job", "default", job_name)]
             pod["status"]["phase"] = "Succeeded" if exit_code == 0 else "Failed"
@@ -426,7 +431,8 @@ class FakeKubernetes:
                 condition = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                              "message": "Job has reached the specified backoff limit"}
                 job["status"] = {"failed": 1, "conditions": [condition]}
-            self.touch(pod, kind="Pod")
+            if pod_event:
+                self.touch(pod, kind="Pod")
             self.touch(job, kind="Job")
 
     def fail_job(self, job_name: str, reason: str, message: str) -> None:

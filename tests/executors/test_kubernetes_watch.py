@@ -139,6 +139,24 @@ def test_polling_many_runs_costs_no_request_per_run_and_an_end_is_seen_at_once(
     assert info.exit_code == 3
 
 
+def test_a_failed_job_seen_before_its_pod_ended_reads_the_exit_code_from_the_api(
+    fake: FakeKubernetes, make_executor: Callable[..., KubernetesExecutor], tmp_path: Path
+) -> None:
+    """Jobs and pods come on two watch streams: the Job's failure can be seen first. The
+    run's end then names the container's exit code, not 255 for "no code known"."""
+    executor = make_executor()
+    watch = synced(executor)
+    handle = launch(executor, tmp_path, "run-late")
+    fake.start_container(resource_name("run-late"))
+    assert executor.poll(handle) is None
+    fake.terminate(resource_name("run-late"), 3, pod_event=False)
+    eventually(lambda: cached_condition(watch, resource_name("run-late")) == "Failed",
+               what="the watch to see the Job fail")  # fmt: skip
+    info = executor.poll(handle)
+    assert info is not None
+    assert info.exit_code == 3, info
+
+
 def test_a_410_gone_lists_again_and_sees_a_job_that_ended_while_the_watch_was_broken(
     fake: FakeKubernetes, make_executor: Callable[..., KubernetesExecutor], tmp_path: Path
 ) -> None:

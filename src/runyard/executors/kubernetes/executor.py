@@ -56,6 +56,7 @@ from runyard.executors.kubernetes.package import PackageFiles, read_package
 from runyard.executors.kubernetes.placement import resolve_settings, workspace_instance
 from runyard.executors.kubernetes.retry import RetryPolicy
 from runyard.executors.kubernetes.status import (
+    NO_EXIT_CODE,
     KubernetesExitInfo,
     Outcome,
     job_outcome,
@@ -256,7 +257,9 @@ class KubernetesExecutor:
         else:
             self._follow(handle)
             outcome = self._outcome(ref, *seen, cached=True)
-            if outcome is not None and outcome.stop_job:
+            if outcome is not None and (outcome.stop_job or outcome.info.exit_code == NO_EXIT_CODE):
+                # no exit code: the watch may hold the Job's failure before its pod's end
+                # (two streams); the API has both
                 outcome = self._read_outcome(handle, ref)
         if outcome is None:
             return None
