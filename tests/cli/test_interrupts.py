@@ -35,6 +35,14 @@ def _state(status_path: Path) -> str | None:
         return None
 
 
+def _sleeping(pid: int) -> bool:
+    """Whether the process's main thread sleeps (``time.sleep``) at this moment."""
+    try:
+        return "nanosleep" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
 def _interrupt(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -112,6 +120,9 @@ def test_ctrl_c_as_submit_wait_begins_to_wait_still_says_the_task_runs(
     try:
         wait_for(lambda: connected_to(proc.pid, port), what="submit to reach the server")
         wait_for(lambda: _state(task_dir / "status.json") == "running", what="the task to run")
+        # the task can run before the CLI has read the submit's answer: wait until its main
+        # thread sleeps in the slow start of the wait
+        wait_for(lambda: _sleeping(proc.pid), what="the CLI to reach the start of its wait")
         code, _, err = _interrupt(proc)
     finally:
         proc.kill()
