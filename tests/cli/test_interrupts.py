@@ -43,6 +43,14 @@ def _sleeping(pid: int) -> bool:
         return False
 
 
+def _waiting_on_a_thread(pid: int) -> bool:
+    """Whether the process's main thread waits on a lock or event (a futex) at this moment."""
+    try:
+        return "futex" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
 def _interrupt(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -58,6 +66,9 @@ def _interrupted_while_waiting(
     try:
         wait_for(lambda: connected_to(proc.pid, port), what=f"{args} to reach the server")
         wait_for(lambda: _state(watched) == "running", what=f"{watched.parent.name} to run")
+        if "submit" in args:  # the task can run before the CLI has read the submit's answer:
+            # wait until its main thread waits on the thread that waits for the task
+            wait_for(lambda: _waiting_on_a_thread(proc.pid), what=f"{args} to wait")
         code, _, err = _interrupt(proc)
     finally:
         proc.kill()

@@ -64,15 +64,21 @@ def wait_state(ws: Workspace, task_id: str, state: str, timeout: float = 15.0) -
 
 
 class RenameRecorder:
-    """The names renamed into a folder, in order (inotify IN_MOVED_TO), to check publish order."""
+    """The names renamed into a folder, in order (inotify IN_MOVED_TO), to check publish order.
+
+    inotify merges an event into an unread one just like it, so two renames onto one name
+    with no read between may show once; count writes by the unique names of their
+    temporary files instead (``mask=IN_CREATE``).
+    """
 
     IN_MOVED_TO = 0x80
+    IN_CREATE = 0x100
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, mask: int = IN_MOVED_TO) -> None:
         self._libc = ctypes.CDLL(None, use_errno=True)
         self.fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
         assert self.fd >= 0
-        watch = self._libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_MOVED_TO)
+        watch = self._libc.inotify_add_watch(self.fd, str(folder).encode(), mask)
         assert watch >= 0
         self.names: list[str] = []
 

@@ -25,7 +25,7 @@ def files_under(root: Path) -> list[Path]:
 @pytest.mark.parametrize(
     ("task", "inputs", "error", "message"),
     [
-        ("nope", {}, UnknownTask, "Unknown Task: nope. Available: command, demo"),
+        ("nope", {}, UnknownTask, "Unknown Task: nope. Available: burst, command, demo"),
         ("demo", {"x": 1, "y": 2, "z": 3}, InvalidInput, "z: unknown input field"),
         ("demo", {"x": "one", "y": 2}, InvalidInput, "x: Input should be a valid integer"),
         ("demo", {"y": 2}, InvalidInput, "x: Field required"),

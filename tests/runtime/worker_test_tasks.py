@@ -100,7 +100,29 @@ class WriteFile(Task):
         return FileOutput(written="data/out.bin")
 
 
+class BurstInput(TaskInput):
+    reports: int = 200
+    hold: str = ""  # after the burst, wait (up to 20 s) until this file exists
+
+
+class Burst(Task):
+    """Report progress many times in a tight loop, then optionally hold."""
+
+    Input = BurstInput
+    Output = ProgressOutput
+    steps = ("work",)
+
+    def run(self, inputs: BurstInput, run: TaskRun) -> ProgressOutput:
+        for i in range(inputs.reports):
+            run.progress("work", 100 * (i + 1) / inputs.reports)
+        deadline = time.monotonic() + 20
+        while inputs.hold and not os.path.exists(inputs.hold) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return ProgressOutput()
+
+
 SAMPLE_TASKS = {
+    "burst": "worker_test_tasks:Burst",
     "sleepy": "worker_test_tasks:Sleepy",
     "progress": "worker_test_tasks:Progress",
     "envdump": "worker_test_tasks:EnvDump",

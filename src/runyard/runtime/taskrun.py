@@ -3,6 +3,13 @@
 Every progress change is appended to ``events.jsonl`` before the matching status write,
 so a stream replayed from the journal never lags the snapshot. Progress status writes
 skip fsync (a crash may lose them); state changes are written durably by the worker.
+
+Progress reaches ``status.json`` at most once every :data:`PROGRESS_WRITE_INTERVAL`: a
+change that comes sooner after the last write is written when the interval ends (by a
+timer thread), together with any that follow it, unless a state change writes the whole
+status first. A task that reports progress in a tight loop thus writes status.json at
+most twenty times a second, not once a call (each write is a new file renamed over the
+last), and its journal still holds every change.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
@@ -22,6 +30,8 @@ from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import Step, TaskState, TaskStatus, utcnow
+
+PROGRESS_WRITE_INTERVAL = 0.05  # seconds between two progress writes of status.json
 
 
 class TaskCancelled(BaseException):
@@ -88,6 +98,9 @@ class WorkerRun(TaskRun):
         self._cancel = cancel
         self._lock = threading.RLock()
         self._events = workspace.events_path(status.task_id)
+        self._written_at = float("-inf")  # monotonic time of the last status write
+        self._timer: threading.Timer | None = None  # writes the held progress
+        self._ended = False  # a terminal state is written: nothing may follow it
 
     def begin(self, pid: int, steps: tuple[str, ...]) -> None:
         """Publish the ``running`` state, listing the task's steps at 0 %."""
@@ -98,12 +111,17 @@ class WorkerRun(TaskRun):
         self.publish_state(durable=False)
 
     def publish_state(self, *, durable: bool) -> None:
-        at = self.status.finished_at or self.status.started_at
-        append_event(self._events, state_event(self.status.state, at))
-        if durable:
-            self.workspace.write_status(self.status, durable=True)
-        else:
-            self._write_status_fast()
+        """Journal and write the state now, with any progress held back."""
+        with self._lock:
+            at = self.status.finished_at or self.status.started_at
+            append_event(self._events, state_event(self.status.state, at))
+            self._drop_timer()
+            if durable:
+                self.workspace.write_status(self.status, durable=True)
+                self._written_at = time.monotonic()
+            else:
+                self._write_status_fast()
+            self._ended = self.status.state.terminal
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -129,6 +147,8 @@ class WorkerRun(TaskRun):
         finished: bool = False,
     ) -> None:
         with self._cancel.deferred(), self._lock:
+            if self._ended:
+                return  # a late report (from a thread of the task): the records are final
             step = self._find_step(name)
             changed = _advance(step, percentage, started or finished or percentage is not None)
             if finished and step.finished_at is None:
@@ -136,7 +156,7 @@ class WorkerRun(TaskRun):
                 changed = True
             if changed:
                 append_event(self._events, {"kind": "progress", **step.model_dump(mode="json")})
-                self._write_status_fast()
+                self._write_progress()
 
     def _find_step(self, name: str) -> Step:
         for step in self.status.steps:
@@ -146,9 +166,40 @@ class WorkerRun(TaskRun):
         self.status.steps.append(step)
         return step
 
+    def _write_progress(self) -> None:
+        """Write the status now, or when the interval since the last write ends."""
+        wait = self._written_at + PROGRESS_WRITE_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self._drop_timer()
+            self._write_status_fast()
+        elif self._timer is None:
+            self._timer = threading.Timer(wait, self._write_held)
+            self._timer.daemon = True  # the final status supersedes it
+            self._timer.start()
+
+    def _write_held(self) -> None:
+        with self._lock:
+            if self._timer is not threading.current_thread() or self._ended:
+                return  # dropped: a later write took its progress along
+            self._timer = None
+            try:
+                self._write_status_fast()
+            except OSError as exc:  # as a progress write lost in a crash: the next carries it
+                print(
+                    f"runyard worker: progress not written to status.json: {exc}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def _drop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def _write_status_fast(self) -> None:
         path = self.workspace.status_path(self.task_id)
         write_json_atomic(path, self.status.to_json(), fsync=False)
+        self._written_at = time.monotonic()
 
 
 def _advance(step: Step, percentage: float | None, start: bool) -> bool:

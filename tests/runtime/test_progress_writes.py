@@ -1,0 +1,128 @@
+"""Progress reaches status.json at most once an interval; the journal keeps every change.
+
+A task reporting progress in a tight loop must not turn each call into a new file renamed
+over status.json, yet what it reported must show in the status soon after, and nothing
+held back may land after the run's final status.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from runtime_helpers import RenameRecorder
+
+from runyard.executors.local import LocalExecutor
+from runyard.runtime.creation import create_task
+from runyard.runtime.launch import worker_spec
+from runyard.runtime.liveness import wait_for_run
+from runyard.runtime.taskrun import PROGRESS_WRITE_INTERVAL, CancelSignal, WorkerRun
+from runyard.workspace.events import read_events
+from runyard.workspace.records import TaskState, utcnow
+
+REPORTS = 200
+
+
+def progress_events(workspace, task_id: str) -> list[float]:
+    events = [event for _, event in read_events(workspace.events_path(task_id))[0]]
+    return [e["percentage"] for e in events if e["kind"] == "progress" and e["name"] == "work"]
+
+
+def work_percentage(workspace, task_id: str) -> float | None:
+    status = workspace.read_status(task_id)
+    steps = {step.name: step.percentage for step in status.steps} if status else {}
+    return steps.get("work")
+
+
+def status_writes(recorder: RenameRecorder) -> int:
+    """How many status.json writes began: each creates a temporary file of a new name."""
+    return sum(name.startswith(".status.json.") for name in recorder.read())
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_a_burst_of_progress_is_written_a_few_times_and_journaled_whole(
+    settings, workspace, registry, tmp_path
+):
+    hold = tmp_path / "release"
+    status = create_task(workspace, registry, "burst", {"reports": REPORTS, "hold": str(hold)})
+    recorder = RenameRecorder(workspace.task_dir(status.task_id), RenameRecorder.IN_CREATE)
+    try:
+        LocalExecutor().launch(
+            worker_spec(settings, workspace, status, registry.get("burst").target)
+        )
+        # the worker holds after its burst: the last progress must reach the status meanwhile
+        assert wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0)
+        held = workspace.read_status(status.task_id)
+        writes_in_burst = status_writes(recorder)
+        hold.touch()
+        final = wait_for_run(workspace, status.task_id, status.run_id, 0.05, timeout=30)
+    finally:
+        hold.touch()
+        recorder.close()
+
+    assert held.state is TaskState.RUNNING
+    # running, then the burst: a handful of writes at most (one a call would be 200 more)
+    assert 2 <= writes_in_burst <= 10, writes_in_burst
+    assert final.state is TaskState.SUCCEEDED
+    assert {step.name: step.percentage for step in final.steps} == {"work": 100.0}
+    seen = progress_events(workspace, status.task_id)
+    assert len(seen) == REPORTS and seen[-1] == 100.0
+    assert seen == sorted(seen)
+
+
+def test_progress_held_back_is_written_when_the_interval_ends(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    run = WorkerRun(workspace, status, CancelSignal())
+    recorder = RenameRecorder(workspace.task_dir(status.task_id), RenameRecorder.IN_CREATE)
+    try:
+        run.begin(os.getpid(), ("work",))
+        started = time.monotonic()
+        for value in range(1, 101):
+            run.progress("work", value)
+        assert wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0, 5)
+        took = time.monotonic() - started
+        writes = status_writes(recorder)
+    finally:
+        recorder.close()
+
+    assert took >= PROGRESS_WRITE_INTERVAL * 0.9  # it waited for the interval's end
+    assert 2 <= writes <= 4, writes  # begin, perhaps a first report, the held ones
+    assert len(progress_events(workspace, status.task_id)) == 100
+
+
+def test_nothing_held_back_lands_after_the_final_status(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    run = WorkerRun(workspace, status, CancelSignal())
+    run.begin(os.getpid(), ("work",))
+    for value in (10, 20, 30):
+        run.progress("work", value)  # held: within the interval of begin's write
+    run.status = run.status.model_copy(
+        update={
+            "state": TaskState.FAILED,
+            "finished_at": utcnow(),
+            "exit_code": 1,
+            "error": "stopped",
+        }
+    )
+    run.publish_state(durable=True)
+    recorder = RenameRecorder(workspace.task_dir(status.task_id), RenameRecorder.IN_CREATE)
+    try:
+        run.progress("work", 40)  # a late report (from a thread of the task) is dropped
+        time.sleep(PROGRESS_WRITE_INTERVAL * 4)
+        late_writes = status_writes(recorder)
+    finally:
+        recorder.close()
+
+    assert late_writes == 0  # the durable final status is the last write of the run
+    final = workspace.read_status(status.task_id)
+    assert final.state is TaskState.FAILED and final.exit_code == 1
+    assert {step.name: step.percentage for step in final.steps} == {"work": 30.0}
+    assert progress_events(workspace, status.task_id) == [10, 20, 30]
