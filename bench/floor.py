@@ -16,7 +16,9 @@ Then the same count of ``demo`` tasks goes through a real runyard server on 127.
 the same run, floor and server alternating. Prints tasks/s and ms a task (median of the
 repeats), the ratio (DESIGN section 8 asks for at least 50 %), and the CPU a task costs in
 each process: the floor's parent and children; runyard's server, its launcher (the
-pre-forked zygote) and the workers the launcher reaps, and the client.
+pre-forked zygote) and the workers the launcher reaps, and the client. Last, what one new
+file costs in the run's folder at its start and its end (:func:`create_cost`): where that
+is far above a few tens of µs, the filesystem, not the code, sets both figures.
 
 ``--profile`` samples one more HTTP round (not in the figures) with py-spy (``pip install
 py-spy``; found on PATH, next to this Python or at ``--py-spy``) over the server and its
@@ -156,6 +158,23 @@ def floor_round(base: Path, count: int, concurrency: int) -> float:
     return time.perf_counter() - started
 
 
+def create_cost(folder: Path, count: int = 200) -> float:
+    """CPU microseconds one new file costs in a new folder under ``folder`` now.
+
+    Every task creates files (the floor 6, runyard about twice as many), and on some
+    filesystems a create is not a constant: ext4 without a journal passes over each inode
+    freed in the last 60-360 s of the folder's block group on every create, so a group
+    that saw many deletions (a temp folder after test runs) makes creates ten or twenty
+    times dearer. Printed at both ends of the run to tell such a machine state apart.
+    """
+    probe = folder / f"create-probe-{time.monotonic_ns()}"
+    probe.mkdir(parents=True)
+    started = time.process_time()
+    for index in range(count):
+        os.close(os.open(probe / f"f{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    return (time.process_time() - started) * 1e6 / count
+
+
 # runyard over HTTP
 
 
@@ -255,12 +274,13 @@ class Figures:
     http: list[float]
     floor_cpu: dict[str, float]
     http_cpu: dict[str, float]
+    create_us: list[float]
 
 
 def measure(root: Path, srv: ServerProcess, args: argparse.Namespace) -> Figures:
     zygote = launcher_pid(srv.proc.pid)
+    figures = Figures([], [], {}, {}, [create_cost(root)])
     http_round(srv, min(args.tasks, 20), "warm", args.clients)  # the zygote and page cache
-    figures = Figures([], [], {}, {})
     for repeat in range(args.repeats):
         before = CpuSnapshot.of_floor()
         figures.floor.append(floor_round(root / f"floor-{repeat}", args.tasks, args.concurrency))
@@ -270,6 +290,7 @@ def measure(root: Path, srv: ServerProcess, args: argparse.Namespace) -> Figures
         figures.http_cpu = CpuSnapshot.of_runyard(srv.proc.pid, zygote).per_task_ms(
             before, args.tasks
         )
+    figures.create_us.append(create_cost(root))
     return figures
 
 
@@ -287,6 +308,9 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     for label, cpu in (("floor", figures.floor_cpu), ("runyard", figures.http_cpu)):
         parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
         print(f"    {label:8} {sum(cpu.values()):6.2f} = {parts}")
+    first, last = figures.create_us
+    print(f"  a new file in this folder: {first:.0f} µs of CPU at the start, {last:.0f} at the"
+          " end (see create_cost)")
 
 
 def profile(srv: ServerProcess, args: argparse.Namespace, where: Path) -> None:
