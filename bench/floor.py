@@ -309,8 +309,10 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
         parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
         print(f"    {label:8} {sum(cpu.values()):6.2f} = {parts}")
     first, last = figures.create_us
-    print(f"  a new file in this folder: {first:.0f} µs of CPU at the start, {last:.0f} at the"
-          " end (see create_cost)")
+    print(
+        f"  a new file in this folder: {first:.0f} µs of CPU at the start, {last:.0f} at the"
+        " end (see create_cost)"
+    )
 
 
 def profile(srv: ServerProcess, args: argparse.Namespace, where: Path) -> None:
