@@ -18,7 +18,9 @@ started, then as the same tasks are read again, as a client polling them does, a
 lean http.client keep-alive client, and both clients' own time against a server that
 answers a constant), the unpaged
 ``list_task_statuses {}`` and ``list_task_ids {}`` (best of three, with the server's CPU
-and memory), and ``delete_tasks`` of one task whose log lies in the log folder. The
+and memory), the throughput of demo tasks submitted and waited for through the Job API
+against the same on an empty workspace (the tasks are deleted after), and
+``delete_tasks`` of one task whose log lies in the log folder. The
 server's CPU seconds and the load average are printed next to the times: on a busy
 machine the wall times say more about the neighbours than about the server.
 Nothing is asserted.
@@ -36,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -44,7 +47,12 @@ import httpx
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_repository import TYPES, generate  # noqa: E402
 
+from runyard.client import Client  # noqa: E402
+
 DELETES = 7
+SUBMITS = 300  # demo tasks a submit round runs, from SUBMIT_CLIENTS threads
+SUBMIT_CLIENTS = 4
+SUBMIT_ROUNDS = 2
 
 
 def memory(pid: int) -> dict[str, float]:
@@ -242,17 +250,71 @@ def serve(root: Path, workspace: Path) -> tuple[subprocess.Popen[bytes], int]:
     return proc, port
 
 
-def empty_server_mib(root: Path) -> float:
-    """VmRSS of a ready server on an empty workspace: what is not the index."""
+def empty_server(root: Path) -> tuple[float, float]:
+    """A ready server on an empty workspace: its VmRSS (what is not the index), and its
+    submit throughput (tasks/s) to hold the one at scale against."""
     proc, port = serve(root, root / "empty-ws")
     try:
         wait_port(port, time.monotonic() + 120)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             wait_ready(client, time.monotonic())
-            return memory(proc.pid)["VmRSS"]
+            mib = memory(proc.pid)["VmRSS"]
+            settled(proc)
+            print("\nan empty workspace:")
+            rate = submits(proc, client, "on an empty workspace")
+            return mib, rate
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def submit_round(url: str, prefix: str) -> tuple[float, list[str]]:
+    """Seconds for SUBMITS demo tasks (each client thread submits its share, then waits for
+    each), and their ids."""
+    made: list[str] = []
+    failures: list[str] = []
+
+    def part(indexes: range) -> None:
+        with Client(url, None, timeout=300) as client:
+            handles = [client.submit("demo", name=f"{prefix}-{i}", x=i, y=1) for i in indexes]
+            for handle in handles:
+                status = client.wait(handle, timeout=300)
+                if status.state != "succeeded":
+                    failures.append(f"{handle.task_id}: {status.state} {status.error}")
+            made.extend(handle.task_id for handle in handles)
+
+    threads = [threading.Thread(target=part, args=(range(i, SUBMITS, SUBMIT_CLIENTS),))
+               for i in range(SUBMIT_CLIENTS)]  # fmt: skip
+    start = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(600)
+    took = time.monotonic() - start
+    if failures or len(made) != SUBMITS:
+        raise SystemExit(f"submit round {prefix}: {len(made)} made; {failures[:3]}")
+    return took, made
+
+
+def submits(proc: subprocess.Popen[bytes], client: httpx.Client, where: str) -> float:
+    """Median tasks/s of SUBMIT_ROUNDS rounds of demo tasks through the Job API (the new
+    tasks are deleted after, so a kept workspace keeps its count); prints it."""
+    url = str(client.base_url).rstrip("/")
+    rates, cpu_ms = [], []
+    for index in range(SUBMIT_ROUNDS):
+        before = cpu_seconds(proc.pid)
+        took, made = submit_round(url, f"scale-submit-{index}")
+        rates.append(SUBMITS / took)
+        cpu_ms.append((cpu_seconds(proc.pid) - before) * 1000 / SUBMITS)
+        answer = client.post("/jobs/delete_tasks", json={"arguments": {"task_ids": made}})
+        if answer.status_code != 200 or not answer.json().get("success"):
+            raise SystemExit(f"could not delete the submitted tasks: {answer.text[:300]}")
+    rate = statistics.median(rates)
+    each = " ".join(f"{r:.1f}" for r in rates)
+    print(f"  submit and wait, {SUBMITS} demo tasks from {SUBMIT_CLIENTS} clients {where}:"
+          f" {rate:.1f} tasks/s (rounds {each}); server CPU {statistics.median(cpu_ms):.1f}"
+          " ms a task")  # fmt: skip
+    return rate
 
 
 def startup(
@@ -401,7 +463,7 @@ def deletes(client: httpx.Client, victims: list[str], count: int, log: Path) -> 
 
 def run(root: Path, count: int, reuse_snapshot: bool) -> None:
     victims = prepare(root, count)
-    empty_mib = empty_server_mib(root)
+    empty_mib, empty_rate = empty_server(root)
     if reuse_snapshot and (root / "ws" / ".index" / "snapshot").exists():
         print(f"\n{count:,} tasks: first start skipped (--reuse-snapshot)")
     else:
@@ -426,6 +488,9 @@ def run(root: Path, count: int, reuse_snapshot: bool) -> None:
             print(f"    server quiet {settled(proc):.1f} s after ready; reads from then on")
             reads(client, count, root / "logs" / "server.log")
             full_lists(proc, client, count)
+            rate = submits(proc, client, f"at {count:,} tasks")
+            print(f"    against the empty workspace: {rate / empty_rate:.2f}x (a submit costs"
+                  " the same at any size when this is about 1)")  # fmt: skip
             deletes(client, victims, count, root / "logs" / "server.log")
     finally:
         proc.terminate()
