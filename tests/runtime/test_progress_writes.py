@@ -126,3 +126,25 @@ def test_nothing_held_back_lands_after_the_final_status(workspace, registry):
     assert final.state is TaskState.FAILED and final.exit_code == 1
     assert {step.name: step.percentage for step in final.steps} == {"work": 30.0}
     assert progress_events(workspace, status.task_id) == [10, 20, 30]
+
+
+def test_held_progress_never_writes_an_end_before_it_is_journaled(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    run = WorkerRun(workspace, status, CancelSignal())
+    run.begin(os.getpid(), ("work",))
+    run.progress("work", 50)  # held: the timer fires within the interval
+    run.status = run.status.model_copy(  # the end is set, then published (as _finish does)
+        update={"state": TaskState.SUCCEEDED, "finished_at": utcnow(), "exit_code": 0}
+    )
+    time.sleep(PROGRESS_WRITE_INTERVAL * 4)  # the timer fired meanwhile
+
+    shown = workspace.read_status(status.task_id)
+    assert shown.state is TaskState.RUNNING  # not an end the journal does not hold yet
+    run.publish_state(durable=True)
+    assert workspace.read_status(status.task_id).state is TaskState.SUCCEEDED
+    states = [
+        e["state"]
+        for _, e in read_events(workspace.events_path(status.task_id))[0]
+        if e["kind"] == "state"
+    ]
+    assert states == ["queued", "running", "succeeded"]

@@ -181,6 +181,8 @@ class WorkerRun(TaskRun):
         with self._lock:
             if self._timer is not threading.current_thread() or self._ended:
                 return  # dropped: a later write took its progress along
+            if self.status.state.terminal:  # an end not yet journaled: publish_state writes it
+                return
             self._timer = None
             try:
                 self._write_status_fast()
