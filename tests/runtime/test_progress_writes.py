@@ -69,9 +69,12 @@ def test_a_burst_of_progress_is_written_a_few_times_and_journaled_whole(
         recorder.close()
 
     assert held.state is TaskState.RUNNING
-    # running, then the burst: a handful of writes at most (one a call would be 200 more)
-    assert 2 <= writes_in_burst <= 10, writes_in_burst
     assert final.state is TaskState.SUCCEEDED
+    # running, then one write an interval of the burst, and the held one at its end (one a
+    # call would be 200 more)
+    burst_seconds = final.result["seen"][0]
+    most = 3 + int(burst_seconds / PROGRESS_WRITE_INTERVAL)
+    assert 2 <= writes_in_burst <= most < REPORTS / 4, (writes_in_burst, burst_seconds)
     assert {step.name: step.percentage for step in final.steps} == {"work": 100.0}
     seen = progress_events(workspace, status.task_id)
     assert len(seen) == REPORTS and seen[-1] == 100.0
