@@ -64,7 +64,8 @@ def wait_state(ws: Workspace, task_id: str, state: str, timeout: float = 15.0) -
 
 
 class RenameRecorder:
-    """The names renamed into a folder, in order (inotify IN_MOVED_TO), to check publish order.
+    """The names renamed into a folder, in order (inotify IN_MOVED_TO), to check publish
+    order; with ``mask=IN_CREATE``, the names created in it.
 
     inotify merges an event into an unread one just like it, so two renames onto one name
     with no read between may show once; count writes by the unique names of their
