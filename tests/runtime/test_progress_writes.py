@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from runtime_helpers import RenameRecorder
+from runtime_helpers import RenameRecorder, wait_until
 
 from runyard.executors.local import LocalExecutor
 from runyard.runtime.creation import create_task
@@ -39,15 +39,6 @@ def status_writes(recorder: RenameRecorder) -> int:
     return sum(name.startswith(".status.json.") for name in recorder.read())
 
 
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
 def test_a_burst_of_progress_is_written_a_few_times_and_journaled_whole(
     settings, workspace, registry, tmp_path
 ):
@@ -59,7 +50,7 @@ def test_a_burst_of_progress_is_written_a_few_times_and_journaled_whole(
             worker_spec(settings, workspace, status, registry.get("burst").target)
         )
         # the worker holds after its burst: the last progress must reach the status meanwhile
-        assert wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0)
+        wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0, 10)
         held = workspace.read_status(status.task_id)
         writes_in_burst = status_writes(recorder)
         hold.touch()
@@ -90,7 +81,7 @@ def test_progress_held_back_is_written_when_the_interval_ends(workspace, registr
         started = time.monotonic()
         for value in range(1, 101):
             run.progress("work", value)
-        assert wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0, 5)
+        wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0, 5)
         took = time.monotonic() - started
         writes = status_writes(recorder)
     finally:
@@ -151,3 +142,23 @@ def test_held_progress_never_writes_an_end_before_it_is_journaled(workspace, reg
         if e["kind"] == "state"
     ]
     assert states == ["queued", "running", "succeeded"]
+
+
+def test_a_held_write_that_fails_is_said_in_the_log_and_the_run_goes_on(
+    workspace, registry, capsys
+):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    run = WorkerRun(workspace, status, CancelSignal())
+    run.begin(os.getpid(), ("work",))
+    folder = workspace.task_dir(status.task_id)
+    aside = folder.with_name(".aside")
+    run.progress("work", 10)  # held; its write will find no folder
+    folder.rename(aside)
+    time.sleep(PROGRESS_WRITE_INTERVAL * 4)
+    aside.rename(folder)
+    err = capsys.readouterr().err
+    assert "progress not written to status.json" in err and "Traceback" not in err, err
+
+    time.sleep(PROGRESS_WRITE_INTERVAL)
+    run.progress("work", 20)  # the interval is over: written at once, with the lost report
+    assert work_percentage(workspace, status.task_id) == 20.0
