@@ -8,11 +8,15 @@ held back may land after the run's final status.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
+from collections.abc import Callable
 
 from runtime_helpers import RenameRecorder, wait_until
 
 from runyard.executors.local import LocalExecutor
+from runyard.runtime import taskrun
 from runyard.runtime.creation import create_task
 from runyard.runtime.launch import worker_spec
 from runyard.runtime.liveness import wait_for_run
@@ -23,15 +27,34 @@ from runyard.workspace.records import TaskState, utcnow
 REPORTS = 200
 
 
-def progress_events(workspace, task_id: str) -> list[float]:
+def progress_events(workspace, task_id: str, name: str = "work") -> list[float]:
     events = [event for _, event in read_events(workspace.events_path(task_id))[0]]
-    return [e["percentage"] for e in events if e["kind"] == "progress" and e["name"] == "work"]
+    return [e["percentage"] for e in events if e["kind"] == "progress" and e["name"] == name]
 
 
-def work_percentage(workspace, task_id: str) -> float | None:
+def work_percentage(workspace, task_id: str, name: str = "work") -> float | None:
     status = workspace.read_status(task_id)
     steps = {step.name: step.percentage for step in status.steps} if status else {}
-    return steps.get("work")
+    return steps.get(name)
+
+
+def fork_running(body: Callable[[], int]) -> int:
+    """A forked child of this process that exits with ``body()``; one that hangs is killed
+    by SIGALRM after 5 s. Its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(5)
+            code = body()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def exit_code(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 def status_writes(recorder: RenameRecorder) -> int:
@@ -162,3 +185,57 @@ def test_a_held_write_that_fails_is_said_in_the_log_and_the_run_goes_on(
     time.sleep(PROGRESS_WRITE_INTERVAL)
     run.progress("work", 20)  # the interval is over: written at once, with the lost report
     assert work_percentage(workspace, status.task_id) == 20.0
+
+
+def test_a_task_that_forks_while_the_timer_writes_reports_on_in_the_child(workspace, registry):
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    run = WorkerRun(workspace, status, CancelSignal())
+    run.begin(os.getpid(), ("work",))
+    holding, release = threading.Event(), threading.Event()
+
+    def write_held() -> None:  # as the timer thread holds the run's lock while it writes
+        with run._lock:
+            holding.set()
+            release.wait(10)
+
+    def report_in_child() -> int:
+        run.progress("child", 50)
+        return 0
+
+    timer = threading.Thread(target=write_held)
+    timer.start()
+    try:
+        assert holding.wait(5)
+        code = exit_code(fork_running(report_in_child))  # as multiprocessing forks
+    finally:
+        release.set()
+        timer.join(10)
+
+    assert code == 0  # the child did not block on a lock held by a thread it does not have
+    assert progress_events(workspace, status.task_id, "child") == [50.0]
+
+
+def test_a_child_forked_while_a_write_is_held_writes_its_own_reports(
+    workspace, registry, monkeypatch
+):
+    monkeypatch.setattr(taskrun, "PROGRESS_WRITE_INTERVAL", 0.5)
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    run = WorkerRun(workspace, status, CancelSignal())
+    run.begin(os.getpid(), ("work",))
+    run.progress("work", 10)  # held: this process's timer waits for the interval's end
+
+    def report_in_child() -> int:
+        run.progress("child", 50)  # within the interval too: held, then written by the child
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            if work_percentage(workspace, status.task_id, "child") == 50.0:
+                return 0
+            time.sleep(0.02)
+        return 3  # held for ever: the timer it waits for runs only in the parent
+
+    child = fork_running(report_in_child)
+    run.publish_state(durable=False)  # the parent's held write goes out now, not over the child's
+
+    assert exit_code(child) == 0
+    assert progress_events(workspace, status.task_id, "child") == [50.0]
+    assert work_percentage(workspace, status.task_id) == 10.0

@@ -10,14 +10,21 @@ timer thread), together with any that follow it, unless a state change writes th
 status first. A task that reports progress in a tight loop thus writes status.json at
 most twenty times a second, not once a call (each write is a new file renamed over the
 last), and its journal still holds every change.
+
+A task may fork (``multiprocessing`` does on Linux) while the timer thread holds the run's
+lock or waits to write: the child gets a fresh lock and no timer, so its own reports go
+on (a lock held by a thread the child does not have would block them for ever, and a
+timer the child does not run would hold their write back for ever).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
@@ -32,6 +39,7 @@ from runyard.workspace.layout import Workspace
 from runyard.workspace.records import Step, TaskState, TaskStatus, utcnow
 
 PROGRESS_WRITE_INTERVAL = 0.05  # seconds between two progress writes of status.json
+_RUNS: weakref.WeakSet[WorkerRun] = weakref.WeakSet()  # this process's runs, for a fork
 
 
 class TaskCancelled(BaseException):
@@ -101,6 +109,7 @@ class WorkerRun(TaskRun):
         self._written_at = float("-inf")  # monotonic time of the last status write
         self._timer: threading.Timer | None = None  # writes the held progress
         self._ended = False  # a terminal state is written: nothing may follow it
+        _RUNS.add(self)
 
     def begin(self, pid: int, steps: tuple[str, ...]) -> None:
         """Publish the ``running`` state, listing the task's steps at 0 %."""
@@ -202,6 +211,15 @@ class WorkerRun(TaskRun):
         path = self.workspace.status_path(self.task_id)
         write_json_atomic(path, self.status.to_json(), fsync=False)
         self._written_at = time.monotonic()
+
+
+def _after_fork_in_child() -> None:
+    for run in list(_RUNS):
+        run._lock = threading.RLock()
+        run._timer = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _advance(step: Step, percentage: float | None, start: bool) -> bool:
