@@ -32,14 +32,14 @@ def progress_events(workspace, task_id: str, name: str = "work") -> list[float]:
     return [e["percentage"] for e in events if e["kind"] == "progress" and e["name"] == name]
 
 
-def work_percentage(workspace, task_id: str, name: str = "work") -> float | None:
+def step_percentage(workspace, task_id: str, name: str = "work") -> float | None:
     status = workspace.read_status(task_id)
     steps = {step.name: step.percentage for step in status.steps} if status else {}
     return steps.get(name)
 
 
 def fork_running(body: Callable[[], int]) -> int:
-    """A forked child of this process that exits with ``body()``; one that hangs is killed
+    """A forked child of this process that exits with ``body()``; one that hangs is stopped
     by SIGALRM after 5 s. Its pid."""
     pid = os.fork()
     if pid == 0:
@@ -73,7 +73,7 @@ def test_a_burst_of_progress_is_written_a_few_times_and_journaled_whole(
             worker_spec(settings, workspace, status, registry.get("burst").target)
         )
         # the worker holds after its burst: the last progress must reach the status meanwhile
-        wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0, 10)
+        wait_until(lambda: step_percentage(workspace, status.task_id) == 100.0, 10)
         held = workspace.read_status(status.task_id)
         writes_in_burst = status_writes(recorder)
         hold.touch()
@@ -104,7 +104,7 @@ def test_progress_held_back_is_written_when_the_interval_ends(workspace, registr
         started = time.monotonic()
         for value in range(1, 101):
             run.progress("work", value)
-        wait_until(lambda: work_percentage(workspace, status.task_id) == 100.0, 5)
+        wait_until(lambda: step_percentage(workspace, status.task_id) == 100.0, 5)
         took = time.monotonic() - started
         writes = status_writes(recorder)
     finally:
@@ -184,7 +184,7 @@ def test_a_held_write_that_fails_is_said_in_the_log_and_the_run_goes_on(
 
     time.sleep(PROGRESS_WRITE_INTERVAL)
     run.progress("work", 20)  # the interval is over: written at once, with the lost report
-    assert work_percentage(workspace, status.task_id) == 20.0
+    assert step_percentage(workspace, status.task_id) == 20.0
 
 
 def test_a_task_that_forks_while_the_timer_writes_reports_on_in_the_child(workspace, registry):
@@ -228,7 +228,7 @@ def test_a_child_forked_while_a_write_is_held_writes_its_own_reports(
         run.progress("child", 50)  # within the interval too: held, then written by the child
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            if work_percentage(workspace, status.task_id, "child") == 50.0:
+            if step_percentage(workspace, status.task_id, "child") == 50.0:
                 return 0
             time.sleep(0.02)
         return 3  # held for ever: the timer it waits for runs only in the parent
@@ -238,4 +238,4 @@ def test_a_child_forked_while_a_write_is_held_writes_its_own_reports(
 
     assert exit_code(child) == 0
     assert progress_events(workspace, status.task_id, "child") == [50.0]
-    assert work_percentage(workspace, status.task_id) == 10.0
+    assert step_percentage(workspace, status.task_id) == 10.0
