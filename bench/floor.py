@@ -16,9 +16,10 @@ Then the same count of ``demo`` tasks goes through a real runyard server on 127.
 the same run, floor and server alternating. Prints tasks/s and ms a task (median of the
 repeats), the ratio (DESIGN section 8 asks for at least 50 %), and the CPU a task costs in
 each process: the floor's parent and children; runyard's server, its launcher (the
-pre-forked zygote) and the workers the launcher reaps, and the client. Last, what one new
-file costs in the run's folder at its start and its end (:func:`create_cost`): where that
-is far above a few tens of µs, the filesystem, not the code, sets both figures.
+pre-forked zygote) and the workers the launcher reaps, and the client; then the page faults
+a task costs the forking side and its children. Last, what one new file costs in the run's
+folder at its start and its end (:func:`create_cost`): where that is far above a few tens
+of µs, the filesystem, not the code, sets both figures.
 
 ``--profile`` samples one more HTTP round (not in the figures) with py-spy (``pip install
 py-spy``; found on PATH, next to this Python or at ``--py-spy``) over the server and its
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import sys
@@ -223,6 +225,13 @@ def proc_cpu(pid: int) -> tuple[float, float]:
     return own / CLOCK_TICKS, children / CLOCK_TICKS
 
 
+def proc_faults(pid: int) -> tuple[int, int]:
+    """(own, reaped children's) minor page faults of ``pid``, from /proc/<pid>/stat."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[7]), int(fields[8])
+
+
 def launcher_pid(server_pid: int) -> int | None:
     """The zygote the server started (the process that forks and reaps the workers)."""
     for entry in Path("/proc").iterdir():
@@ -265,6 +274,28 @@ class CpuSnapshot:
         return {k: (v - before.values[k]) * 1000 / count for k, v in self.values.items()}
 
 
+@dataclass
+class Faults:
+    """Minor page faults (copy-on-write ones among them) of the forking side and of the
+    children it reaped: where a forked task's memory cost shows."""
+
+    values: dict[str, int]
+
+    @classmethod
+    def of_runyard(cls, zygote: int | None) -> Faults:
+        launcher, workers = proc_faults(zygote) if zygote else (0, 0)
+        return cls({"launcher": launcher, "workers": workers})
+
+    @classmethod
+    def of_floor(cls) -> Faults:
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+        return cls({"parent": own, "children": children})
+
+    def per_task(self, before: Faults, count: int) -> dict[str, float]:
+        return {k: (v - before.values[k]) / count for k, v in self.values.items()}
+
+
 # the run
 
 
@@ -275,21 +306,24 @@ class Figures:
     floor_cpu: dict[str, float]
     http_cpu: dict[str, float]
     create_us: list[float]
+    faults: dict[str, dict[str, float]]
 
 
 def measure(root: Path, srv: ServerProcess, args: argparse.Namespace) -> Figures:
     zygote = launcher_pid(srv.proc.pid)
-    figures = Figures([], [], {}, {}, [create_cost(root)])
+    figures = Figures([], [], {}, {}, [create_cost(root)], {})
     http_round(srv, min(args.tasks, 20), "warm", args.clients)  # the zygote and page cache
     for repeat in range(args.repeats):
-        before = CpuSnapshot.of_floor()
+        before, faults = CpuSnapshot.of_floor(), Faults.of_floor()
         figures.floor.append(floor_round(root / f"floor-{repeat}", args.tasks, args.concurrency))
         figures.floor_cpu = CpuSnapshot.of_floor().per_task_ms(before, args.tasks)
-        before = CpuSnapshot.of_runyard(srv.proc.pid, zygote)
+        figures.faults["floor"] = Faults.of_floor().per_task(faults, args.tasks)
+        before, faults = CpuSnapshot.of_runyard(srv.proc.pid, zygote), Faults.of_runyard(zygote)
         figures.http.append(http_round(srv, args.tasks, f"r{repeat}", args.clients))
         figures.http_cpu = CpuSnapshot.of_runyard(srv.proc.pid, zygote).per_task_ms(
             before, args.tasks
         )
+        figures.faults["runyard"] = Faults.of_runyard(zygote).per_task(faults, args.tasks)
     figures.create_us.append(create_cost(root))
     return figures
 
@@ -308,6 +342,10 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     for label, cpu in (("floor", figures.floor_cpu), ("runyard", figures.http_cpu)):
         parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
         print(f"    {label:8} {sum(cpu.values()):6.2f} = {parts}")
+    print("  page faults a task (last repeat):")
+    for label, faults in figures.faults.items():
+        parts = ", ".join(f"{name} {count:.0f}" for name, count in faults.items())
+        print(f"    {label:8} {parts}")
     first, last = figures.create_us
     print(
         f"  a new file in this folder: {first:.0f} µs of CPU at the start, {last:.0f} at the"

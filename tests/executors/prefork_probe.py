@@ -33,5 +33,17 @@ def main() -> int:
     return 0
 
 
+def warm_fails() -> None:
+    """A warm-up (``PreforkExecutor(warm=...)``) that raises."""
+    raise ValueError("no warm-up today")
+
+
+def warm_leaves_a_thread() -> None:
+    """A warm-up that leaves a thread running in the zygote."""
+    import threading
+
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -142,3 +142,36 @@ def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(exe
         executor.cancel(handle, grace_seconds=2)
         assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
         assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}-{n}").exists()
+
+
+def test_a_warm_up_that_fails_is_reported_and_the_zygote_forks_unwarmed(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    log = tmp_path / "prefork.log"
+    executor = PreforkExecutor(
+        PY, ["prefork_probe"], env, log_path=log, warm="prefork_probe:warm_fails"
+    )
+    try:
+        handle = executor.launch(probe(tmp_path, {"code": 4}))
+        assert "process" not in handle.data  # forked by the zygote
+        assert executor.wait_exit(handle, 10).exit_code == 4
+        errors = handle.data["zygote"].preload_errors
+    finally:
+        executor.close()
+    assert errors == {"prefork_probe:warm_fails": "ValueError: no warm-up today"}
+    assert "warm-up prefork_probe:warm_fails failed: ValueError" in log.read_text()
+
+
+def test_a_warm_up_that_leaves_a_thread_makes_the_zygote_refuse_to_fork(tmp_path):
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    log = tmp_path / "prefork.log"
+    executor = PreforkExecutor(
+        PY, ["prefork_probe"], env, log_path=log, warm="prefork_probe:warm_leaves_a_thread"
+    )
+    try:
+        spec = probe(tmp_path, {"code": 5}, env={"PYTHONPATH": str(HERE)})
+        handle = executor.launch(spec)
+        assert "process" in handle.data  # a plain process: forking a threaded zygote is unsafe
+        assert executor.wait_exit(handle, 10).exit_code == 5
+    finally:
+        executor.close()
+    assert "a thread of the warm-up still runs; not forking" in log.read_text()

@@ -25,6 +25,10 @@ worker resolves imports with the zygote's ``sys.path`` (from ``env`` at its star
 from ``PYTHONPATH`` in its own spec.
 
 The zygote itself (:mod:`runyard.executors.zygote`) is single-threaded, so forking it is safe.
+With ``warm="module:function"`` it calls that function once it has preloaded, before its
+first fork (the server's runs :func:`runyard.runtime.warmup.warm_worker`); a failure is
+reported in ``preload_errors`` and in its log, and a warm-up that leaves a thread makes the
+zygote exit, so launches fall back to plain processes.
 """
 
 from __future__ import annotations
@@ -65,9 +69,11 @@ class PreforkExecutor:
         env: dict[str, str],
         log_path: Path | None = None,
         containment: Containment | None = None,
+        warm: str | None = None,
     ) -> None:
         self.python = python
         self.preload = list(preload)
+        self.warm = warm  # "module:function" the zygote calls once it preloaded
         self.env = dict(env)
         self.log_path = log_path
         self.local = LocalExecutor(containment)
@@ -124,7 +130,9 @@ class PreforkExecutor:
         if old is not None:
             old.close()
         try:
-            self._zygote = ZygoteClient(self.python, self.preload, self.env, self.log_path)
+            self._zygote = ZygoteClient(
+                self.python, self.preload, self.env, self.log_path, self.warm
+            )
         except ExecutorError:
             self._closed = True  # a zygote that cannot start will not start next time either
         else:
@@ -190,7 +198,12 @@ class ZygoteClient:
     """This side of one zygote: spawn requests, and the exit codes it reports."""
 
     def __init__(
-        self, python: str, preload: list[str], env: dict[str, str], log_path: Path | None
+        self,
+        python: str,
+        preload: list[str],
+        env: dict[str, str],
+        log_path: Path | None,
+        warm: str | None = None,
     ) -> None:
         ours, theirs = socket.socketpair()
         self._sock = ours
@@ -205,7 +218,7 @@ class ZygoteClient:
         self._spare: Cgroup | None = None
         self._standby_ready = False
         self.alive = True
-        self.preload_errors = self._handshake(preload)
+        self.preload_errors = self._handshake(preload, warm)
         self._reader = threading.Thread(target=self._read, name="prefork-reader", daemon=True)
         self._reader.start()
 
@@ -229,8 +242,8 @@ class ZygoteClient:
         except OSError as exc:
             raise ExecutorError(f"Cannot start the prefork zygote: {exc}") from exc
 
-    def _handshake(self, preload: list[str]) -> dict[str, str]:
-        self._send({"op": "preload", "modules": preload})
+    def _handshake(self, preload: list[str], warm: str | None) -> dict[str, str]:
+        self._send({"op": "preload", "modules": preload, "warm": warm})
         self._sock.settimeout(READY_TIMEOUT)
         try:
             line = self._file.readline()

@@ -20,6 +20,7 @@ import selectors
 import signal
 import socket
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
@@ -86,6 +87,9 @@ class Zygote:
     def _handle(self, message: dict[str, Any]) -> None:
         if message.get("op") == "preload":
             errors = self._preload(message.get("modules", []))
+            if message.get("warm"):
+                errors.update(self._warm(message["warm"]))
+            gc.collect()
             gc.freeze()  # children then leave the preloaded heap shared (no copy-on-write by gc)
             self._reply({"op": "ready", "errors": errors})
         elif message.get("op") == "spawn":
@@ -171,6 +175,24 @@ class Zygote:
                 importlib.import_module(module)
             except Exception as exc:  # reported to the client; the module loads per child then
                 errors[module] = f"{type(exc).__name__}: {exc}"
+        return errors
+
+    @staticmethod
+    def _warm(target: str) -> dict[str, str]:
+        """Call ``module:function`` (see :mod:`runyard.runtime.warmup`); a failure is reported
+        and the zygote runs unwarmed, unless it left a thread: forking is then unsafe and the
+        zygote exits (its client falls back to plain processes)."""
+        errors = {}
+        try:
+            module, _, name = target.partition(":")
+            getattr(importlib.import_module(module), name)()
+        except Exception as exc:
+            errors[target] = f"{type(exc).__name__}: {exc}"
+            print(f"runyard launcher: warm-up {target} failed: {errors[target]}", file=sys.stderr)
+        if threading.active_count() > 1:
+            print("runyard launcher: a thread of the warm-up still runs; not forking",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(1)
         return errors
 
     def _reply(self, message: dict[str, Any]) -> None:

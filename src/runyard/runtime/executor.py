@@ -13,6 +13,8 @@ from runyard.runtime.launch import WORKER_MODULE, base_env
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
 
+WARM_UP = "runyard.runtime.warmup:warm_worker"
+
 
 class WorkerExecutor(Protocol):
     """The executor interface plus what a supervisor needs to reap and shut down."""
@@ -37,9 +39,11 @@ def make_executor(
 ) -> WorkerExecutor:
     """A started executor for task workers.
 
-    The pre-forked zygote preloads the worker and the built-in tasks; plugin modules are
-    imported by each forked worker (a plugin's import could start threads in the zygote,
-    which would make forking it unsafe).
+    The pre-forked zygote preloads the worker and the built-in tasks, then runs the
+    built-in demo task a few times (:mod:`runyard.runtime.warmup`), so the code every worker
+    runs is specialised once, before it forks; plugin modules are imported by each forked
+    worker (a plugin's import could start threads in the zygote, which would make forking
+    it unsafe).
     """
     if not settings.prefork:
         return LocalExecutor()
@@ -50,7 +54,7 @@ def make_executor(
     }
     executor = PreforkExecutor(
         sys.executable, [WORKER_MODULE, *sorted(builtin)], base_env(settings),
-        log_path=workspace.log_dir / "prefork.log",
+        log_path=workspace.log_dir / "prefork.log", warm=WARM_UP,
     )
     executor.start()
     return executor

@@ -9,6 +9,7 @@ user chose, the workspace is a path), and the payload of a worker stays on its s
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 from setproctitle import getproctitle
 from setproctitle import setproctitle as _set
@@ -28,6 +29,17 @@ def set_title(*words: str) -> None:
     clean = "".join(ch if ch.isprintable() else " " for ch in title)
     with contextlib.suppress(OSError):  # cosmetic: a title that cannot be set is no failure
         _set(clean)
+
+
+@contextlib.contextmanager
+def kept_title() -> Iterator[None]:
+    """The title this process has now is its title again when the block ends."""
+    before = getproctitle()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            _set(before)
 
 
 def task_title(task_type: str, task_id: str) -> None:

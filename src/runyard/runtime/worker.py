@@ -80,11 +80,21 @@ def main() -> int:
     return code
 
 
-def run_payload(payload: WorkerPayload, cancel: CancelSignal) -> int:
+def run_payload(payload: WorkerPayload, cancel: CancelSignal, *, release: bool = False) -> int:
+    """Run the payload's task; the exit code. The worker's lock is held until this process
+    ends (a worker's whole life), or only until the run ends with ``release``."""
     workspace = Workspace(Path(payload.workspace), Path(payload.log_dir))
     lock_fd = acquire_worker_lock(workspace.lock_path(payload.task_id), payload.run_id)
     if lock_fd is None:
         return _refuse(payload, "another worker holds the task's lock")
+    try:
+        return _run_locked(workspace, payload, cancel)
+    finally:
+        if release:
+            os.close(lock_fd)
+
+
+def _run_locked(workspace: Workspace, payload: WorkerPayload, cancel: CancelSignal) -> int:
     status = workspace.read_status(payload.task_id)
     if status is None or status.run_id != payload.run_id:
         return _refuse(payload, "the task folder holds another run")
