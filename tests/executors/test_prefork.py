@@ -144,12 +144,15 @@ def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(exe
         assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}-{n}").exists()
 
 
-def test_a_warm_up_that_fails_is_reported_and_the_zygote_forks_unwarmed(tmp_path):
+def warmed_by(warm: str, log: Path) -> PreforkExecutor:
+    """An executor whose zygote preloads the probe and then calls ``warm``; its log at ``log``."""
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    return PreforkExecutor(PY, ["prefork_probe"], env, log_path=log, warm=warm)
+
+
+def test_a_warm_up_that_fails_is_reported_and_the_zygote_forks_unwarmed(tmp_path):
     log = tmp_path / "prefork.log"
-    executor = PreforkExecutor(
-        PY, ["prefork_probe"], env, log_path=log, warm="prefork_probe:warm_fails"
-    )
+    executor = warmed_by("prefork_probe:warm_fails", log)
     try:
         handle = executor.launch(probe(tmp_path, {"code": 4}))
         assert "process" not in handle.data  # forked by the zygote
@@ -162,11 +165,8 @@ def test_a_warm_up_that_fails_is_reported_and_the_zygote_forks_unwarmed(tmp_path
 
 
 def test_a_warm_up_that_leaves_a_thread_makes_the_zygote_refuse_to_fork(tmp_path):
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
     log = tmp_path / "prefork.log"
-    executor = PreforkExecutor(
-        PY, ["prefork_probe"], env, log_path=log, warm="prefork_probe:warm_leaves_a_thread"
-    )
+    executor = warmed_by("prefork_probe:warm_leaves_a_thread", log)
     try:
         spec = probe(tmp_path, {"code": 5}, env={"PYTHONPATH": str(HERE)})
         handle = executor.launch(spec)

@@ -1,6 +1,7 @@
 """The zygote of the pre-forked launcher: ``python -m runyard.executors.zygote <socket fd>``.
 
-It imports the modules it is told to preload, then forks one child per spawn request (it
+It imports the modules it is told to preload and calls the warm-up it is given (see
+:mod:`runyard.runtime.warmup`), then forks one child per spawn request (it
 joins its cgroup and rlimits before it runs anything of the task) and reports each child's
 pid and exit code over the socket (JSON lines, see
 :mod:`runyard.executors.prefork`). It stays single-threaded and exits when the socket closes;
