@@ -45,22 +45,27 @@ def warm_worker(runs: int = WARM_RUNS) -> None:
     root = Path(tempfile.mkdtemp(prefix="runyard-warm-"))
     try:
         with kept_title(), _quiet_stdio():
-            registry = TaskRegistry.load(plugins=False)
-            target = registry.get("demo").target
-            workspace = Workspace.open(root / "workspace", root / "logs")
-            workspace.ensure()
-            for _ in range(runs):
-                status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
-                payload = WorkerPayload(
-                    str(workspace.root), str(workspace.log_dir), status.task_id,
-                    status.run_id, target,
-                )  # fmt: skip
-                code = run_payload(payload, CancelSignal(), release=True)
-                if code != 0:
-                    raise RuntimeError(f"the demo task ended with exit code {code}")
+            try:
+                _run_demo(root, runs)
+            finally:  # a timer may still write: join it before its folder and streams go
+                _join_new_threads(threads)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-        _join_new_threads(threads)
+
+
+def _run_demo(root: Path, runs: int) -> None:
+    registry = TaskRegistry.load(plugins=False)
+    target = registry.get("demo").target
+    workspace = Workspace.open(root / "workspace", root / "logs")
+    workspace.ensure()
+    for _ in range(runs):
+        status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+        payload = WorkerPayload(
+            str(workspace.root), str(workspace.log_dir), status.task_id, status.run_id, target
+        )
+        code = run_payload(payload, CancelSignal(), release=True)
+        if code != 0:
+            raise RuntimeError(f"the demo task ended with exit code {code}")
 
 
 def _join_new_threads(before: set[threading.Thread]) -> None:
