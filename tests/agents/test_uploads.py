@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from runyard.agents.catalog import UploadSink
+from runyard.agents.catalog import SYNC_BYTES, UploadBlock, UploadSink
 from runyard.agents.errors import AgentInvalid, BadRequest, UploadTooLarge
-from runyard.api.uploads import FLUSH_BYTES, receive_upload
+from runyard.api.uploads import FLUSH_BYTES, WRITE_DEPTH, receive_upload
 
 BOUNDARY = "xYzBoUnDaRy"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"
@@ -249,3 +249,96 @@ def test_discard_waits_for_a_write_in_flight(tmp_path: Path) -> None:
     assert failures == []
     assert other.stat().st_size == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]
+
+
+def upload_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("upload-")]
+
+
+@pytest.mark.parametrize("slow", ["write_block", "hash_block"])
+def test_a_slow_lane_holds_the_sender_back_and_nothing_is_lost(tmp_path: Path, slow: str) -> None:
+    # a client faster than the disk (or the hash): what it sends waits in its socket, not in
+    # our memory
+    gate = threading.Event()
+
+    class SlowDisk(UploadSink):
+        def write_block(self, block: UploadBlock) -> None:
+            if slow == "write_block":
+                gate.wait(60)
+            super().write_block(block)
+
+        def hash_block(self, block: UploadBlock) -> None:
+            if slow == "hash_block":
+                gate.wait(60)
+            super().hash_block(block)
+
+    data = os.urandom((WRITE_DEPTH + 4) * FLUSH_BYTES + 999)
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+    pulled = 0
+
+    async def sender() -> AsyncIterator[bytes]:
+        nonlocal pulled
+        for start in range(0, len(body), 1 << 20):
+            pulled = min(start + (1 << 20), len(body))
+            yield body[start : start + (1 << 20)]
+
+    async def go() -> tuple[int, object]:
+        task = asyncio.create_task(
+            receive_upload(sender(), CONTENT_TYPE, lambda f: SlowDisk(tmp_path, 1 << 30))
+        )
+        seen, still_since = -1, time.monotonic()
+        while time.monotonic() - still_since < 0.5 and not task.done():
+            await asyncio.sleep(0.02)
+            if pulled != seen:
+                seen, still_since = pulled, time.monotonic()
+        held = pulled
+        gate.set()
+        return held, await task
+
+    held, received = asyncio.run(go())
+    # the blocks waiting for the disk, the one being hashed and the one being received
+    assert held <= (WRITE_DEPTH + 2) * FLUSH_BYTES, f"{held / FLUSH_BYTES:.1f} blocks pulled"
+    assert received.sink.path.read_bytes() == data  # type: ignore[attr-defined]
+    assert received.sink.sha256 == hashlib.sha256(data).hexdigest()  # type: ignore[attr-defined]
+    assert upload_threads() == []
+
+
+def test_the_file_is_synced_as_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the disk's cache is flushed as the upload goes: the last fsync has only the tail left
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        real(fd)
+        synced.append(os.fstat(fd).st_size)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    data = os.urandom(2 * SYNC_BYTES + FLUSH_BYTES + 5)
+    received = receive(multipart({"sessionId": "s"}, "x.bin", data), tmp_path)
+    gaps = [end - start for start, end in zip([0, *synced[:-1]], synced, strict=True)]
+    assert len(gaps) == 2 and all(SYNC_BYTES <= gap < SYNC_BYTES + FLUSH_BYTES for gap in gaps)
+    assert received.sink.path.read_bytes() == data
+
+
+def test_a_failed_write_stops_the_upload_and_leaves_nothing(tmp_path: Path) -> None:
+    class FullDisk(UploadSink):
+        def write_block(self, block: UploadBlock) -> None:
+            if block.offset >= 2 * FLUSH_BYTES:
+                raise OSError(28, "No space left on device")
+            super().write_block(block)
+
+    data = os.urandom((WRITE_DEPTH + 6) * FLUSH_BYTES)
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+    with pytest.raises(OSError, match="No space left"):
+        asyncio.run(
+            receive_upload(
+                chunks(body, 1 << 20), CONTENT_TYPE, lambda f: FullDisk(tmp_path, 1 << 30)
+            )
+        )
+    assert list(tmp_path.iterdir()) == []
+    deadline = time.monotonic() + 5
+    while upload_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert upload_threads() == []

@@ -289,7 +289,10 @@ class UploadSink:
     run in two threads at once: the write goes to its own offset, and blocks are hashed in
     the order they were taken. A written block is sent to the disk at once instead of
     waiting in the page cache for :meth:`finish`'s fsync, so the disk works while the rest
-    arrives and a large upload does not fill the cache with pages nobody reads.
+    arrives and a large upload does not fill the cache with pages nobody reads; every
+    :data:`SYNC_BYTES` the file is fdatasynced, so the disk's own cache is flushed as the
+    upload goes and :meth:`finish`'s fsync waits for the last few MiB only, not for all of
+    them (a third of a 1 GiB upload's time here without it).
 
         sink = UploadSink(folder, limit)
         sink.add(data)
@@ -308,6 +311,7 @@ class UploadSink:
         # held while the file is written or closed: a write still running when the upload
         # fails must not go to another file that reused the descriptor
         self.fd_lock = threading.Lock()
+        self.synced = 0  # the end of what the last fdatasync made durable
 
     def add(self, data: bytes | memoryview) -> None:
         """Keep ``data`` for the next block; it must not change afterwards (bytes do not)."""
@@ -338,6 +342,10 @@ class UploadSink:
                 # writeback of everything written so far starts now; pages already on
                 # disk leave the cache
                 os.posix_fadvise(self.fd, 0, block.offset + block.size, os.POSIX_FADV_DONTNEED)
+            end = block.offset + block.size
+            if end - self.synced >= SYNC_BYTES:
+                os.fdatasync(self.fd)
+                self.synced = end
 
     def flush(self) -> None:
         block = self.take()
@@ -375,6 +383,7 @@ class UploadBlock:
 
 
 IOV_MAX = 1024  # Linux's limit of buffers per pwritev
+SYNC_BYTES = 32 << 20  # an upload's temp file is fdatasynced each time this much is written
 
 
 def _pwrite_all(fd: int, views: list[memoryview], offset: int) -> None:

@@ -3,16 +3,20 @@
 The body is fed chunk by chunk to python-multipart's streaming parser. Small fields
 (``sessionId``, ``relativePath``) are kept in memory up to 64 KiB each; the ``file`` part
 goes to an :class:`~runyard.agents.catalog.UploadSink` (a temp file in ``uploads/``) as views
-of the received chunks, without a copy. Every 4 MiB the block is hashed in one worker thread
-and written in another, at once, while the next block is received and parsed. Past the
-upload limit the upload stops with :class:`UploadTooLarge` and the temp file is removed:
-nothing is left behind.
+of the received chunks, without a copy. Every 4 MiB the block is handed to two threads of the
+upload's own: one hashes the blocks in order, the other writes them. Receiving runs one block
+ahead of the hash and at most :data:`WRITE_DEPTH` blocks ahead of the disk, so a slow disk
+holds the client back instead of filling memory, and a disk that stalls for a moment does not
+stall the hash. Past the upload limit the upload stops with :class:`UploadTooLarge` and the
+temp file is removed: nothing is left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +26,7 @@ from runyard.agents.catalog import ReceivedUpload, UploadSink
 from runyard.agents.errors import AgentError, BadRequest
 
 FLUSH_BYTES = 4 << 20
+WRITE_DEPTH = 8  # blocks handed to the writer and not yet written: 32 MiB at most
 MAX_FIELD_BYTES = 64 * 1024
 MAX_PARTS = 8
 MAX_BOUNDARY_BYTES = 70  # RFC 2046; the parser raises a bare error past 256
@@ -157,9 +162,9 @@ async def receive_upload(
     """Parse a multipart body from ``chunks``; the file part streams into ``open_sink(...)``.
 
     ``open_sink`` gets the text fields seen so far (so it can refuse early, e.g. a closed
-    session). While one block is hashed and written in worker threads the next one is
-    received, so about two blocks are in memory. On any error the sink's temp file is
-    removed before the error propagates.
+    session). While the blocks before it are hashed and written the next one is received,
+    so at most ``WRITE_DEPTH + 1`` blocks are in memory. On any error the sink's temp file
+    is removed before the error propagates.
     """
     receiver = _Receiver(open_sink)
     parser = MultipartParser(multipart_boundary(content_type), receiver.callbacks())
@@ -189,23 +194,45 @@ async def receive_upload(
 
 
 class _BlockWriter:
-    """One block in flight: hashed in one worker thread and written in another, at once."""
+    """The blocks of one upload, hashed in order in one thread and written in order in another.
+
+    A block is handed over once the previous one is hashed (the hash is the slower lane and
+    sets the pace) and once fewer than :data:`WRITE_DEPTH` blocks wait for the disk. The two
+    threads start with the first block (a small upload never needs them) and end with
+    :meth:`drain`.
+    """
 
     def __init__(self) -> None:
-        self.inflight: list[asyncio.Future[None]] = []
+        self.lanes: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
+        self.hashing: asyncio.Future[None] | None = None
+        self.writes: deque[asyncio.Future[None]] = deque()
 
     async def hand_over(self, sink: UploadSink) -> None:
+        if self.hashing is not None:
+            await self.hashing
+        while len(self.writes) >= WRITE_DEPTH:
+            await self.writes.popleft()
+        if self.lanes is None:
+            self.lanes = (
+                ThreadPoolExecutor(1, thread_name_prefix="upload-hash"),
+                ThreadPoolExecutor(1, thread_name_prefix="upload-write"),
+            )
+        hash_lane, write_lane = self.lanes
         block = sink.take()
-        await self.drain()
         loop = asyncio.get_running_loop()
-        self.inflight = [
-            loop.run_in_executor(None, sink.hash_block, block),
-            loop.run_in_executor(None, sink.write_block, block),
-        ]
+        self.hashing = loop.run_in_executor(hash_lane, sink.hash_block, block)
+        self.writes.append(loop.run_in_executor(write_lane, sink.write_block, block))
 
     async def drain(self, suppress: bool = False) -> None:
-        inflight, self.inflight = self.inflight, []
-        for outcome in await asyncio.gather(*inflight, return_exceptions=True):
+        """Wait for every block handed over; the first error unless ``suppress``."""
+        inflight = [*self.writes] if self.hashing is None else [self.hashing, *self.writes]
+        self.hashing, self.writes = None, deque()
+        outcomes = await asyncio.gather(*inflight, return_exceptions=True)
+        if self.lanes is not None:
+            for lane in self.lanes:
+                lane.shutdown(wait=False)  # idle: every job it had is done
+            self.lanes = None
+        for outcome in outcomes:
             if isinstance(outcome, BaseException) and not suppress:
                 raise outcome
 
