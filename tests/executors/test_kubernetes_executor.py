@@ -22,6 +22,8 @@ from runyard.config import Settings
 from runyard.errors import ExecutorError
 from runyard.executors.base import Handle, LaunchSpec, Limits, Mount
 from runyard.executors.kubernetes import KubernetesExecutor, KubernetesSettings
+from runyard.executors.kubernetes.api import KubeApi
+from runyard.executors.kubernetes.logs import LogFollower
 from runyard.executors.kubernetes.manifests import build_manifests
 from runyard.executors.kubernetes.names import RUN_ID_LABEL
 from runyard.executors.kubernetes.package import read_package
@@ -134,6 +136,43 @@ def test_poll_follows_the_pod_and_copies_its_log(
     executor.cleanup(handle)
     fake.stop()  # the answer is remembered: no API call needed any more
     assert executor.poll(handle) == info
+
+
+def test_a_run_that_ends_while_its_pod_is_being_read_keeps_its_log(
+    fake: FakeKubernetes, executor: KubernetesExecutor, run_spec: LaunchSpec, tmp_path: Path
+) -> None:
+    # the log follower reads the pod while its container is still being created; before it
+    # acts on what it read, the container starts, logs and exits, and the run's end is
+    # known (finish): what it logged is still copied, not taken for a run that never started
+    handle = executor.launch(run_spec)
+    read, go = threading.Event(), threading.Event()
+
+    class SlowReader(KubeApi):
+        def list(
+            self, kind: str, namespace: str, label_selector: str = "", field_selector: str = ""
+        ) -> list[dict[str, Any]]:
+            items = super().list(kind, namespace, label_selector, field_selector)
+            if kind == "Pod" and not read.is_set():
+                read.set()
+                go.wait(10)
+            return items
+
+    api = SlowReader(ApiClient(Configuration(host=fake.url)), timeout=5)
+    log_path = tmp_path / "follower.log"
+    follower = LogFollower(api, handle.data["namespace"], "run-1", log_path, retry_seconds=0.05)
+    follower.start()
+    assert read.wait(10)
+    fake.start_container(JOB)
+    fake.write_log(JOB, b"all of it\n")
+    fake.terminate(JOB, 0)
+    finished: list[bool] = []
+    closing = threading.Thread(target=lambda: finished.append(follower.finish(10)))
+    closing.start()
+    time.sleep(0.2)  # finish() has said the run is over
+    go.set()
+    closing.join(15)
+    assert finished == [True]
+    assert log_path.read_bytes() == b"all of it\n"
 
 
 def test_log_stream_break_resumes_without_duplicates(

@@ -94,11 +94,14 @@ class LogFollower:
 
     def _step(self) -> bool:
         """One attempt; True when the log is complete (or there is none to copy)."""
+        # read before the pod: a run that ended after the pod was read (no container yet)
+        # may have started, logged and exited since, and then its log is still to be copied
+        finishing = self._finishing.is_set()
         pods = self._api.list("Pod", self._namespace, managed_selector(self._run_id))
         pod = newest_pod(pods)
         state = container_state(pod)
         if pod is None or not ("running" in state or "terminated" in state):
-            return self._finishing.is_set()
+            return finishing
         self._copy(pod["metadata"]["name"])
         if self._stop.is_set():
             return True
