@@ -9,12 +9,13 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runyard.agents.catalog import SYNC_BYTES, UploadBlock, UploadSink
 from runyard.agents.errors import AgentInvalid, BadRequest, UploadTooLarge
-from runyard.api.uploads import FLUSH_BYTES, WRITE_DEPTH, receive_upload
+from runyard.api.uploads import FLUSH_BYTES, WRITE_BUDGET, WRITE_DEPTH, receive_upload
 
 BOUNDARY = "xYzBoUnDaRy"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"
@@ -300,6 +301,59 @@ def test_a_slow_lane_holds_the_sender_back_and_nothing_is_lost(tmp_path: Path, s
     assert held <= (WRITE_DEPTH + 2) * FLUSH_BYTES, f"{held / FLUSH_BYTES:.1f} blocks pulled"
     assert received.sink.path.read_bytes() == data  # type: ignore[attr-defined]
     assert received.sink.sha256 == hashlib.sha256(data).hexdigest()  # type: ignore[attr-defined]
+    assert upload_threads() == []
+
+
+def test_uploads_to_a_slow_disk_share_one_budget(tmp_path: Path) -> None:
+    # many uploads to a stalled disk: beyond a block or two each, they hold WRITE_BUDGET
+    # between them, not WRITE_DEPTH blocks each; and one that comes once the budget is
+    # spent still goes on, a block at a time
+    gate = threading.Event()
+
+    class StalledDisk(UploadSink):
+        def write_block(self, block: UploadBlock) -> None:
+            gate.wait(60)
+            super().write_block(block)
+
+    uploads = 4
+    data = os.urandom((WRITE_DEPTH + 4) * FLUSH_BYTES)
+    body = multipart({"sessionId": "s"}, "x.bin", data)
+    pulled = [0] * uploads
+
+    async def sender(index: int) -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 1 << 20):
+            pulled[index] = min(start + (1 << 20), len(body))
+            yield body[start : start + (1 << 20)]
+
+    def start(index: int) -> asyncio.Task[Any]:
+        folder = tmp_path / str(index)
+        folder.mkdir()
+        opener = lambda f: StalledDisk(folder, 1 << 30)  # noqa: E731
+        return asyncio.create_task(receive_upload(sender(index), CONTENT_TYPE, opener))
+
+    async def until_still() -> int:
+        seen, still_since = -1, time.monotonic()
+        while time.monotonic() - still_since < 0.5:
+            await asyncio.sleep(0.02)
+            if sum(pulled) != seen:
+                seen, still_since = sum(pulled), time.monotonic()
+        return seen
+
+    async def go() -> tuple[int, list[Any]]:
+        tasks = [start(0), start(1)]
+        assert await until_still() >= WRITE_BUDGET  # the first two spent the budget
+        tasks += [start(2), start(3)]
+        held = await until_still()
+        gate.set()
+        return held, list(await asyncio.gather(*tasks))
+
+    held, received = asyncio.run(go())
+    # each: the block being received and one being hashed; the budget between them
+    assert held <= uploads * 2 * FLUSH_BYTES + WRITE_BUDGET + (1 << 20), held / FLUSH_BYTES
+    assert min(pulled) == len(body)
+    for each in received:
+        assert each.sink.path.read_bytes() == data
+        assert each.sink.sha256 == hashlib.sha256(data).hexdigest()
     assert upload_threads() == []
 
 

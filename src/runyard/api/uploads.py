@@ -7,7 +7,8 @@ of the received chunks, without a copy. Every 4 MiB the block is handed to two t
 upload's own: one hashes the blocks in order, the other writes them. Receiving runs one block
 ahead of the hash and at most :data:`WRITE_DEPTH` blocks ahead of the disk, so a slow disk
 holds the client back instead of filling memory, and a disk that stalls for a moment does not
-stall the hash. Past the upload limit the upload stops with :class:`UploadTooLarge` and the
+stall the hash; beyond one block each, the uploads share :data:`WRITE_BUDGET` bytes waiting
+for the disk. Past the upload limit the upload stops with :class:`UploadTooLarge` and the
 temp file is removed: nothing is left behind.
 """
 
@@ -27,6 +28,9 @@ from runyard.agents.errors import AgentError, BadRequest
 
 FLUSH_BYTES = 4 << 20
 WRITE_DEPTH = 8  # blocks handed to the writer and not yet written: 32 MiB at most
+# what all uploads together may hold for the disk beyond one block each: with many uploads
+# to a slow disk, memory grows by this much, not by WRITE_DEPTH blocks an upload
+WRITE_BUDGET = 64 << 20
 MAX_FIELD_BYTES = 64 * 1024
 MAX_PARTS = 8
 MAX_BOUNDARY_BYTES = 70  # RFC 2046; the parser raises a bare error past 256
@@ -197,10 +201,13 @@ class _BlockWriter:
     """The blocks of one upload, hashed in order in one thread and written in order in another.
 
     A block is handed over once the previous one is hashed (the hash is the slower lane and
-    sets the pace) and once fewer than :data:`WRITE_DEPTH` blocks wait for the disk. The two
-    threads start with the first block (a small upload never needs them) and end with
-    :meth:`drain`.
+    sets the pace) and once fewer than :data:`WRITE_DEPTH` blocks of this upload, and fewer
+    than :data:`WRITE_BUDGET` bytes of all uploads, wait for the disk; with none of its own
+    waiting, an upload always goes on. The two threads start with the first block (a small
+    upload never needs them) and end with :meth:`drain`.
     """
+
+    waiting = 0  # bytes handed to the writers of all uploads and not yet written (the loop's)
 
     def __init__(self) -> None:
         self.lanes: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
@@ -210,7 +217,9 @@ class _BlockWriter:
     async def hand_over(self, sink: UploadSink) -> None:
         if self.hashing is not None:
             await self.hashing
-        while len(self.writes) >= WRITE_DEPTH:
+        while self.writes and (
+            len(self.writes) >= WRITE_DEPTH or _BlockWriter.waiting >= WRITE_BUDGET
+        ):
             await self.writes.popleft()
         if self.lanes is None:
             self.lanes = (
@@ -221,7 +230,14 @@ class _BlockWriter:
         block = sink.take()
         loop = asyncio.get_running_loop()
         self.hashing = loop.run_in_executor(hash_lane, sink.hash_block, block)
-        self.writes.append(loop.run_in_executor(write_lane, sink.write_block, block))
+        writing = loop.run_in_executor(write_lane, sink.write_block, block)
+        _BlockWriter.waiting += block.size
+        writing.add_done_callback(lambda _: _BlockWriter.written(block.size))
+        self.writes.append(writing)
+
+    @staticmethod
+    def written(size: int) -> None:
+        _BlockWriter.waiting -= size
 
     async def drain(self, suppress: bool = False) -> None:
         """Wait for every block handed over; the first error unless ``suppress``."""
