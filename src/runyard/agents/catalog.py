@@ -292,7 +292,7 @@ class UploadSink:
     arrives and a large upload does not fill the cache with pages nobody reads; every
     :data:`SYNC_BYTES` the file is fdatasynced, so the disk's own cache is flushed as the
     upload goes and :meth:`finish`'s fsync waits for the last few MiB only, not for all of
-    them (a third of a 1 GiB upload's time here without it).
+    them (without it, up to a third of a 1 GiB upload's time here).
 
         sink = UploadSink(folder, limit)
         sink.add(data)

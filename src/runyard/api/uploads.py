@@ -27,7 +27,7 @@ from runyard.agents.catalog import ReceivedUpload, UploadSink
 from runyard.agents.errors import AgentError, BadRequest
 
 FLUSH_BYTES = 4 << 20
-WRITE_DEPTH = 8  # blocks handed to the writer and not yet written: 32 MiB at most
+WRITE_DEPTH = 8  # blocks handed to the writer and not yet written: about 32 MiB
 # what all uploads together may hold for the disk beyond one block each: with many uploads
 # to a slow disk, memory grows by this much, not by WRITE_DEPTH blocks an upload
 WRITE_BUDGET = 64 << 20
