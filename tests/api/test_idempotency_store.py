@@ -4,7 +4,10 @@ per submit)."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,5 +73,31 @@ def test_a_reserve_reads_the_expired_keys_not_every_key(tmp_path: Path) -> None:
             left = other.execute("SELECT count(*) FROM keys").fetchone()[0]
             gone = other.execute("SELECT count(*) FROM keys WHERE key IN ('key-1', 'key-2')")
             assert left == FRESH_KEYS - 3 + 1 and gone.fetchone()[0] == 0
+    finally:
+        store.close()
+
+
+def test_an_answer_outlives_the_process_that_kept_it(tmp_path: Path) -> None:
+    """An answer is not synced to disk (what it answers for is, and a reserved key finds
+    it again), but it is committed: a server killed right after keeping it answers the
+    retry from the store, not by running the request again."""
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from runyard.api.idempotency import IdempotencyStore\n"
+        "store = IdempotencyStore(Path(sys.argv[1]))\n"
+        f"assert store.reserve({ROUTE!r}, 'k', 'digest') is None\n"
+        f"store.answer({ROUTE!r}, 'k', 200, {{'task_id': 'base#demo#x'}})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    store = IdempotencyStore(tmp_path)
+    try:
+        kept = store.reserve(ROUTE, "k", "digest")
+        assert kept is not None and (kept.status, kept.body) == (200, {"task_id": "base#demo#x"})
+        store.answer(ROUTE, "k", 200, {"task_id": "base#demo#x"})  # and it can answer again
+        again = store.reserve(ROUTE, "k", "digest")
+        assert again is not None and again.status == 200
     finally:
         store.close()

@@ -13,6 +13,7 @@ from runyard.workspace.atomic import (
     dump_json,
     read_json_tolerant,
     write_bytes_atomic,
+    write_bytes_new,
     write_json_atomic,
 )
 
@@ -103,3 +104,29 @@ def test_a_reader_never_sees_half_a_record(tmp_path: Path) -> None:
         reader.join()
     assert reads > 0
     assert bad == []
+
+
+def test_a_new_file_is_written_in_place_and_never_over_another(tmp_path: Path) -> None:
+    """``write_bytes_new`` (files of a staging folder) creates; it never replaces a file,
+    never follows a symlink planted at the name, and a failed write leaves nothing."""
+    target = tmp_path / "status.json"
+    write_bytes_new(target, b'{"state":"queued"}')
+    assert target.read_bytes() == b'{"state":"queued"}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["status.json"]  # no temp file
+
+    with pytest.raises(FileExistsError):
+        write_bytes_new(target, b"other")
+    assert target.read_bytes() == b'{"state":"queued"}'
+
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"kept")
+    planted = tmp_path / "planted.json"
+    planted.symlink_to(outside)
+    with pytest.raises(FileExistsError):
+        write_bytes_new(planted, b"through the link")
+    assert outside.read_bytes() == b"kept"
+
+    failing = tmp_path / "metadata.json"
+    with pytest.raises(TypeError):
+        write_bytes_new(failing, 12345)  # type: ignore[arg-type]  # fails once the file is made
+    assert not failing.exists()

@@ -83,6 +83,7 @@ class IdempotencyStore:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._db = sqlite3.connect(folder / "keys.sqlite", check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # each commit durable, unless relaxed
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS keys (route TEXT, key TEXT, hash TEXT, status INTEGER,"
             " body TEXT, created REAL, PRIMARY KEY (route, key))"
@@ -128,11 +129,20 @@ class IdempotencyStore:
         return Stored(row[1], json.loads(row[2]) if row[2] is not None else None)
 
     def answer(self, route: str, key: str, status: int, body: Any) -> None:
-        with self._lock, self._db:
-            self._db.execute(
-                "UPDATE keys SET status = ?, body = ? WHERE route = ? AND key = ?",
-                (status, json.dumps(body), route, key),
-            )
+        """Keep the answer for the key. Not synced to disk (one fsync less a request): what
+        made it is durable already and a reserved row is; an answer lost to a power cut
+        leaves the key reserved, and its retry finds what the first request made (the
+        ``recover`` of :func:`runyard.api.idempotent.run_once`)."""
+        with self._lock:
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self._db:
+                    self._db.execute(
+                        "UPDATE keys SET status = ?, body = ? WHERE route = ? AND key = ?",
+                        (status, json.dumps(body), route, key),
+                    )
+            finally:
+                self._db.execute("PRAGMA synchronous=FULL")
 
     def reserve_id(self, route: str, key: str, make_id: Any) -> str:
         """The id of what this key's request creates, chosen once and kept with the key

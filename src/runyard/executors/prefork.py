@@ -117,8 +117,8 @@ class PreforkExecutor:
         argv = spec.argv
         if len(argv) < 3 or argv[1] != "-m":
             return None
-        if os.path.realpath(argv[0]) != os.path.realpath(self.python):
-            return None
+        if argv[0] != self.python and os.path.realpath(argv[0]) != os.path.realpath(self.python):
+            return None  # (the same path is the same file: no need to resolve it each launch)
         return list(argv[2:])
 
     def _ensure_zygote(self) -> ZygoteClient | None:

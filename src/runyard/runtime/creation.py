@@ -33,7 +33,7 @@ from runyard.runtime.liveness import settle, state_event, worker_alive
 from runyard.runtime.submitters import ADMIN, Submitter, record_submitter, session_of
 from runyard.tasks.base import TaskInput
 from runyard.tasks.registry import TaskRegistry
-from runyard.workspace.atomic import fsync_dir, write_bytes_atomic, write_json_atomic
+from runyard.workspace.atomic import dump_json, fsync_dir, write_bytes_new
 from runyard.workspace.events import append_event
 from runyard.workspace.history import keep_current_run
 from runyard.workspace.identity import build_task_id, generate_task_name
@@ -200,9 +200,9 @@ def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
     try:
         append_event(staging / EVENTS_FILE, state_event(TaskState.QUEUED, status.created_at))
         if key is not None:
-            write_bytes_atomic(staging / IDEMPOTENCY_FILE, key.encode(), fsync=False)
+            write_bytes_new(staging / IDEMPOTENCY_FILE, key.encode(), fsync=False)
         fault_point("status")
-        write_json_atomic(staging / STATUS_FILE, status.to_json())
+        write_bytes_new(staging / STATUS_FILE, dump_json(status.to_json()))
         fsync_dir(staging)
         fault_point("submit.staged")
         os.rename(staging, task_dir)

@@ -2,6 +2,8 @@
 
 Every record write goes through :func:`write_json_atomic`: a temp file in the same folder,
 flush, fsync, ``os.replace``. A reader therefore sees the old or the new file, never half.
+The one exception is a file of a folder no reader sees yet, one built under a staging name
+and renamed into place whole: :func:`write_bytes_new` writes it in place.
 """
 
 from __future__ import annotations
@@ -34,6 +36,27 @@ def write_bytes_atomic(
     is never readable by others, not even between creation and rename).
     """
     write_chunks_atomic(path, (data,), sync_dir=sync_dir, fsync=fsync, mode=mode)
+
+
+def write_bytes_new(path: Path, data: bytes, *, fsync: bool = True, mode: int = 0o644) -> None:
+    """Create ``path`` holding ``data``, in place; it must not exist (``FileExistsError``).
+
+    Only for a file of a folder that appears whole later (a staging folder renamed into
+    place): no reader can see it half written, so the temp file and rename of
+    :func:`write_bytes_atomic` buy nothing. A failed write leaves no file.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if fsync:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
 
 
 def write_chunks_atomic(
