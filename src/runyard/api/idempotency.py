@@ -129,10 +129,12 @@ class IdempotencyStore:
         return Stored(row[1], json.loads(row[2]) if row[2] is not None else None)
 
     def answer(self, route: str, key: str, status: int, body: Any) -> None:
-        """Keep the answer for the key. Not synced to disk (one fsync less a request): what
-        made it is durable already and a reserved row is; an answer lost to a power cut
-        leaves the key reserved, and its retry finds what the first request made (the
-        ``recover`` of :func:`runyard.api.idempotent.run_once`)."""
+        """Keep the answer for the key: committed, so it outlives the process, but not
+        synced to disk (one fsync less a request). An answer lost to a power cut leaves the
+        key reserved, and its retry finds what the first request made (the ``recover`` of
+        :func:`runyard.api.idempotent.run_once`): a task by the key fsynced into its folder
+        (:data:`runyard.runtime.creation.IDEMPOTENCY_FILE`), a run by the id synced with
+        the reservation (:meth:`reserve_id`)."""
         with self._lock:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:

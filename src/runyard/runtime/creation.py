@@ -200,7 +200,9 @@ def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
     try:
         append_event(staging / EVENTS_FILE, state_event(TaskState.QUEUED, status.created_at))
         if key is not None:
-            write_bytes_new(staging / IDEMPOTENCY_FILE, key.encode(), fsync=False)
+            # synced: the key's answer is not (see IdempotencyStore.answer), so after a power
+            # cut this file is how a retry finds the task instead of making a second one
+            write_bytes_new(staging / IDEMPOTENCY_FILE, key.encode())
         fault_point("status")
         write_bytes_new(staging / STATUS_FILE, dump_json(status.to_json()))
         fsync_dir(staging)
