@@ -45,18 +45,7 @@ def write_bytes_new(path: Path, data: bytes, *, fsync: bool = True, mode: int = 
     place): no reader can see it half written, so the temp file and rename of
     :func:`write_bytes_atomic` buy nothing. A failed write leaves no file.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if fsync:
-            os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-        raise
-    os.close(fd)
+    _create(path, (data,), fsync=fsync, mode=mode)
 
 
 def write_chunks_atomic(
@@ -70,7 +59,20 @@ def write_chunks_atomic(
     """:func:`write_bytes_atomic` of ``b"".join(chunks)``, written as they come (a large
     file is never whole in memory); an exception from ``chunks`` leaves ``path`` as it was."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    _create(tmp, chunks, fsync=fsync, mode=mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def _create(path: Path, chunks: Iterable[bytes], *, fsync: bool, mode: int) -> None:
+    """Create ``path`` (never over a file or through a symlink) holding ``chunks``, fsynced
+    if asked; on any error, from the disk or from ``chunks``, no file is left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         for chunk in chunks:
             view = memoryview(chunk)
@@ -80,16 +82,9 @@ def write_chunks_atomic(
             os.fsync(fd)
     except BaseException:
         os.close(fd)
-        tmp.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
         raise
     os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if sync_dir:
-        fsync_dir(path.parent)
 
 
 def dump_json(obj: Any) -> bytes:
