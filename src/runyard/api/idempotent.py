@@ -66,7 +66,9 @@ async def run_once(
     if key is None:
         return await work()
     check_key(key)
-    store = await run_in_threadpool(idempotency_store, services)
+    store = services.idempotency  # opened by the first keyed request (in a thread: it is I/O)
+    if store is None:
+        store = await run_in_threadpool(idempotency_store, services)
     async with store.held(route, key):
         try:
             stored = await run_in_threadpool(store.reserve, route, key, body_hash(body))
