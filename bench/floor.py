@@ -23,8 +23,9 @@ of µs, the filesystem, not the code, sets both figures.
 
 ``--profile`` samples one more HTTP round (not in the figures) with py-spy (``pip install
 py-spy``; found on PATH, next to this Python or at ``--py-spy``) over the server and its
-subprocesses, and prints the share of each process, the top functions by own samples and
-the runyard functions the samples fall under. Every wait is bounded; nothing is asserted
+subprocesses, and prints the share of each process, the top functions by own samples, the
+runyard functions the samples fall under, and the CPU each of the server's threads spent
+(from ``/proc``, by thread name, a task's share). Every wait is bounded; nothing is asserted
 on time.
 """
 
@@ -47,7 +48,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from floor_profile import Sampler, find_py_spy, print_profile  # noqa: E402
+from floor_profile import (  # noqa: E402
+    Sampler,
+    find_py_spy,
+    print_profile,
+    print_threads,
+    thread_cpu,
+    thread_names,
+)
 
 from runyard.client import Client  # noqa: E402
 from runyard.errors import ClientError  # noqa: E402
@@ -360,9 +368,12 @@ def profile(srv: ServerProcess, args: argparse.Namespace, where: Path) -> None:
         return
     zygote = launcher_pid(srv.proc.pid)
     with Sampler(py_spy, srv.proc.pid, where / "profile.txt") as sampler:
+        before = thread_cpu(srv.proc.pid)
         http_round(srv, args.tasks, "profiled", args.clients)
+        after = thread_cpu(srv.proc.pid)
     roles = {srv.proc.pid: "server"} | ({zygote: "launcher"} if zygote else {})
     print_profile(sampler.output, roles, top=args.top)
+    print_threads(before, after, thread_names(py_spy, srv.proc.pid), args.tasks)
 
 
 def out_of_time(signum: int, frame: object) -> None:

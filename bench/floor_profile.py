@@ -5,10 +5,15 @@ its block runs; ``print_profile`` prints the samples of each process role, the f
 with the most own samples, and the runyard functions the samples fall under (the innermost
 runyard frame of each stack, with what it called). py-spy leaves out idle threads: a sample
 is a thread running, waiting for a CPU or in disk I/O (an fsync), not one waiting for work.
+
+``thread_cpu`` and ``print_threads`` give the CPU itself (from ``/proc``, not samples) the
+server's threads spent over the round, by thread name (``thread_names``: ``py-spy dump``;
+a thread Python does not know, such as watchfiles' inotify reader, by its kernel name).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -22,6 +27,8 @@ RATE = 250  # samples a second: enough over a round of a few seconds, light on 2
 _RECORD = re.compile(r"(.*?) (\d+)\n", re.S)  # a stack may span lines (a cmdline's newlines)
 _PROCESS = re.compile(r'process (\d+):"')
 _LINE = re.compile(r":\d+\)$")
+_THREAD = re.compile(r'^Thread (\d+) \([^)]*\): "([^"]*)"', re.M)
+_POOL_INDEX = re.compile(r"_\d+$")  # asyncio_0, upload-hash_3: one line per pool
 
 
 def find_py_spy(given: str | None) -> str | None:
@@ -58,6 +65,47 @@ class Sampler:
             _, err = self.proc.communicate(timeout=10)
         if not self.output.exists():
             raise RuntimeError("py-spy wrote no profile: " + err.decode(errors="replace"))
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """Kernel name and CPU seconds (user and system) of each live thread of ``pid``."""
+    found = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # it ended meanwhile
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        found[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+def thread_names(py_spy: str, pid: int) -> dict[int, str]:
+    """The Python name of each thread of ``pid`` (``py-spy dump``), by thread id."""
+    dump = subprocess.run(
+        [py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60
+    ).stdout
+    return {int(tid): name for tid, name in _THREAD.findall(dump)}
+
+
+def print_threads(
+    before: dict[int, tuple[str, float]],
+    after: dict[int, tuple[str, float]],
+    names: dict[int, str],
+    count: int,
+) -> None:
+    """CPU ms a task of the threads alive at the end of the round, summed by name (a pool's
+    threads together); a thread that ended during the round is not counted."""
+    spent: Counter[str] = Counter()
+    for tid, (kernel_name, seconds) in after.items():
+        name = _POOL_INDEX.sub("", names.get(tid, f"{kernel_name} (native)"))
+        spent[name] += (seconds - before.get(tid, (kernel_name, 0.0))[1]) * 1000 / count
+    print(f"  server CPU ms a task by thread ({sum(spent.values()):.2f} in all):")
+    for name, ms in spent.most_common():
+        if ms >= 0.005:
+            print(f"    {ms:6.2f}  {name}")
 
 
 def read_stacks(path: Path) -> list[tuple[int | None, list[str], int]]:
