@@ -2,11 +2,13 @@
 
 Covers a final status write, a session create and an upload on a full disk, the slot of
 the ended run released to the queue, cancel and delete still answering truthfully, 507s
-that leave nothing half-made, and recovery once space is freed.
+that leave nothing half-made (a request with an Idempotency-Key too), a key whose answer
+the full disk refused left reserved, and recovery once space is freed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -22,7 +24,12 @@ from reliability_helpers import (
     wait_cmd,
 )
 
+from runyard.api.idempotency import IdempotencyStore
+from runyard.api.idempotent import finish_key
+from runyard.errors import InsufficientStorage
 from serverproc import ServerProcess, start_server
+
+ROUTE = "jobs/submit:admin"
 
 NOTE = "could not be written yet"
 FINAL = {"succeeded", "failed", "cancelled"}
@@ -101,6 +108,17 @@ def test_full_disk_refuses_creation_with_507_and_leaves_nothing_half_made(
         body = reply.json()
         assert body["success"] is False and "disk space" in body["answer"]
         assert type_folder_entries(ws) == before  # no folder without a status, no staging
+        keyed = {"arguments": {"task": "demo", "x": 1, "y": 2}}
+        key = {"Idempotency-Key": "full-disk-submit"}
+        reply = http.post("/jobs/submit", json=keyed, headers=key)
+        assert reply.status_code == 507, reply.text  # a key changes nothing of that
+        assert type_folder_entries(ws) == before
+        run = http.post(
+            "/api/v1/runs", json={"sessionId": session["id"], "userPrompt": "hi"},
+            headers={"Idempotency-Key": "full-disk-run"},
+        )  # fmt: skip
+        assert run.status_code == 507, run.text
+        assert run.json()["error"]["code"] == "insufficient_storage"
         created = http.post("/api/v1/sessions", json={"title": "full"})
         assert created.status_code == 507, created.text
         assert created.json()["error"]["code"] == "insufficient_storage"
@@ -124,6 +142,15 @@ def test_full_disk_refuses_creation_with_507_and_leaves_nothing_half_made(
         assert upload.status_code == 201, upload.text
         reply = http.post("/jobs/submit", json={"arguments": {"task": "demo", "x": 1, "y": 2}})
         assert reply.status_code == 200 and reply.json()["success"] is True
+        # the refused keyed submit was released: its retry runs now, once, and is replayed
+        first = http.post("/jobs/submit", json=keyed, headers=key)
+        assert first.status_code == 200 and first.json()["success"] is True, first.text
+        assert "idempotent-replayed" not in first.headers
+        again = http.post("/jobs/submit", json=keyed, headers=key)
+        assert again.headers.get("idempotent-replayed") == "true"
+        assert again.json()["answer"]["task_id"] == first.json()["answer"]["task_id"]
+        kept = ws / "base" / first.json()["answer"]["task_id"] / ".idempotency-key"
+        assert kept.read_text() == "jobs/submit:admin\nfull-disk-submit"
 
 
 def test_low_space_guard_refuses_new_work_and_health_reports_it(tmp_path: Path) -> None:
@@ -168,3 +195,31 @@ def test_enospc_fault_point_on_the_final_status_then_recovery(tmp_path: Path) ->
             assert http.get("/health").json()["answer"]["storage"]["unwritten"] == 0
     finally:
         server.stop()
+
+
+def test_a_key_answered_on_a_full_disk_stays_reserved_and_the_request_still_answers(
+    tmp_path: Path,
+) -> None:
+    """The disk fills between the work and its answer: the store says so as a 507 (not a
+    bare SQLite error), the request goes on with what it made, and the key stays reserved,
+    so its retry finds that (a released key would let a retry make it again)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    with small_disk(tmp_path / "disk", "2m") as disk:
+        store = IdempotencyStore(disk)
+        try:
+            assert store.reserve(ROUTE, "k", "digest") is None
+            filler = fill(disk)
+            with pytest.raises(InsufficientStorage):
+                store.answer(ROUTE, "k", 200, {"task_id": "base#demo#x" * 2000})
+            asyncio.run(finish_key(store.answer, ROUTE, "k", 200, {"task_id": "y" * 20000}))
+            with pytest.raises(InsufficientStorage):
+                store.reserve(ROUTE, "new", "digest" * 2000)
+            os.unlink(filler)
+            kept = store.reserve(ROUTE, "k", "digest")
+            assert kept is not None and kept.status is None  # reserved, not answered
+            store.answer(ROUTE, "k", 200, {"task_id": "base#demo#x"})
+            again = store.reserve(ROUTE, "k", "digest")
+            assert again is not None and again.body == {"task_id": "base#demo#x"}
+        finally:
+            store.close()

@@ -22,13 +22,14 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runyard.errors import BadIdempotencyKey, IdempotencyConflict
+from runyard.workspace.space import is_space_error, storage_error
 
 HEADER = "idempotency-key"
 TTL_SECONDS = 24 * 3600
@@ -75,13 +76,39 @@ def body_hash(body: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+@contextlib.contextmanager
+def _space_checked() -> Iterator[None]:
+    """A full disk (SQLite's "database or disk is full", ENOSPC) is the 507 of
+    :class:`InsufficientStorage`, not a server error."""
+    try:
+        yield
+    except (sqlite3.OperationalError, OSError) as exc:
+        if is_space_error(exc):
+            raise storage_error(exc, "keep the request's Idempotency-Key") from exc
+        raise
+
+
 class IdempotencyStore:
-    """Keys per ``route`` (which also names the caller), in SQLite under the workspace."""
+    """Keys per ``route`` (which also names the caller), in SQLite under the workspace.
+
+    On a full disk each writing call raises :class:`InsufficientStorage`.
+    """
 
     def __init__(self, workspace_root: Path) -> None:
         folder = workspace_root / STORE_DIR
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._db = sqlite3.connect(folder / "keys.sqlite", check_same_thread=False)
+        with _space_checked():
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._db = sqlite3.connect(folder / "keys.sqlite", check_same_thread=False)
+        try:
+            with _space_checked():
+                self._setup()
+        except BaseException:
+            self._db.close()
+            raise
+        self._lock = threading.Lock()
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    def _setup(self) -> None:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # each commit durable, unless relaxed
         self._db.execute(
@@ -92,8 +119,6 @@ class IdempotencyStore:
         # without it: 70 ms a submit with a million keys of the last 24 h)
         self._db.execute("CREATE INDEX IF NOT EXISTS keys_created ON keys (created)")
         self._db.commit()
-        self._lock = threading.Lock()
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -111,7 +136,7 @@ class IdempotencyStore:
     def reserve(self, route: str, key: str, digest: str) -> Stored | None:
         """None when the key is new (now reserved); else what it holds. 409 on another body."""
         now = time.time()
-        with self._lock, self._db:
+        with _space_checked(), self._lock, self._db:
             self._db.execute("DELETE FROM keys WHERE created < ?", (now - TTL_SECONDS,))
             row = self._db.execute(
                 "SELECT hash, status, body FROM keys WHERE route = ? AND key = ?", (route, key)
@@ -135,7 +160,7 @@ class IdempotencyStore:
         :func:`runyard.api.idempotent.run_once`): a task by the key fsynced into its folder
         (:data:`runyard.runtime.creation.IDEMPOTENCY_FILE`), a run by the id synced with
         the reservation (:meth:`reserve_id`)."""
-        with self._lock:
+        with _space_checked(), self._lock:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:
                 with self._db:
@@ -150,7 +175,7 @@ class IdempotencyStore:
         """The id of what this key's request creates, chosen once and kept with the key
         before anything is made, so a retry after a crash finds it (or makes it under that
         same id)."""
-        with self._lock, self._db:
+        with _space_checked(), self._lock, self._db:
             row = self._db.execute(
                 "SELECT status, body FROM keys WHERE route = ? AND key = ?", (route, key)
             ).fetchone()
@@ -174,5 +199,5 @@ class IdempotencyStore:
 
     def release(self, route: str, key: str) -> None:
         """Forget a key whose request created nothing, so that its retry runs."""
-        with self._lock, self._db:
+        with _space_checked(), self._lock, self._db:
             self._db.execute("DELETE FROM keys WHERE route = ? AND key = ?", (route, key))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,10 +21,12 @@ from runyard.api.idempotency import (
     split_marker,
 )
 from runyard.api.services import Services
-from runyard.errors import IdempotencyConflict
+from runyard.errors import IdempotencyConflict, InsufficientStorage
 from runyard.faults import fault_point
 from runyard.runtime.creation import IDEMPOTENCY_FILE
 from runyard.workspace.atomic import read_bytes_tolerant
+
+log = logging.getLogger(__name__)
 
 REPLAYED_HEADER = "idempotent-replayed"
 _STORE_LOCK = threading.Lock()
@@ -79,7 +82,7 @@ async def run_once(
         if stored is not None and recover is not None:
             found = await run_in_threadpool(recover, marker(route, key))
             if found is not None:
-                await run_in_threadpool(store.answer, route, key, success_status, found)
+                await finish_key(store.answer, route, key, success_status, found)
                 return _replay(found, success_status)
         return await _first(store, route, key, work, success_status)
 
@@ -91,16 +94,26 @@ async def _first(
     try:
         result = await work()
     except Exception:
-        await run_in_threadpool(store.release, route, key)
+        await finish_key(store.release, route, key)
         raise
     finally:
         current_key.reset(token)
     if isinstance(result, Response):
-        await run_in_threadpool(store.release, route, key)
+        await finish_key(store.release, route, key)
         return result
     fault_point("idempotency.answer")  # made, not yet answered: the worst moment to die
-    await run_in_threadpool(store.answer, route, key, success_status, result)
+    await finish_key(store.answer, route, key, success_status, result)
     return JSONResponse(result, status_code=success_status)
+
+
+async def finish_key(call: Callable[..., None], route: str, key: str, *args: Any) -> None:
+    """Answer or release a key; a full disk does not turn the request's own outcome into
+    an error. The key stays reserved, and its retry finds what this request made (or, if it
+    made nothing, runs again)."""
+    try:
+        await run_in_threadpool(call, route, key, *args)
+    except InsufficientStorage as exc:
+        log.warning("Idempotency-Key %r of %s left reserved: %s", key, route, exc)
 
 
 def marker(route: str, key: str) -> str:
