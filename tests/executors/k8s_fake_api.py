@@ -19,7 +19,9 @@ follows ``propagationPolicy``: ``Background`` (the default here) removes the obj
 and its dependents later; ``Foreground`` marks it (``deletionTimestamp``, the
 ``foregroundDeletion`` finalizer) and removes it only after its dependents; ``Orphan``
 keeps the dependents. "Later" is ``gc_delay`` seconds on a timer (0: at once, inside the
-request), so tests can see what a real garbage collector lets them see. A pod deletion's
+request), so tests can see what a real garbage collector lets them see; while
+``gc_gate`` is clear, a collection that is due waits for it to be set again (a test that
+checks what lingers is then not at the mercy of a slow machine). A pod deletion's
 ``gracePeriodSeconds`` is kept in ``pod_grace`` for the kubelet.
 """
 
@@ -152,6 +154,8 @@ class FakeKubernetes:
         self.bookmark_seconds = 0.5
         self.counts: Counter[tuple[str, str]] = Counter()
         self.gc_delay = 0.0
+        self.gc_gate = threading.Event()
+        self.gc_gate.set()
         self.pod_grace: dict[str, int | None] = {}
         self.pod_names: dict[str, str] = {}  # Job name -> its newest pod's name
         self.owned: dict[str, dict[tuple[str, str, str], None]] = {}  # owner uid -> dependents
@@ -176,6 +180,7 @@ class FakeKubernetes:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+        self.gc_gate.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
@@ -277,6 +282,7 @@ class FakeKubernetes:
             return
 
         def run() -> None:
+            self.gc_gate.wait()
             with self.cond:
                 if not self.closed:
                     work()

@@ -63,15 +63,19 @@ def test_deletion_follows_the_propagation_policy_and_the_gc_takes_time(
     with httpx.Client(base_url=fake.url) as client:
         for name in ("fg", "bg", "orphan"):
             make_job(client, name)
+        fake.gc_gate.clear()  # what lingers is checked before the collector may run
         client.delete(f"{JOBS}/fg", params={"propagationPolicy": "Foreground"})
         marked = client.get(f"{JOBS}/fg").json()["metadata"]  # still there, being deleted
         assert marked["finalizers"] == ["foregroundDeletion"] and marked["deletionTimestamp"]
         assert "Pod" in kinds(fake, "fg") and "ConfigMap" in kinds(fake, "fg")
+        fake.gc_gate.set()
         eventually(lambda: kinds(fake, "fg") == set())
 
+        fake.gc_gate.clear()
         client.delete(f"{JOBS}/bg", params={"propagationPolicy": "Background"})
         assert client.get(f"{JOBS}/bg").status_code == 404  # gone at once,
         assert "ConfigMap" in kinds(fake, "bg")  # its dependents a little later
+        fake.gc_gate.set()
         eventually(lambda: kinds(fake, "bg") == set())
 
         client.delete(f"{JOBS}/orphan", params={"propagationPolicy": "Orphan"})
