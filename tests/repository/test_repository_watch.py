@@ -70,7 +70,7 @@ def test_event_lines_reach_subscribers(live: TaskRepository, ws: Workspace) -> N
     calls = Recorder()
     live.subscribe(calls)
     append_event(ws.events_path("base#demo#busy"), {"kind": "progress", "percentage": 10})
-    wait_for(lambda: calls.seen("base#demo#busy", "events.jsonl"), timeout=2)
+    wait_for(lambda: calls.seen("base#demo#busy", "events.jsonl"))
 
 
 def test_metadata_publication_ends_provisional(live: TaskRepository, ws: Workspace) -> None:
