@@ -142,7 +142,8 @@ def test_full_disk_refuses_creation_with_507_and_leaves_nothing_half_made(
         assert upload.status_code == 201, upload.text
         reply = http.post("/jobs/submit", json={"arguments": {"task": "demo", "x": 1, "y": 2}})
         assert reply.status_code == 200 and reply.json()["success"] is True
-        # the refused keyed submit was released: its retry runs now, once, and is replayed
+        # the refused keyed submit made nothing and kept no answer: its retry runs now, once,
+        # and is then replayed
         first = http.post("/jobs/submit", json=keyed, headers=key)
         assert first.status_code == 200 and first.json()["success"] is True, first.text
         assert "idempotent-replayed" not in first.headers
