@@ -97,8 +97,13 @@ def test_an_open_event_stream_is_counted_until_it_closes(server: ServerProcess) 
             client.stream("POST", "/jobs/stream_task/events", json=body) as reply,
         ):
             assert reply.status_code == 200
+            # the stream opens at once; the task may still be queued on a loaded machine
             open_now = eventually(
-                server, lambda s: value(s, "runyard_sse_clients", stream="task") == 1
+                server,
+                lambda s: (
+                    value(s, "runyard_sse_clients", stream="task") == 1
+                    and value(s, "runyard_tasks", task_type="base", state="running") == 1
+                ),
             )
             assert value(open_now, "runyard_sse_clients", stream="task") == 1
             assert value(open_now, "runyard_sse_clients", stream="run") == 0
