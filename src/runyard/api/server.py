@@ -105,8 +105,8 @@ def serve(settings: Settings) -> None:
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop where it is installed (a dependency on Linux): the same asyncio API
-    with its I/O, timers and thread hand-offs in C; about a tenth less of the server's CPU
-    a task (``bench/floor.py``). None, asyncio's own loop, where it is not."""
+    with its I/O, timers and thread hand-offs in C, for a few per cent less of the server's
+    CPU a request. None, asyncio's own loop, where it is not."""
     try:
         import uvloop
     except ImportError:
