@@ -3,8 +3,9 @@ upload over HTTP costs in Python on this machine without runyard.
 
     python bench/upload_bare.py --port N --folder DIR   # serves until killed
 
-It is served by uvicorn with httptools, as runyard is, with no middleware, no routing, no
-session and no catalog. Each ``POST`` body is parsed by python-multipart's streaming parser
+It is served by uvicorn with httptools, on uvloop's loop where it is installed (uvicorn's
+``auto``), as runyard is, with no middleware, no routing, no session and no catalog. Each
+``POST`` body is parsed by python-multipart's streaming parser
 (the parts' bytes kept as views, as runyard keeps them); every 4 MiB the block is hashed
 (sha256) in one worker thread and written in another, both waited for before the next block
 is handed over; at the end the file is fsynced and closed, and the answer names its size and
