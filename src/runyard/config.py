@@ -144,6 +144,8 @@ class Settings(BaseSettings):
     env_allowlist: list[str] = Field(default_factory=lambda: list(DEFAULT_ENV_ALLOWLIST))
     worker_env: dict[str, str] = Field(default_factory=dict)
     prefork: bool = True
+    # the server's event loop: uvloop's where it is installed ("auto"), or one of the two
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     max_body_bytes: int = Field(1 << 20, ge=1024)
     # new work (submits, sessions, uploads, runs) is refused (507) below this much free space
     min_free_mb: int = Field(512, ge=0)

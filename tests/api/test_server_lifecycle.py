@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from runyard.errors import ConfigError
 from serverproc import ServerProcess, start_server
 
 
@@ -37,25 +40,63 @@ def _runs_a_task(srv: ServerProcess) -> None:
     assert final.state.value == "succeeded" and final.result["result"] == 5
 
 
-def test_the_server_takes_uvloops_loop_where_it_is_installed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _without_uvloop(tmp_path: Path) -> dict[str, str]:
+    """The environment of a server where ``import uvloop`` fails, as where it is not installed."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "uvloop.py").write_text('raise ImportError("uvloop is not installed here")\n')
+    return {"PYTHONPATH": str(shadow)}
+
+
+def test_the_event_loop_setting_picks_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     import uvloop
 
     from runyard.api.server import event_loop_factory
 
-    assert event_loop_factory() is uvloop.new_event_loop
+    assert event_loop_factory("auto") is uvloop.new_event_loop
+    assert event_loop_factory("uvloop") is uvloop.new_event_loop
+    assert event_loop_factory("asyncio") is None
     monkeypatch.setitem(sys.modules, "uvloop", None)  # as if it were not installed
-    assert event_loop_factory() is None
+    assert event_loop_factory("auto") is None
+    assert event_loop_factory("asyncio") is None
+    with pytest.raises(ConfigError, match="event_loop: uvloop, but uvloop cannot be imported"):
+        event_loop_factory("uvloop")
+
+
+def test_a_server_on_asyncios_loop_serves_tasks(tmp_path: Path) -> None:
+    srv = start_server(tmp_path / "srv", config={"event_loop": "asyncio"})
+    try:
+        _runs_a_task(srv)
+    finally:
+        srv.stop()
 
 
 def test_without_uvloop_the_server_runs_on_asyncios_loop(tmp_path: Path) -> None:
-    shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (shadow / "uvloop.py").write_text('raise ImportError("uvloop is not installed here")\n')
-    srv = start_server(tmp_path / "srv", env={"PYTHONPATH": str(shadow)})
+    srv = start_server(tmp_path / "srv", env=_without_uvloop(tmp_path))
     try:
         assert not _loop_library_loaded(srv.proc.pid)  # the shadow hid it
         _runs_a_task(srv)
     finally:
         srv.stop()
+
+
+def test_uvloop_asked_for_where_it_is_missing_stops_the_start(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    (tmp_path / "runyard.yaml").write_text("event_loop: uvloop\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "runyard", "serve", "--port", "0", "--workspace-dir",
+         str(workspace), "--log-dir", str(tmp_path / "logs"), "--config",
+         str(tmp_path / "runyard.yaml")],
+        env={**env, **_without_uvloop(tmp_path)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "event_loop: uvloop, but uvloop cannot be imported" in done.stderr
+    assert not (workspace / "server.json").exists()  # nothing was served
+
+
+def test_a_misspelt_event_loop_is_refused(tmp_path: Path) -> None:
+    from runyard.config import Settings
+
+    with pytest.raises(ValueError, match="event_loop"):
+        Settings(event_loop="uv")

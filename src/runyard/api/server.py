@@ -86,6 +86,7 @@ def serve(settings: Settings) -> None:
             file=sys.stderr,
             flush=True,
         )
+    loop_factory = event_loop_factory(settings.event_loop)
     set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
     keep_freed_buffers()  # request bodies without a page fault per piece
     lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
@@ -95,7 +96,7 @@ def serve(settings: Settings) -> None:
     url = f"http://{_url_host(host)}:{port}"
     record = {"url": url, "pid": os.getpid(), "token": settings.token, "started_at": utcnow()}
     try:
-        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
             failure = runner.run(_run_all(tcp, settings, record))
     finally:
         os.close(lock_fd)
@@ -103,13 +104,22 @@ def serve(settings: Settings) -> None:
         raise failure
 
 
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop where it is installed (a dependency on Linux): the same asyncio API
-    with its I/O, timers and thread hand-offs in C, for a few per cent less of the server's
-    CPU a request. None, asyncio's own loop, where it is not."""
+def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The server's event loop (the ``event_loop`` setting): uvloop's where it is installed
+    (a dependency on Linux) for ``auto``, with the same asyncio API and its I/O, timers and
+    thread hand-offs in C, for a few per cent less of the server's CPU a request
+    (``bench/bench_loop.py``); None, asyncio's own loop, for ``asyncio`` or where uvloop is
+    not installed. ``uvloop`` where it is not installed is a configuration error."""
+    if choice == "asyncio":
+        return None
     try:
         import uvloop
-    except ImportError:
+    except ImportError as exc:
+        if choice == "uvloop":
+            raise ConfigError(
+                f"event_loop: uvloop, but uvloop cannot be imported here ({exc}); install "
+                "it (pip install uvloop) or set event_loop: auto"
+            ) from exc
         return None
     return uvloop.new_event_loop
 
