@@ -95,7 +95,7 @@ def test_uvloop_asked_for_where_it_is_missing_stops_the_start(tmp_path: Path) ->
     assert not (workspace / "server.json").exists()  # nothing was served
 
 
-def test_a_misspelt_event_loop_is_refused(tmp_path: Path) -> None:
+def test_a_misspelt_event_loop_is_refused() -> None:
     from runyard.config import Settings
 
     with pytest.raises(ValueError, match="event_loop"):
