@@ -106,6 +106,24 @@ def test_a_dead_zygote_is_replaced_and_its_children_run_on(executor, tmp_path):
     assert sleeper.data["containment"].cgroup is None  # yet its cgroup was ended
 
 
+def test_a_child_gets_exactly_its_specs_environment_not_the_zygotes(tmp_path):
+    zygote_env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE),
+                  "KEPT": "same", "CHANGED": "zygote's", "DROPPED": "zygote's only"}
+    executor = PreforkExecutor(PY, ["prefork_probe"], zygote_env)
+    executor.start()
+    try:
+        task_env = {"PYTHONPATH": str(HERE), "KEPT": "same", "CHANGED": "the task's",
+                    "ADDED": "the task's only"}
+        handle = executor.launch(probe(tmp_path, {}, env=task_env))
+        assert "zygote" in handle.data
+        assert executor.wait_exit(handle, 10).exit_code == 0
+    finally:
+        executor.close()
+    report = json.loads(log_of(tmp_path).splitlines()[-1])
+    report["env"].pop("LC_CTYPE", None)  # an interpreter may set it for itself
+    assert report["env"] == task_env
+
+
 def test_close_leaves_running_children_alive(tmp_path):
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
     executor = PreforkExecutor(PY, ["prefork_probe"], env)

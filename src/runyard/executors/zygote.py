@@ -236,8 +236,7 @@ class Zygote:
             join_self(request.get("cgroup_procs", []), request.get("rlimits", []))
             if request.get("cwd"):
                 os.chdir(request["cwd"])
-            os.environ.clear()
-            os.environ.update(request["env"])
+            become_environment(request["env"])
             sys.argv = [request["module"], *request["args"]]
             code = run_module(request["module"])
         except SystemExit as exc:
@@ -277,6 +276,20 @@ class Zygote:
             _, status = os.waitpid(info.si_pid, 0)
             code = os.waitstatus_to_exitcode(status)
             self._reply({"op": "exit", "pid": info.si_pid, "code": code})
+
+
+def become_environment(env: dict[str, str]) -> None:
+    """Make ``os.environ`` exactly ``env``, changing only what differs.
+
+    A child starts with the zygote's variables, which are mostly the task's own. Clearing
+    them all and setting them again costs a worker about half a millisecond (``clear``
+    copies the key list for every variable it removes) and dirties pages it would
+    otherwise share with the zygote."""
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _flush() -> None:
