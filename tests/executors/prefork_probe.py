@@ -45,5 +45,20 @@ def warm_leaves_a_thread() -> None:
     threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
 
 
+def warm_leaves_a_bare_thread() -> None:
+    """A warm-up that leaves a thread the threading module does not know of."""
+    import _thread
+
+    started = _thread.allocate_lock()
+    started.acquire()
+
+    def sleep() -> None:
+        started.release()
+        time.sleep(30)
+
+    _thread.start_new_thread(sleep, ())
+    started.acquire()  # it runs, before the warm-up returns
+
+
 if __name__ == "__main__":
     sys.exit(main())

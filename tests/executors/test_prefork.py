@@ -182,9 +182,10 @@ def test_a_warm_up_that_fails_is_reported_and_the_zygote_forks_unwarmed(tmp_path
     assert "warm-up prefork_probe:warm_fails failed: ValueError" in log.read_text()
 
 
-def test_a_warm_up_that_leaves_a_thread_makes_the_zygote_refuse_to_fork(tmp_path):
+@pytest.mark.parametrize("warm", ["warm_leaves_a_thread", "warm_leaves_a_bare_thread"])
+def test_a_warm_up_that_leaves_a_thread_makes_the_zygote_refuse_to_fork(tmp_path, warm):
     log = tmp_path / "prefork.log"
-    executor = warmed_by("prefork_probe:warm_leaves_a_thread", log)
+    executor = warmed_by(f"prefork_probe:{warm}", log)
     try:
         spec = probe(tmp_path, {"code": 5}, env={"PYTHONPATH": str(HERE)})
         handle = executor.launch(spec)

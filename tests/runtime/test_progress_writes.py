@@ -7,6 +7,7 @@ held back may land after the run's final status.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import threading
@@ -239,3 +240,24 @@ def test_a_child_forked_while_a_write_is_held_writes_its_own_reports(
     assert exit_code(child) == 0
     assert progress_events(workspace, status.task_id, "child") == [50.0]
     assert step_percentage(workspace, status.task_id) == 10.0
+
+
+def test_a_held_write_runs_once_after_its_delay_and_a_cancelled_one_never():
+    calls: list[taskrun.HeldWrite] = []
+    fired = taskrun.HeldWrite(0.02, calls.append)
+    dropped = taskrun.HeldWrite(0.02, calls.append)
+    dropped.cancel()
+    dropped.cancel()  # twice: still a no-op
+    assert taskrun.join_held_writes(10)
+    assert calls == [fired]
+
+
+def test_join_held_writes_waits_for_every_timer_thread_and_says_when_one_lives_on():
+    baseline = _thread._count()
+    held = taskrun.HeldWrite(60, lambda _: None)
+    wait_until(lambda: _thread._count() == baseline + 1)  # a thread of its own
+    assert not taskrun.join_held_writes(0.05)  # it sleeps on: not joined
+    held.cancel()
+    assert taskrun.join_held_writes(10)
+    assert held not in taskrun._PENDING
+    wait_until(lambda: _thread._count() == baseline)  # and the thread ends

@@ -10,6 +10,7 @@ children it forked run on.
 
 from __future__ import annotations
 
+import _thread
 import base64
 import contextlib
 import gc
@@ -190,7 +191,7 @@ class Zygote:
         except Exception as exc:
             errors[target] = f"{type(exc).__name__}: {exc}"
             print(f"runyard launcher: warm-up {target} failed: {errors[target]}", file=sys.stderr)
-        if threading.active_count() > 1:
+        if threading.active_count() > 1 or _thread._count() > 0:  # bare threads count too
             print("runyard launcher: a thread of the warm-up still runs; not forking",
                   file=sys.stderr, flush=True)
             raise SystemExit(1)

@@ -11,6 +11,10 @@ status first. A task that reports progress in a tight loop thus writes status.js
 most twenty times a second, not once a call (each write is a new file renamed over the
 last), and its journal still holds every change.
 
+The timer is a bare thread (:class:`HeldWrite`), not a ``threading.Timer``: nearly every
+short run starts one and drops it, and the threading module's machinery costs a forked
+worker about 0.3 ms of CPU and 60 page faults more.
+
 A task may fork (``multiprocessing`` does on Linux) while the timer thread holds the run's
 lock or waits to write: the child gets a fresh lock and no timer, so its own reports go
 on (a lock held by a thread the child does not have would block them for ever, and a
@@ -19,6 +23,7 @@ timer the child does not run would hold their write back for ever).
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -40,6 +45,53 @@ from runyard.workspace.records import Step, TaskState, TaskStatus, utcnow
 
 PROGRESS_WRITE_INTERVAL = 0.05  # seconds between two progress writes of status.json
 _RUNS: weakref.WeakSet[WorkerRun] = weakref.WeakSet()  # this process's runs, for a fork
+_PENDING: set[HeldWrite] = set()  # this process's timers whose thread has not ended
+
+
+class HeldWrite:
+    """Call ``action(self)`` on a thread of its own after ``delay`` seconds, unless
+    :meth:`cancel` comes first. A bare ``_thread`` (with the threading module, every
+    short run would pay for a Thread, an Event and a Condition); :func:`join_held_writes`
+    waits for every one of them."""
+
+    def __init__(self, delay: float, action: Any) -> None:
+        self._stop = _thread.allocate_lock()
+        self._stop.acquire()
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        _PENDING.add(self)
+        try:
+            _thread.start_new_thread(self._run, (delay, action))
+        except BaseException:
+            _PENDING.discard(self)
+            raise
+
+    def _run(self, delay: float, action: Any) -> None:
+        try:
+            if not self._stop.acquire(timeout=delay):
+                action(self)
+        finally:
+            _PENDING.discard(self)
+            self._done.release()
+
+    def cancel(self) -> None:
+        """Wake the thread and end it without the call (a no-op once cancelled)."""
+        with suppress(RuntimeError):  # released already
+            self._stop.release()
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the thread to end; whether it did."""
+        if not self._done.acquire(timeout=max(0.0, timeout)):
+            return False
+        self._done.release()
+        return True
+
+
+def join_held_writes(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for every timer thread of this process to end
+    (before a fork, say); whether they all did."""
+    deadline = time.monotonic() + timeout
+    return all(held.join(deadline - time.monotonic()) for held in list(_PENDING))
 
 
 class TaskCancelled(BaseException):
@@ -107,7 +159,7 @@ class WorkerRun(TaskRun):
         self._lock = threading.RLock()
         self._events = workspace.events_path(status.task_id)
         self._written_at = float("-inf")  # monotonic time of the last status write
-        self._timer: threading.Timer | None = None  # writes the held progress
+        self._timer: HeldWrite | None = None  # writes the held progress
         self._ended = False  # a terminal state is written: nothing may follow it
         _RUNS.add(self)
 
@@ -182,13 +234,11 @@ class WorkerRun(TaskRun):
             self._drop_timer()
             self._write_status_fast()
         elif self._timer is None:
-            self._timer = threading.Timer(wait, self._write_held)
-            self._timer.daemon = True  # the final status supersedes it
-            self._timer.start()
+            self._timer = HeldWrite(wait, self._write_held)  # the final status supersedes it
 
-    def _write_held(self) -> None:
+    def _write_held(self, timer: HeldWrite) -> None:
         with self._lock:
-            if self._timer is not threading.current_thread() or self._ended:
+            if self._timer is not timer or self._ended:
                 return  # dropped: a later write took its progress along
             if self.status.state.terminal:  # an end not yet journaled: publish_state writes it
                 return
@@ -214,6 +264,7 @@ class WorkerRun(TaskRun):
 
 
 def _after_fork_in_child() -> None:
+    _PENDING.clear()  # their threads are the parent's
     for run in list(_RUNS):
         run._lock = threading.RLock()
         run._timer = None

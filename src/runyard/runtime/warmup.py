@@ -13,12 +13,13 @@ one's (about 135 faults and 1.5 ms less a worker).
 Only runyard's own code runs: the built-in ``demo`` task, never a plugin, in a temporary
 workspace that is removed after. The launcher is left as it was: its title, its standard
 streams (what the runs print goes to /dev/null), its open files, and one thread (the
-progress timers a run starts are joined; one that would not end is an error, and the
-launcher then refuses to fork).
+progress timers a run starts are joined, bare threads included; one that would not end is
+an error, and the launcher then refuses to fork).
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from runyard.runtime.creation import create_task
 from runyard.runtime.proctitle import kept_title
-from runyard.runtime.taskrun import CancelSignal, flush_stdio
+from runyard.runtime.taskrun import CancelSignal, flush_stdio, join_held_writes
 from runyard.runtime.worker import WorkerPayload, run_payload
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
@@ -74,6 +75,13 @@ def _join_new_threads(before: set[threading.Thread]) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             raise RuntimeError(f"the thread {thread.name} of a warm-up run did not end")
+    if not join_held_writes(deadline - time.monotonic()):
+        raise RuntimeError("a progress timer of a warm-up run did not end")
+    # a timer's thread lives on for a moment after its work: the zygote forks only alone
+    while _thread._count() > len(before) - 1:
+        if time.monotonic() >= deadline:
+            raise RuntimeError("a thread of a warm-up run did not end")
+        time.sleep(0.001)
 
 
 @contextlib.contextmanager
