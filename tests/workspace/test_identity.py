@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from runyard.workspace.identity import (
     validate_reg_name,
     validate_task_name,
 )
+from runyard.workspace.layout import Workspace
 
 
 def test_build_and_parse_round_trip() -> None:
@@ -92,8 +94,20 @@ def test_bad_parts_are_refused_with_the_rule(value: str) -> None:
     ],
 )
 def test_path_separators_and_dot_dot_never_make_an_id(value: str) -> None:
-    with pytest.raises(InvalidTaskId):
-        parse_task_id(value)
+    for _ in range(2):  # parsed ids are remembered: a refused one stays refused
+        with pytest.raises(InvalidTaskId):
+            parse_task_id(value)
+        with pytest.raises(InvalidTaskId):
+            Workspace(Path("/ws"), Path("/logs")).task_dir(value)
+
+
+def test_remembered_ids_and_folders_are_the_parsed_ones() -> None:
+    first = parse_task_id("base#demo#kept")
+    assert parse_task_id("base#demo#kept") == first == TaskId("base", "demo", "kept")
+    one, other = Workspace(Path("/ws-a"), Path("/l")), Workspace(Path("/ws-b"), Path("/l"))
+    for _ in range(2):  # each workspace its own folder, however often asked
+        assert one.task_dir("base#demo#kept") == Path("/ws-a/base/base#demo#kept")
+        assert other.task_dir("base#demo#kept") == Path("/ws-b/base/base#demo#kept")
 
 
 def test_name_lengths_at_the_bounds() -> None:

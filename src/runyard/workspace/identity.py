@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import time
@@ -30,6 +31,7 @@ class TaskType(StrEnum):
 TASK_TYPES = frozenset(t.value for t in TaskType)
 REG_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TASK_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,32}$")
+PARSED_IDS_KEPT = 4096
 
 
 class TaskId(NamedTuple):
@@ -64,6 +66,13 @@ def build_task_id(task_type: str, task: str, task_name: str) -> str:
 def parse_task_id(task_id: object) -> TaskId:
     if not isinstance(task_id, str):
         raise InvalidTaskId(repr(task_id), "a task id is a string")
+    return _parsed(task_id)
+
+
+# A task's id is parsed many times a task (each path to one of its files starts here): the
+# ids of the tasks now in use are remembered. An invalid id raises, so it is never kept.
+@functools.lru_cache(maxsize=PARSED_IDS_KEPT)
+def _parsed(task_id: str) -> TaskId:
     parts = task_id.split("#")
     if len(parts) != 3:
         raise InvalidTaskId(task_id, "expected '<task_type>#<task>#<task_name>'")

@@ -7,6 +7,7 @@ PosixPath('/data/.runyard/base/base#demo#api-demo')
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,14 @@ RECORD_FILES = frozenset({STATUS_FILE, METADATA_FILE, EVENTS_FILE})
 WORKSPACE_FORMAT = 1
 
 
+@functools.lru_cache(maxsize=4096)
+def _task_dir(root: Path, task_id: str) -> Path:
+    """The folder of ``task_id`` under ``root``, remembered for the tasks now in use (a
+    path is built many times a task; paths are immutable)."""
+    tid = parse_task_id(task_id)
+    return root / tid.task_type / str(tid)
+
+
 @dataclass(frozen=True)
 class Workspace:
     """A workspace root and its separate log folder."""
@@ -47,8 +56,7 @@ class Workspace:
         return self.root / task_type
 
     def task_dir(self, task_id: str) -> Path:
-        tid = parse_task_id(task_id)
-        return self.root / tid.task_type / str(tid)
+        return _task_dir(self.root, task_id)
 
     def status_path(self, task_id: str) -> Path:
         return self.task_dir(task_id) / STATUS_FILE
