@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runyard.agents.models import RunScope
-from runyard.api.jobs import current_status, status_now
+from runyard.api.jobs import current_status, status_now, wait_until_finished
 from runyard.api.services import Services
+from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import TaskNotFound
 from runyard.runtime.submitters import record_submitter, run_submitter
@@ -142,3 +144,20 @@ def test_a_held_index_is_waited_for_off_the_loop(services: Services) -> None:
     assert answer == expected
     assert time.monotonic() - started >= 0.5
     assert ticks >= 10, f"the loop ticked {ticks} times while the index was held"
+
+
+def test_a_wait_for_a_run_that_ended_needs_no_thread(services: Services) -> None:
+    task_id = seed(services, record("etl#load#ended", "succeeded"))
+    expected = current_status(services, task_id, None).to_json()
+
+    async def main() -> Any:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = 1
+        await limiter.acquire()  # the thread pool has no room left at all
+        try:
+            waited = wait_until_finished(services, ChangeHub(), task_id, "cd" * 16, 1.0)
+            return (await asyncio.wait_for(waited, 5)).to_json()
+        finally:
+            limiter.release()
+
+    assert asyncio.run(main()) == expected

@@ -120,10 +120,11 @@ async def wait_until_finished(
     poll_interval: float,
     scope: Scope = None,
 ) -> TaskStatus:
-    """Wait for a run to end, woken by record changes; ``poll_interval`` bounds each wait."""
+    """Wait for a run to end, woken by record changes; ``poll_interval`` bounds each wait.
+    Each look is :func:`status_now`'s: a run that has ended is answered on the event loop."""
     with hub.subscribe(task_id) as sub:
         while True:
-            status = await run_in_threadpool(current_status, s, task_id, scope)
+            status = await status_now(s, task_id, scope)
             if run_id is not None and status.run_id != run_id:
                 raise RunMismatch(task_id, run_id, status.run_id)
             if status.terminal:
