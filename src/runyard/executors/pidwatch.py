@@ -30,11 +30,16 @@ log = logging.getLogger(__name__)
 
 def process_start_time(pid: int) -> int | None:
     """The start time of ``pid`` in clock ticks since boot (``/proc/<pid>/stat`` field 22)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read()
+    try:  # one read, no file object: every worker and launch asks
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        raw = os.read(fd, 4096)  # a few hundred bytes
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     fields = raw[raw.rfind(b")") + 2 :].split()
     try:
         return int(fields[19])
