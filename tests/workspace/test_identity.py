@@ -101,6 +101,12 @@ def test_path_separators_and_dot_dot_never_make_an_id(value: str) -> None:
             Workspace(Path("/ws"), Path("/logs")).task_dir(value)
 
 
+@pytest.mark.parametrize("value", [None, 7, ["base", "demo", "x"], {"task": "x"}])
+def test_a_task_id_that_is_not_a_string_has_no_folder(value: object) -> None:
+    with pytest.raises(InvalidTaskId):
+        Workspace(Path("/ws"), Path("/logs")).task_dir(value)  # type: ignore[arg-type]
+
+
 def test_remembered_ids_and_folders_are_the_parsed_ones() -> None:
     first = parse_task_id("base#demo#kept")
     assert parse_task_id("base#demo#kept") == first == TaskId("base", "demo", "kept")

@@ -56,6 +56,8 @@ class Workspace:
         return self.root / task_type
 
     def task_dir(self, task_id: str) -> Path:
+        if not isinstance(task_id, str):  # an unhashable one must fail as a bad id too
+            parse_task_id(task_id)
         return _task_dir(self.root, task_id)
 
     def status_path(self, task_id: str) -> Path:
