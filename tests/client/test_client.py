@@ -9,9 +9,12 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import pytest
+from pydantic import ValidationError
 
 from runyard.client import AsyncClient, Client, LogEvent, ProgressEvent, ResultEvent
+from runyard.client.calls import adapter, status_call
 from runyard.errors import JobFailed, RequestInvalid, ServerUnreachable, Unauthorized
 from runyard.workspace.records import TaskStatus
 from serverproc import ServerProcess, start_server
@@ -158,3 +161,23 @@ def test_stream_resumes_after_a_cut(server: ServerProcess, proxy: CuttingProxy) 
     log = "".join(e.chunk.content for e in events if isinstance(e, LogEvent))
     assert log.count("line-1") == 1 and all(f"line-{i}\n" in log for i in range(1, 7))
     assert any(isinstance(e, ProgressEvent) for e in events)
+
+
+def test_each_answer_type_is_validated_by_one_adapter_made_once(server: ServerProcess) -> None:
+    """A call's answer goes through the adapter of its type, made at its first use: later
+    calls reuse it (making one a call cost as much as the validation), and still refuse an
+    answer of the wrong shape."""
+    with Client(server.url, server.token) as client:
+        handle = client.submit("demo", name="adapted", x=1, y=2)
+        client.wait(handle)
+        client.status(handle.task_id)
+        made = adapter.cache_info().misses
+        hits = adapter.cache_info().hits
+        for _ in range(3):
+            assert client.status(handle.task_id).result["result"] == 3
+        assert adapter.cache_info().misses == made
+        assert adapter.cache_info().hits == hits + 3
+    assert adapter(list[TaskStatus]) is adapter(list[TaskStatus])
+    bad = httpx.Response(200, json={"success": True, "answer": {"task_id": 7}})
+    with pytest.raises(ValidationError):
+        status_call("base#demo#adapted").parse(bad)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from runyard.client.agent_models import Artifact, OutputFile, Run, Session
 from runyard.client.answers import STATUS_ERRORS, error_code, error_detail
@@ -31,6 +31,7 @@ from runyard.client.calls import (
     IDEMPOTENCY_HEADER,
     KEYED_ATTEMPTS,
     RETRY_PAUSE,
+    adapter,
     unreachable,
     without_none,
 )
@@ -112,7 +113,7 @@ class AgentsClient:
 
     def _page(self, model: type[M], path: str, **params: Any) -> Page[M]:
         body = self._send("GET", path, params=without_none(**params))
-        items = TypeAdapter(list[model]).validate_python(body["items"])  # type: ignore[valid-type]
+        items = adapter(list[model]).validate_python(body["items"])  # type: ignore[valid-type]
         return Page(items, next_cursor=body.get("nextCursor"))
 
     # sessions

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from runyard.client.agent_models import Artifact, OutputFile, Run, Session
 from runyard.client.agents import (
@@ -27,6 +27,7 @@ from runyard.client.calls import (
     IDEMPOTENCY_HEADER,
     KEYED_ATTEMPTS,
     RETRY_PAUSE,
+    adapter,
     unreachable,
     without_none,
 )
@@ -61,7 +62,7 @@ class AsyncAgentsClient:
 
     async def _page(self, model: type[M], path: str, **params: Any) -> Page[M]:
         body = await self._send("GET", path, params=without_none(**params))
-        items = TypeAdapter(list[model]).validate_python(body["items"])  # type: ignore[valid-type]
+        items = adapter(list[model]).validate_python(body["items"])  # type: ignore[valid-type]
         return Page(items, next_cursor=body.get("nextCursor"))
 
     async def create_session(self, title: str | None = None) -> Session:

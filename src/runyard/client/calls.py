@@ -8,6 +8,7 @@ where the light reader of :mod:`runyard.client.plain` shares it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -56,6 +57,13 @@ def transport_reason(exc: httpx.TransportError) -> str:
 LIST_PAGE_SIZE = 100
 
 
+@functools.lru_cache(maxsize=64)
+def adapter(answer: Any) -> TypeAdapter[Any]:
+    """The validator of one answer type, made once: making a ``TypeAdapter`` for every
+    answer cost about as much as validating the answer."""
+    return TypeAdapter(answer)
+
+
 @dataclass
 class JobCall(Generic[T]):
     """One job: ``POST /jobs/{name}`` with ``{"arguments": ...}``, answering ``answer``."""
@@ -91,7 +99,7 @@ class JobCall(Generic[T]):
         answer = body.get("answer")
         if not body.get("success") and not (self.status_on_failure and isinstance(answer, dict)):
             raise JobFailed(self.name, str(answer))
-        value = TypeAdapter(self.answer).validate_python(answer)
+        value = adapter(self.answer).validate_python(answer)
         if self.paged:
             metadata = body.get("metadata") or {}
             return Page(value, next_cursor=metadata.get("next_cursor"))  # type: ignore[return-value]
@@ -134,7 +142,7 @@ def list_statuses_call(
 def task_list_page(body: dict[str, Any]) -> Page[TaskStatus]:
     """A page of ``GET /api/v1/tasks``, with its ``next_cursor`` and ``total``."""
     items, next_cursor, total = task_list_body(body)
-    return Page(TypeAdapter(list[TaskStatus]).validate_python(items), next_cursor, total)
+    return Page(adapter(list[TaskStatus]).validate_python(items), next_cursor, total)
 
 
 def wait_call(
