@@ -15,6 +15,7 @@ from runyard.agents.models import RunScope
 from runyard.api.idempotency import (
     HEADER,
     IdempotencyStore,
+    Stored,
     body_hash,
     check_key,
     current_key,
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 REPLAYED_HEADER = "idempotent-replayed"
 _STORE_LOCK = threading.Lock()
 Work = Callable[[], Awaitable[Any]]
+Make = Callable[[], Any]  # in the thread pool: a JSON-able answer or a Response
 Recover = Callable[[str], Any]
 
 
@@ -68,23 +70,113 @@ async def run_once(
     key = request.headers.get(HEADER)
     if key is None:
         return await work()
-    check_key(key)
-    store = services.idempotency  # opened by the first keyed request (in a thread: it is I/O)
-    if store is None:
-        store = await run_in_threadpool(idempotency_store, services)
+    store = await _store(services, key)
     async with store.held(route, key):
         try:
             stored = await run_in_threadpool(store.reserve, route, key, body_hash(body))
         except IdempotencyConflict as exc:
             return conflict(exc)
-        if stored is not None and stored.status is not None:
-            return _replay(stored.body, stored.status)
-        if stored is not None and recover is not None:
-            found = await run_in_threadpool(recover, marker(route, key))
-            if found is not None:
-                await finish_key(store.answer, route, key, success_status, found)
-                return _replay(found, success_status)
+        if stored is not None:
+            replay = await run_in_threadpool(
+                _replay_of, store, route, key, stored, recover, success_status
+            )
+            if replay is not None:
+                return _replay(*replay)
         return await _first(store, route, key, work, success_status)
+
+
+async def run_once_in_thread(
+    request: Request,
+    services: Services,
+    route: str,
+    body: Any,
+    make: Make,
+    *,
+    conflict: Callable[[IdempotencyConflict], Response],
+    success_status: int = 200,
+    recover: Recover | None = None,
+) -> Any:
+    """:func:`run_once` of a ``make`` that runs in the thread pool (it writes and syncs):
+    the key's reservation, ``make`` and the key's answer are one hop there, not three. A
+    hop and back costs the server about as much CPU as the key's answer itself."""
+    key = request.headers.get(HEADER)
+    if key is None:
+        return await run_in_threadpool(make)
+    store = await _store(services, key)
+    digest = body_hash(body)
+    async with store.held(route, key):
+        try:
+            replay, result = await run_in_threadpool(
+                _once, store, route, key, digest, make, recover, success_status
+            )
+        except IdempotencyConflict as exc:
+            return conflict(exc)
+    if replay is not None:
+        return _replay(result, replay)
+    if isinstance(result, Response):
+        return result
+    return JSONResponse(result, status_code=success_status)
+
+
+async def _store(services: Services, key: str) -> IdempotencyStore:
+    check_key(key)
+    store = services.idempotency  # opened by the first keyed request (in a thread: it is I/O)
+    if store is None:
+        store = await run_in_threadpool(idempotency_store, services)
+    return store
+
+
+def _replay_of(
+    store: IdempotencyStore,
+    route: str,
+    key: str,
+    stored: Stored,
+    recover: Recover | None,
+    success_status: int,
+) -> tuple[Any, int] | None:
+    """What to answer again for a key held already: its kept answer, or what its first
+    request made before a crash cut it short (kept now as the key's answer); None when that
+    request made nothing, so the work runs."""
+    if stored.status is not None:
+        return stored.body, stored.status
+    if recover is not None:
+        found = recover(marker(route, key))
+        if found is not None:
+            keep_key(store.answer, route, key, success_status, found)
+            return found, success_status
+    return None
+
+
+def _once(
+    store: IdempotencyStore,
+    route: str,
+    key: str,
+    digest: str,
+    make: Make,
+    recover: Recover | None,
+    success_status: int,
+) -> tuple[int | None, Any]:
+    """In the thread pool: ``(status, answer)`` to replay, or ``(None, what make() made)``
+    with the key answered (or released, for a Response)."""
+    stored = store.reserve(route, key, digest)
+    if stored is not None:
+        replay = _replay_of(store, route, key, stored, recover, success_status)
+        if replay is not None:
+            return replay[1], replay[0]
+    token = current_key.set(marker(route, key))
+    try:
+        result = make()
+    except Exception:
+        keep_key(store.release, route, key)
+        raise
+    finally:
+        current_key.reset(token)
+    if isinstance(result, Response):
+        keep_key(store.release, route, key)
+        return None, result
+    fault_point("idempotency.answer")  # made, not yet answered: the worst moment to die
+    keep_key(store.answer, route, key, success_status, result)
+    return None, result
 
 
 async def _first(
@@ -107,11 +199,16 @@ async def _first(
 
 
 async def finish_key(call: Callable[..., None], route: str, key: str, *args: Any) -> None:
+    """:func:`keep_key` in the thread pool."""
+    await run_in_threadpool(keep_key, call, route, key, *args)
+
+
+def keep_key(call: Callable[..., None], route: str, key: str, *args: Any) -> None:
     """Answer or release a key; a full disk does not turn the request's own outcome into
     an error. The key stays reserved, and its retry finds what this request made (or, if it
     made nothing, runs again)."""
     try:
-        await run_in_threadpool(call, route, key, *args)
+        call(route, key, *args)
     except InsufficientStorage as exc:
         log.warning("Idempotency-Key %r of %s left reserved: %s", key, route, exc)
 

@@ -104,10 +104,14 @@ async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub, scope: 
 
 
 async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope) -> JobResult:
+    return await run_in_threadpool(submit_now, s, args, scope)
+
+
+def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
+    """The submit job itself, in the calling thread (it writes and syncs the task folder)."""
     key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
-    handle = await run_in_threadpool(
-        s.supervisor.submit, args.task, a.extra_inputs(args), submitter_for(scope), key,
-        args.executor,
+    handle = s.supervisor.submit(
+        args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor
     )
     return handle.model_dump(mode="json"), True
 

@@ -19,8 +19,8 @@ from runyard.api.envelope import (
 from runyard.api.errormap import job_error_response, job_failure
 from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
-from runyard.api.idempotent import caller_route, find_keyed_task, run_once
-from runyard.api.jobs import JOBS, Job
+from runyard.api.idempotent import caller_route, find_keyed_task, run_once_in_thread
+from runyard.api.jobs import JOBS, Job, JobResult, submit_now
 from runyard.api.requestbody import read_json_body, validate_envelope
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
@@ -83,13 +83,11 @@ def _add_job_routes(
         if is_full_list(job.name, envelope.arguments, scope):
             return await full_list_response(services, job.name, envelope.arguments)
 
-        async def work() -> Any:
-            return await _run(job, services, envelope.arguments, hub, scope)
-
         if job.name != "submit":
-            return await work()
-        return await run_once(
-            request, services, caller_route("jobs/submit", scope), raw, work,
+            return await _run(job, services, envelope.arguments, hub, scope)
+        return await run_once_in_thread(
+            request, services, caller_route("jobs/submit", scope), raw,
+            lambda: _submitted(services, envelope.arguments, scope),
             conflict=job_error_response,
             recover=lambda mark: _recovered(services, mark),
         )  # fmt: skip
@@ -163,13 +161,33 @@ async def _run(
     """The job's Job envelope; a failure as the error table says (api/errormap.py): mostly
     HTTP 200 with ``success: false``, a 507 envelope for a full disk, a 403 for a run token."""
     try:
-        answer, success, *rest = await job.run(services, arguments, hub, scope)
+        result = await job.run(services, arguments, hub, scope)
     except Exception as exc:
-        if not isinstance(exc, EXPECTED_FAILURES):
-            log.exception("job %s failed", job.name)
-        return job_failure(exc, lambda text: scrub(services, text, scope))
-    answer = scrub(services, answer, scope)
-    return job_response(answer, success, rest[0] if rest else None)
+        return _failed(job.name, services, scope, exc)
+    return _enveloped(services, scope, result)
+
+
+def _submitted(services: Services, arguments: Any, scope: RunScope | None) -> Any:
+    """:func:`_run` of the submit job, in the calling thread (the thread pool's): a keyed
+    submit reserves its key, submits and keeps its answer in one hop there."""
+    try:
+        result = submit_now(services, arguments, scope)
+    except Exception as exc:
+        return _failed("submit", services, scope, exc)
+    return _enveloped(services, scope, result)
+
+
+def _failed(
+    name: str, services: Services, scope: RunScope | None, exc: Exception
+) -> dict[str, Any] | Response:
+    if not isinstance(exc, EXPECTED_FAILURES):
+        log.exception("job %s failed", name)
+    return job_failure(exc, lambda text: scrub(services, text, scope))
+
+
+def _enveloped(services: Services, scope: RunScope | None, result: JobResult) -> dict[str, Any]:
+    answer, success, *rest = result
+    return job_response(scrub(services, answer, scope), success, rest[0] if rest else None)
 
 
 def _recovered(services: Services, mark: str) -> dict[str, Any] | None:
