@@ -50,10 +50,16 @@ class _Process(subprocess.Popen[bytes]):
         return
 
 
-def open_log(path: Path) -> int:
-    """An append-only fd on ``path`` (parents created), shared by stdout and stderr."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+def open_log(path: Path | str) -> int:
+    """An append-only fd on ``path`` (parents created when missing), shared by stdout and
+    stderr. The folder is made only when the open finds it missing: every forked worker
+    opens its log, and all but the first of a folder would make it in vain."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, flags, 0o644)
 
 
 def stdin_fd(data: bytes) -> int:

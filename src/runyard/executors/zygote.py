@@ -24,7 +24,6 @@ import socket
 import sys
 import threading
 import traceback
-from pathlib import Path
 from typing import Any, NoReturn
 
 from runyard.executors.containment import join_self
@@ -130,11 +129,12 @@ class Zygote:
         pid, request_w, ready_r = self.standby
         self.standby = None
         os.close(ready_r)
-        try:
-            with os.fdopen(request_w, "wb") as pipe:  # it joined its cgroup already
-                pipe.write(json.dumps({**request, "cgroup_procs": []}).encode())
+        try:  # it joined its cgroup already
+            _write_all(request_w, json.dumps({**request, "cgroup_procs": []}).encode())
         except OSError:
             return False
+        finally:
+            os.close(request_w)
         self._reply({"op": "spawned", "id": request["id"], "pid": pid})
         return True
 
@@ -157,11 +157,10 @@ class Zygote:
                 os._exit(1)
             os.write(ready_w, b"1")
             os.close(ready_w)
-            with os.fdopen(request_r, "rb") as pipe:
-                raw = pipe.read()
+            raw = _read_all(request_r)
             request = json.loads(raw) if raw else None
             if request is not None:
-                log_fd = open_log(Path(request["log_path"]))
+                log_fd = open_log(request["log_path"])
                 data = base64.b64decode(request["stdin"])
                 in_fd = stdin_fd(data) if data else os.open(os.devnull, os.O_RDONLY)
                 self._child(request, log_fd, in_fd, left=True)
@@ -203,7 +202,7 @@ class Zygote:
 
     def _spawn(self, request: dict[str, Any]) -> None:
         try:
-            log_fd = open_log(Path(request["log_path"]))
+            log_fd = open_log(request["log_path"])
             data = base64.b64decode(request["stdin"])
             in_fd = stdin_fd(data) if data else os.open(os.devnull, os.O_RDONLY)
         except (OSError, ValueError) as exc:
@@ -291,6 +290,24 @@ def become_environment(env: dict[str, str]) -> None:
     for name, value in env.items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything until EOF from the pipe ``fd``, which is then closed (plain reads: a
+    file object is a dozen objects more for a child to make)."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _flush() -> None:
