@@ -13,29 +13,36 @@ import pytest
 from starlette.testclient import TestClient
 
 from runyard.api.app import create_app
+from runyard.api.idempotent import find_keyed_task
 from runyard.api.services import Services
 from runyard.config import Settings
-from runyard.runtime.creation import IDEMPOTENCY_FILE
+from runyard.runtime.creation import IDEMPOTENCY_FILE, key_mark
 
 TOKEN = "t" * 32
 DEMO = {"arguments": {"task": "demo", "x": 1, "y": 2}}
 
 
 @pytest.fixture()
-def client(tmp_path: Path) -> Iterator[TestClient]:
+def services(tmp_path: Path) -> Iterator[Services]:
     settings = Settings(
         workspace_dir=tmp_path / "ws",
         log_dir=tmp_path / "logs",
         token=TOKEN,
         max_concurrent_tasks=1,
     )
-    services = Services.build(settings)
+    built = Services.build(settings)
     try:
-        with TestClient(create_app(settings, services), base_url="http://127.0.0.1") as http:
-            http.headers["authorization"] = f"Bearer {TOKEN}"
-            yield http
+        yield built
     finally:
-        services.stop()
+        built.stop()
+
+
+@pytest.fixture()
+def client(services: Services) -> Iterator[TestClient]:
+    app = create_app(services.settings, services)
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        http.headers["authorization"] = f"Bearer {TOKEN}"
+        yield http
 
 
 @pytest.fixture()
@@ -68,7 +75,7 @@ def test_a_keyed_submit_is_one_hop_and_its_retry_answers_it_again(
     assert count == 1, hops
     task_id = first.json()["answer"]["task_id"]
     folder = tmp_path / "ws" / "base" / task_id
-    assert (folder / IDEMPOTENCY_FILE).read_text().endswith("\none-hop")
+    assert (folder / key_mark("jobs/submit:admin\none-hop")).read_bytes() == b""
 
     again, count = _submit(client, hops, DEMO, "one-hop")
     assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
@@ -94,3 +101,24 @@ def test_a_refused_task_is_kept_as_the_keys_answer_and_a_keyless_submit_is_one_h
 
     plain, count = _submit(client, hops, DEMO, None)
     assert plain.json()["success"] is True and count == 1, hops
+
+
+def test_a_crashed_submit_is_found_by_its_keys_mark_or_an_older_versions_key_file(
+    client: TestClient, services: Services
+) -> None:
+    """What a retry looks for when the key was reserved but its answer lost: the folder
+    holding the key's mark, or (made by an earlier version) the key in its key file. A
+    folder of another key, or none, is not it."""
+    made = client.post("/jobs/submit", json=DEMO, headers={"Idempotency-Key": "marked"})
+    task_id = made.json()["answer"]["task_id"]
+    marked = "jobs/submit:admin\nmarked"
+    found = find_keyed_task(services, marked)
+    assert found is not None and found["task_id"] == task_id
+    assert find_keyed_task(services, "jobs/submit:admin\nanother") is None
+    folder = services.workspace.task_dir(task_id)
+    (folder / key_mark(marked)).unlink()
+    assert find_keyed_task(services, marked) is None
+    (folder / IDEMPOTENCY_FILE).write_text(marked)  # as earlier versions kept it
+    found = find_keyed_task(services, marked)
+    assert found is not None and found["task_id"] == task_id
+    assert find_keyed_task(services, "jobs/submit:admin\nanother") is None

@@ -27,6 +27,7 @@ from reliability_helpers import (
 from runyard.api.idempotency import IdempotencyStore
 from runyard.api.idempotent import finish_key
 from runyard.errors import InsufficientStorage
+from runyard.runtime.creation import key_mark
 from serverproc import ServerProcess, start_server
 
 ROUTE = "jobs/submit:admin"
@@ -150,8 +151,10 @@ def test_full_disk_refuses_creation_with_507_and_leaves_nothing_half_made(
         again = http.post("/jobs/submit", json=keyed, headers=key)
         assert again.headers.get("idempotent-replayed") == "true"
         assert again.json()["answer"]["task_id"] == first.json()["answer"]["task_id"]
-        kept = ws / "base" / first.json()["answer"]["task_id"] / ".idempotency-key"
-        assert kept.read_text() == "jobs/submit:admin\nfull-disk-submit"
+        kept = ws / "base" / first.json()["answer"]["task_id"] / key_mark(
+            "jobs/submit:admin\nfull-disk-submit"
+        )
+        assert kept.read_bytes() == b""  # the key's mark: a name, no data to lose
 
 
 def test_low_space_guard_refuses_new_work_and_health_reports_it(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ A key is reserved (a row without an answer) before the work starts and answered 
 Two requests with one key in one server are serialised by a per-key lock (one server per
 workspace: :mod:`runyard.api.serverlock`). A reserved row without an answer after a
 restart means the server died mid-request: a submit then finds the task its first attempt
-made by the key written into the task folder before it appeared
-(:data:`runyard.runtime.creation.IDEMPOTENCY_FILE`), so it still never runs twice.
+made by the key's mark, an empty file named by the key's hash made in the task folder
+before it appeared (:func:`runyard.runtime.creation.key_mark`), so it still never runs
+twice.
 Failures that created nothing (5xx, 507) release the key, so the retry runs.
 """
 
@@ -157,9 +158,9 @@ class IdempotencyStore:
         """Keep the answer for the key: committed, so it outlives the process, but not
         synced to disk (one fsync less a request). An answer lost to a power cut leaves the
         key reserved, and its retry finds what the first request made (the ``recover`` of
-        :func:`runyard.api.idempotent.run_once`): a task by the key fsynced into its folder
-        (:data:`runyard.runtime.creation.IDEMPOTENCY_FILE`), a run by the id synced with
-        the reservation (:meth:`reserve_id`)."""
+        :func:`runyard.api.idempotent.run_once`): a task by the key's mark, made durable
+        with its folder (:func:`runyard.runtime.creation.key_mark`), a run by the id synced
+        with the reservation (:meth:`reserve_id`)."""
         with _space_checked(), self._lock:
             self._db.execute("PRAGMA synchronous=NORMAL")
             try:

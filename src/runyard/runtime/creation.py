@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import secrets
 import shutil
@@ -42,9 +43,18 @@ from runyard.workspace.records import TaskState, TaskStatus, utcnow
 from runyard.workspace.space import is_space_error, storage_error
 
 NAME_ATTEMPTS = 64
+MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 STAGING_PREFIX = ".staging-"
-# written into a folder created for a request that carried an Idempotency-Key
+# in a folder created for a request that carried an Idempotency-Key: an empty file named
+# by the key's hash (:func:`key_mark`); folders of earlier versions hold the key inside
+# ``IDEMPOTENCY_FILE`` instead
+KEY_MARK_PREFIX = ".idempotency."
 IDEMPOTENCY_FILE = ".idempotency-key"
+
+
+def key_mark(key: str) -> str:
+    """The name of the empty file that marks a folder as made for ``key``."""
+    return KEY_MARK_PREFIX + hashlib.sha256(key.encode()).hexdigest()
 
 
 def create_task(
@@ -200,9 +210,11 @@ def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
     try:
         append_event(staging / EVENTS_FILE, state_event(TaskState.QUEUED, status.created_at))
         if key is not None:
-            # synced: the key's answer is not (see IdempotencyStore.answer), so after a power
-            # cut this file is how a retry finds the task instead of making a second one
-            write_bytes_new(staging / IDEMPOTENCY_FILE, key.encode())
+            # the key's answer is not synced (see IdempotencyStore.answer), so after a power
+            # cut this mark is how a retry finds the task instead of making a second one. An
+            # empty file is all names and no data: the folder's fsync below makes it
+            # durable, as it does the status file's name, and no fsync of its own is needed
+            os.close(os.open(staging / key_mark(key), MARK_FLAGS, 0o644))
         fault_point("status")
         write_bytes_new(staging / STATUS_FILE, dump_json(status.to_json()))
         fsync_dir(staging)
