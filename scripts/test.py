@@ -2,7 +2,7 @@
 """Set up everything the test suite needs on a fresh machine, then run it.
 
 System packages (bubblewrap for sandboxed agent runs, chromium for the Studio's browser
-tests) are installed with apt-get when missing and we are root; Python packages go into
+tests, openssl for a test certificate) are installed with apt-get when missing and we are root; Python packages go into
 ``.venv``. Extra arguments are passed to pytest. Without ``-n``, the suite runs in two
 pytest-xdist workers, one test file at a time each (``--dist loadfile``), so a file's
 module-scoped server starts once: most tests wait on real servers and processes, not on CPU.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
-SYSTEM_PACKAGES = {"bwrap": "bubblewrap", "chromium": "chromium"}
+SYSTEM_PACKAGES = {"bwrap": "bubblewrap", "chromium": "chromium", "openssl": "openssl"}
 WORKERS = 2
 
 

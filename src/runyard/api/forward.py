@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from runyard.api.jsonbody import MAX_DEPTH, parse_json_body
 from runyard.config import Settings, Target
 from runyard.errors import UnknownTarget, UpstreamError
+from runyard.tls import client_verify
 
 CONNECT_TIMEOUT = 5.0
 
@@ -29,7 +30,10 @@ def resolve_target(settings: Settings, name: str) -> Target:
 def _client(target: Target) -> httpx.AsyncClient:
     headers = {"authorization": f"Bearer {target.token}"} if target.token else {}
     timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
-    return httpx.AsyncClient(base_url=target.url.rstrip("/"), headers=headers, timeout=timeout)
+    url = target.url.rstrip("/")
+    return httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=timeout, verify=client_verify(url)
+    )
 
 
 async def forward_call(target: Target, name: str, arguments: dict[str, Any]) -> Response:

@@ -25,6 +25,7 @@ from runyard.client.sync import (
     resolve,
 )
 from runyard.errors import ServerUnreachable
+from runyard.tls import client_verify
 from runyard.wire import (
     TaskContext,
     TaskDefinition,
@@ -61,6 +62,7 @@ class AsyncClient:
             headers=auth_headers(token),
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
             transport=transport,
+            verify=client_verify(self.url),
         )
         self._agents: AsyncAgentsClient | None = None
 

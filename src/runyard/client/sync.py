@@ -18,6 +18,7 @@ from runyard.client.discovery import find_server, read_record
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
 from runyard.errors import ServerNotFound, ServerUnreachable
+from runyard.tls import client_verify
 from runyard.wire import (
     TaskContext,
     TaskDefinition,
@@ -104,6 +105,7 @@ class Client:
             headers=auth_headers(token),
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
             transport=transport,
+            verify=client_verify(self.url),
         )
         self._agents: AgentsClient | None = None
 

@@ -27,6 +27,7 @@ from runyard.sync.deletion import MAX_DELETES, gone_here
 from runyard.sync.diff import MAX_CANDIDATES, REFUSE, SEND, SKIP
 from runyard.sync.errors import SyncError
 from runyard.sync.tarstream import task_tar_stream
+from runyard.tls import client_verify
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
 from runyard.workspace.layout import Workspace
 
@@ -47,7 +48,10 @@ class Receiver:
 
     def client(self) -> httpx.Client:
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
-        return httpx.Client(base_url=self.url.rstrip("/"), headers=headers, timeout=TIMEOUT)
+        url = self.url.rstrip("/")
+        return httpx.Client(
+            base_url=url, headers=headers, timeout=TIMEOUT, verify=client_verify(url)
+        )
 
 
 @dataclass
