@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
+from runyard.api import forward
+from runyard.config import Target
 from serverproc import read_sse, start_server
 
 
@@ -67,3 +73,32 @@ def test_forwarding_between_two_servers(tmp_path: Path) -> None:
         remote.stop()
         if local is not None:
             local.stop()
+
+
+def test_https_targets_share_one_verifying_context_made_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forwarded call makes its client on the event loop: the CA bundle of an https
+    target's TLS context (16 ms of CPU) is loaded once for the server's life, and the
+    context still verifies; an http target loads none."""
+    made: list[str] = []
+    real = ssl.create_default_context
+
+    def create_default_context(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append("trusted certificates")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", create_default_context)
+    forward._verifying.cache_clear()
+    clients = [forward._client(Target(url="http://127.0.0.1:9"))]
+    assert made == []
+    clients += [forward._client(Target(url="https://127.0.0.1:9")) for _ in range(3)]
+    assert made == ["trusted certificates"]
+    context = forward._verifying()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+    async def close() -> None:
+        for client in clients:
+            await client.aclose()
+
+    asyncio.run(close())

@@ -5,6 +5,8 @@ Its refusals are family errors (:class:`~runyard.errors.UnknownTarget`,
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,12 +30,25 @@ def resolve_target(settings: Settings, name: str) -> Target:
 
 
 def _client(target: Target) -> httpx.AsyncClient:
+    """A client for one forwarded call (closed with it)."""
     headers = {"authorization": f"Bearer {target.token}"} if target.token else {}
     timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT)
     url = target.url.rstrip("/")
-    return httpx.AsyncClient(
-        base_url=url, headers=headers, timeout=timeout, verify=client_verify(url)
-    )
+    return httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout, verify=_verify(url))
+
+
+def _verify(url: str) -> ssl.SSLContext | bool:
+    """The TLS context of a call to ``url``: for https, httpx's verifying one, made once
+    for the server's life (making it is 16 ms of CPU, on the event loop, that every
+    forwarded call paid); the forwarded calls all run on the event loop's one thread, so
+    they never touch it at the same time."""
+    verify = client_verify(url)
+    return _verifying() if verify is True else verify
+
+
+@functools.cache
+def _verifying() -> ssl.SSLContext:
+    return httpx.create_ssl_context()
 
 
 async def forward_call(target: Target, name: str, arguments: dict[str, Any]) -> Response:
