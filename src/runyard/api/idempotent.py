@@ -113,7 +113,7 @@ async def run_once_in_thread(
         except IdempotencyConflict as exc:
             return conflict(exc)
     if replay is not None:
-        return _replay(result, replay)
+        return _replay(*replay)
     if isinstance(result, Response):
         return result
     return JSONResponse(result, status_code=success_status)
@@ -156,14 +156,14 @@ def _once(
     make: Make,
     recover: Recover | None,
     success_status: int,
-) -> tuple[int | None, Any]:
-    """In the thread pool: ``(status, answer)`` to replay, or ``(None, what make() made)``
-    with the key answered (or released, for a Response)."""
+) -> tuple[tuple[Any, int] | None, Any]:
+    """In the thread pool: ``((answer, status), None)`` to replay, or ``(None, what make()
+    made)`` with the key answered (or released, for a Response)."""
     stored = store.reserve(route, key, digest)
     if stored is not None:
         replay = _replay_of(store, route, key, stored, recover, success_status)
         if replay is not None:
-            return replay[1], replay[0]
+            return replay, None
     token = current_key.set(marker(route, key))
     try:
         result = make()
