@@ -9,6 +9,7 @@ where the light reader of :mod:`runyard.client.plain` shares it.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -16,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import TypeAdapter
 
-from runyard.client.answers import checked_json, os_reason, task_list_body
+from runyard.client.answers import Reply, checked_json, os_reason, task_list_body
 from runyard.client.pages import Page
 from runyard.errors import JobFailed, ServerUnreachable, WaitTimeout
 from runyard.wire import (
@@ -94,7 +95,7 @@ class JobCall(Generic[T]):
             body["target"] = target
         return body
 
-    def parse(self, reply: httpx.Response) -> T:
+    def parse(self, reply: Reply) -> T:
         body = checked_json(reply)
         answer = body.get("answer")
         if not body.get("success") and not (self.status_on_failure and isinstance(answer, dict)):
@@ -104,6 +105,11 @@ class JobCall(Generic[T]):
             metadata = body.get("metadata") or {}
             return Page(value, next_cursor=metadata.get("next_cursor"))  # type: ignore[return-value]
         return value
+
+
+def json_body(body: dict[str, Any]) -> bytes:
+    """``body`` as httpx's ``json=`` sends it (a NaN is refused with ``ValueError``)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def without_none(**arguments: Any) -> dict[str, Any]:

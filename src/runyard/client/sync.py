@@ -12,11 +12,12 @@ from urllib.parse import quote
 import httpx
 
 from runyard.client import answers, calls
-from runyard.client.answers import auth_headers
+from runyard.client.answers import Reply, auth_headers
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
+from runyard.client.plain import KeptConnections, NoAnswer, plain_reaches
 from runyard.errors import ServerNotFound, ServerUnreachable
 from runyard.tls import client_verify
 from runyard.wire import (
@@ -83,6 +84,10 @@ class Client:
     to ``url``. ``timeout`` bounds each request (``None``: no bound, as waits need);
     ``target`` names the server-side target of the Job API, if any.
 
+    The Job API calls go over kept-alive ``http.client`` connections when the server is
+    reached by plain ``http://`` without a proxy (:mod:`runyard.client.plain`), else, as
+    every other request, over httpx.
+
     Use it as a context manager, or call :meth:`close`. Failures raise
     :class:`runyard.errors.ClientError` subclasses; a job answering ``success: false``
     raises :class:`runyard.errors.JobFailed`.
@@ -100,6 +105,11 @@ class Client:
         url, token = resolve(url, token)
         self.url = url.rstrip("/")
         self.target = target
+        self._timeout = timeout
+        self._plain: KeptConnections | None = None
+        if transport is None and plain_reaches(self.url):
+            headers = {"accept": "application/json", "content-type": "application/json"}
+            self._plain = KeptConnections(self.url, {**headers, **auth_headers(token)})
         self._http = httpx.Client(
             base_url=self.url,
             headers=auth_headers(token),
@@ -123,6 +133,8 @@ class Client:
 
     def close(self) -> None:
         """Close the connections; the client is not usable afterwards."""
+        if self._plain is not None:
+            self._plain.close()
         self._http.close()
 
     @property
@@ -145,20 +157,30 @@ class Client:
         body, headers = call.body(self.target), call.headers()
         for attempt in range(call.attempts()):
             try:
-                reply = self._http.post(
-                    f"/jobs/{call.name}", json=body, headers=headers,
-                    timeout=request_timeout(call),
-                )  # fmt: skip
-                return call.parse(reply)
-            except httpx.TimeoutException as exc:
-                if call.timeout is not None:
+                return call.parse(self._post(call, body, headers))
+            except NoAnswer as exc:
+                if exc.timed_out and call.timeout is not None:
                     raise call.timed_out() from exc
-                raise ServerUnreachable(self.url, "no answer in time") from exc
-            except httpx.TransportError as exc:
-                if attempt + 1 >= call.attempts():
-                    raise calls.unreachable(self.url, exc) from exc
+                if exc.timed_out or attempt + 1 >= call.attempts():
+                    raise ServerUnreachable(self.url, exc.reason) from exc
                 time.sleep(calls.RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _post(self, call: JobCall[Any], body: dict[str, Any], headers: dict[str, str]) -> Reply:
+        """The answer of ``POST /jobs/{name}``; :class:`NoAnswer` when there was none."""
+        if self._plain is not None:
+            timeout = call.timeout if call.timeout is not None else self._timeout
+            return self._plain.request(
+                "POST", f"/jobs/{call.name}", calls.json_body(body), headers, timeout=timeout
+            )
+        try:
+            return self._http.post(
+                f"/jobs/{call.name}", json=body, headers=headers, timeout=request_timeout(call)
+            )
+        except httpx.TimeoutException as exc:
+            raise NoAnswer("no answer in time", timed_out=True) from exc
+        except httpx.TransportError as exc:
+            raise NoAnswer(calls.transport_reason(exc)) from exc
 
     # tasks
 
