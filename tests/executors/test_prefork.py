@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runyard.executors.base import LaunchSpec, Limits
-from runyard.executors.prefork import PreforkExecutor
+from runyard.executors.prefork import STANDBYS, PreforkExecutor
 
 HERE = Path(__file__).parent
 PY = sys.executable
@@ -141,10 +141,10 @@ def test_close_leaves_running_children_alive(tmp_path):
 def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(executor, tmp_path):
     deadline = time.monotonic() + 10
     zygote = executor._ensure_zygote()
-    while not zygote._standby_ready:  # the standby joins its spare cgroup after start-up
+    while not zygote._ready:  # a standby joins its spare cgroup after start-up
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    spare = zygote._spare.name
+    spare = zygote._ready[0]
     run = f"standby-{uuid.uuid4().hex[:8]}"  # cgroups are machine-wide: names must not repeat
     handles = [executor.launch(probe(tmp_path, {"action": "sleep"},
                                      labels={"runyard.run_id": f"{run}-{n}"}))
@@ -160,6 +160,44 @@ def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(exe
         executor.cancel(handle, grace_seconds=2)
         assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
         assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}-{n}").exists()
+
+
+def test_standbys_are_kept_ready_and_forked_in_batches(executor, tmp_path):
+    """STANDBYS children wait in spare cgroups of their own; launches take them oldest
+    first, and the ones taken are forked again together, when one is left (the zygote's
+    own pages are copied once a batch, not once a launch)."""
+    zygote = executor._ensure_zygote()
+    deadline = time.monotonic() + 10
+    while len(zygote._ready) < STANDBYS:
+        assert time.monotonic() < deadline, zygote._ready
+        time.sleep(0.01)
+    standbys = {}
+    for spare in zygote._ready:
+        pids = Path(f"/sys/fs/cgroup/freezer/{spare}/cgroup.procs").read_text().split()
+        assert len(pids) == 1, (spare, pids)
+        standbys[int(pids[0])] = spare
+    for pid in standbys:  # its request pipe, not the others' (they would outlive the zygote)
+        fds = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        assert len([fd for fd in fds if fd.startswith("pipe:")]) == 1, fds
+    run = f"batch-{uuid.uuid4().hex[:8]}"
+    handles = []
+    for n in range(STANDBYS - 1):
+        labels = {"runyard.run_id": f"{run}-{n}"}
+        handles.append(executor.launch(probe(tmp_path, {"action": "sleep"}, labels=labels)))
+        if n < STANDBYS - 2:  # no refill while more than one is left
+            assert len(zygote._spares) == STANDBYS - 1 - n
+    assert len(zygote._spares) == STANDBYS  # the taken ones, asked for in one batch
+    assert [handle.pid for handle in handles] == list(standbys)[: STANDBYS - 1]
+    try:
+        while len(zygote._ready) < STANDBYS:
+            assert time.monotonic() < deadline, zygote._ready
+            time.sleep(0.01)
+        left = list(standbys.values())[-1]  # the one not taken, and new ones
+        assert set(zygote._ready) & set(standbys.values()) == {left}
+    finally:
+        for handle in handles:
+            executor.cancel(handle, grace_seconds=2)
+            assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
 
 
 def warmed_by(warm: str, log: Path) -> PreforkExecutor:

@@ -13,10 +13,11 @@ A forked worker gets what :class:`LocalExecutor` gives a process: a new session 
 process group), stdout and stderr appended to ``spec.log_path``, ``spec.stdin`` on stdin,
 exactly ``spec.env``, ``spec.cwd``, its cgroup and limits (the child joins them before it
 runs anything else; the launcher kills what is left in the cgroup when the worker has
-ended). A launch without limits takes the zygote's *standby* — a child forked ahead of time
-that already joined a spare cgroup, which is renamed after the run — so it starts
-contained without a cgroup migration on its way; its ``/proc/<pid>/cmdline`` is the
-zygote's. Only specs of the form
+ended). A launch without limits takes one of the zygote's *standbys* — children forked
+ahead of time, each of which already joined a spare cgroup, which is renamed after the
+run — so it starts contained without a cgroup migration on its way; its
+``/proc/<pid>/cmdline`` is the zygote's. :data:`STANDBYS` are kept ready, forked in
+batches. Only specs of the form
 ``[<this python>, "-m", <module>, *args]`` are forked (the module's ``main()`` is called,
 else it is run as ``__main__``); anything else, and any zygote failure, falls back to
 :class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
@@ -54,6 +55,7 @@ from runyard.executors.pidwatch import is_alive, process_start_time, wait_exit
 
 READY_TIMEOUT = 60.0
 SPARE_PREFIX = "runyard-spare-"
+STANDBYS = 8  # standbys kept ready; the rest of them is asked for when one is left
 SPAWN_TIMEOUT = 10.0
 
 
@@ -97,10 +99,8 @@ class PreforkExecutor:
         if zygote is None or module_args is None:
             return self.local.launch(spec)
         name = cgroup_name(spec.labels)
-        setup = zygote.take_standby(name, self.containment, spec.limits)
-        standby = setup is not None
-        if setup is None:
-            setup = self.containment.prepare(name, spec.limits)
+        taken = zygote.take_standby(name, self.containment, spec.limits)
+        setup, standby = taken or (self.containment.prepare(name, spec.limits), None)
         try:
             pid = zygote.spawn(module_args[0], module_args[1:], spec, setup, standby)
         except ExecutorError:
@@ -215,8 +215,8 @@ class ZygoteClient:
         self._send_lock = threading.Lock()
         self._replies: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
-        self._spare: Cgroup | None = None
-        self._standby_ready = False
+        self._spares: dict[str, Cgroup] = {}  # by name: each has a standby, asked for or ready
+        self._ready: list[str] = []  # the spares whose standby joined them, oldest first
         self.alive = True
         self.preload_errors = self._handshake(preload, warm)
         self._reader = threading.Thread(target=self._read, name="prefork-reader", daemon=True)
@@ -262,8 +262,9 @@ class ZygoteClient:
         self._sock.sendall(json.dumps(message).encode() + b"\n")
 
     def spawn(
-        self, module: str, args: list[str], spec: LaunchSpec, setup: Setup, standby: bool = False
-    ) -> int:
+        self, module: str, args: list[str], spec: LaunchSpec, setup: Setup,
+        standby: str | None = None,
+    ) -> int:  # fmt: skip
         request_id = next(self._ids)
         request = {
             "op": "spawn", "id": request_id, "standby": standby, "module": module, "args": args,
@@ -293,37 +294,48 @@ class ZygoteClient:
     # -- the standby: a child waiting, already inside a spare cgroup (see the zygote) ------
 
     def refill(self, containment: Containment) -> None:
-        """Have a standby ready for the next launch (where cgroups are usable)."""
+        """Keep :data:`STANDBYS` standbys ready for the next launches (where cgroups are
+        usable): when at most one is left, the others are asked for in one message, and
+        the zygote forks them back to back."""
+        batch = []
         with self._cond:
-            if self._spare is not None or containment.host is None or not self.alive:
+            if len(self._spares) > 1 or containment.host is None or not self.alive:
                 return
-            try:
-                self._spare = containment.host.create(SPARE_PREFIX + uuid.uuid4().hex, Limits())
-            except ExecutorError:
-                return
-            self._standby_ready = False
-            procs = [str(path) for path in self._spare.procs_files]
-        with contextlib.suppress(OSError), self._send_lock:
-            self._send({"op": "standby", "cgroup_procs": procs})
+            for _ in range(STANDBYS - len(self._spares)):
+                try:
+                    spare = containment.host.create(SPARE_PREFIX + uuid.uuid4().hex, Limits())
+                except ExecutorError:
+                    break
+                self._spares[spare.name] = spare
+                procs = [str(path) for path in spare.procs_files]
+                batch.append({"name": spare.name, "cgroup_procs": procs})
+        if batch:
+            with contextlib.suppress(OSError), self._send_lock:
+                self._send({"op": "standby", "standbys": batch})
 
-    def take_standby(self, name: str, containment: Containment, limits: Limits) -> Setup | None:
-        """The ready standby's cgroup renamed ``name``, for a launch without limits."""
+    def take_standby(
+        self, name: str, containment: Containment, limits: Limits
+    ) -> tuple[Setup, str] | None:
+        """The oldest ready standby's cgroup renamed ``name``, for a launch without limits,
+        and the standby's name for the spawn request."""
         if limits.memory_bytes is not None or limits.pids is not None or limits.cpu is not None:
             return None
         with self._cond:
-            spare = self._spare
-            if spare is None or not self._standby_ready or not spare.rename(name):
+            if not self._ready or not self._spares[self._ready[0]].rename(name):
                 return None
-            self._spare = None
-            self._standby_ready = False
-        return Setup(containment.plan(limits, name), spare)
+            standby = self._ready.pop(0)
+            spare = self._spares.pop(standby)
+        return Setup(containment.plan(limits, name), spare), standby
 
     def _standby_message(self, message: dict[str, Any]) -> None:
-        """Under the condition: the standby joined its spare (or could not)."""
-        self._standby_ready = message["op"] == "standby-ready"
-        if not self._standby_ready and self._spare is not None:
-            spare, self._spare = self._spare, None
-            Setup({}, spare).end()
+        """Under the condition: a standby joined its spare (or could not)."""
+        name = message["name"]
+        if name not in self._spares:
+            return
+        if message["op"] == "standby-ready":
+            self._ready.append(name)
+        else:
+            Setup({}, self._spares.pop(name)).end()
 
     def _read(self) -> None:
         for line in self._file:
@@ -373,6 +385,6 @@ class ZygoteClient:
             self._reader.join(5)
         self._file.close()
         self._sock.close()
-        spare, self._spare = getattr(self, "_spare", None), None
-        if spare is not None:  # its standby ended with the zygote
+        spares, self._spares, self._ready = getattr(self, "_spares", {}), {}, []
+        for spare in spares.values():  # their standbys end with the zygote
             Setup({}, spare).end()

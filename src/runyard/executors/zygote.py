@@ -30,6 +30,9 @@ from runyard.executors.containment import join_self
 from runyard.executors.local import open_log, stdin_fd
 from runyard.runtime.proctitle import prepare_titles
 
+SOCKET = ""  # what the selector's keys carry; a standby's key carries its spare's name
+SIGNAL = "."
+
 
 def serve(fd: int) -> int:
     prepare_titles()  # before any child replaces its environment (see proctitle)
@@ -57,20 +60,22 @@ class Zygote:
         signal.set_wakeup_fd(self.wake_w)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         self.selector = selectors.DefaultSelector()
-        self.selector.register(self.sock, selectors.EVENT_READ, "socket")
-        self.selector.register(self.wake_r, selectors.EVENT_READ, "signal")
-        self.standby: tuple[int, int, int] | None = None  # pid, request pipe, ready pipe
+        self.selector.register(self.sock, selectors.EVENT_READ, SOCKET)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, SIGNAL)
+        # the standbys by the name of their spare cgroup: pid, request pipe, ready pipe
+        self.standbys: dict[str, tuple[int, int, int]] = {}
 
     def run(self) -> int:
         while True:
             for key, _ in self.selector.select():
-                if key.data == "signal":
+                if key.data == SIGNAL:
                     self._drain_wake()
                     self._reap()
-                elif key.data == "standby":
-                    self._standby_ready(key.fd)
-                elif not self._receive():
-                    return 0
+                elif key.data == SOCKET:
+                    if not self._receive():
+                        return 0
+                else:  # a standby's ready pipe, named by its spare
+                    self._standby_ready(key.fd, key.data)
 
     def _receive(self) -> bool:
         try:
@@ -97,13 +102,16 @@ class Zygote:
             if not (message.get("standby") and self._spawn_standby(message)):
                 self._spawn(message)
         elif message.get("op") == "standby":
-            self._fork_standby(message)
+            for standby in message["standbys"]:  # back to back: see _fork_standby
+                self._fork_standby(standby["name"], standby["cgroup_procs"])
 
     # A standby is a child forked ahead of time that joined a spare cgroup and waits for
     # its spawn request: the launcher renames the spare to the run's cgroup, so the worker
     # starts contained with no cgroup migration (which waits for an RCU grace period, many
-    # ms on a quiet machine) on the way.
-    def _fork_standby(self, request: dict[str, Any]) -> None:
+    # ms on a quiet machine) on the way. They come in batches, forked back to back: after
+    # a fork every page the zygote writes is copied, so the pages its own work touches are
+    # copied once a batch rather than once a launch.
+    def _fork_standby(self, name: str, procs: list[str]) -> None:
         request_r, request_w = os.pipe()
         ready_r, ready_w = os.pipe()
         _flush()
@@ -111,23 +119,27 @@ class Zygote:
         if pid == 0:
             os.close(request_w)
             os.close(ready_r)
-            self._wait_as_standby(request["cgroup_procs"], request_r, ready_w)
+            self._wait_as_standby(procs, request_r, ready_w)
         os.close(request_r)
         os.close(ready_w)
-        self._drop_standby()
-        self.standby = (pid, request_w, ready_r)
-        self.selector.register(ready_r, selectors.EVENT_READ, "standby")
+        self._drop_standby(name)
+        self.standbys[name] = (pid, request_w, ready_r)
+        self.selector.register(ready_r, selectors.EVENT_READ, name)
 
-    def _standby_ready(self, ready_r: int) -> None:
+    def _standby_ready(self, ready_r: int, name: str) -> None:
         self.selector.unregister(ready_r)
         joined = os.read(ready_r, 1) == b"1"
-        self._reply({"op": "standby-ready" if joined else "standby-failed"})
+        if not joined:
+            self._drop_standby(name)
+        self._reply({"op": "standby-ready" if joined else "standby-failed", "name": name})
 
     def _spawn_standby(self, request: dict[str, Any]) -> bool:
-        if self.standby is None:
+        standby = self.standbys.pop(request["standby"], None)
+        if standby is None:
             return False
-        pid, request_w, ready_r = self.standby
-        self.standby = None
+        pid, request_w, ready_r = standby
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(ready_r)
         os.close(ready_r)
         try:  # it joined its cgroup already
             _write_all(request_w, json.dumps({**request, "cgroup_procs": []}).encode())
@@ -138,14 +150,14 @@ class Zygote:
         self._reply({"op": "spawned", "id": request["id"], "pid": pid})
         return True
 
-    def _drop_standby(self) -> None:
-        if self.standby is not None:
-            _, request_w, ready_r = self.standby
+    def _drop_standby(self, name: str) -> None:
+        standby = self.standbys.pop(name, None)
+        if standby is not None:
+            _, request_w, ready_r = standby
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(ready_r)
             os.close(request_w)  # it reads EOF and exits
             os.close(ready_r)
-            self.standby = None
 
     def _wait_as_standby(self, procs: list[str], request_r: int, ready_w: int) -> NoReturn:
         try:
@@ -248,9 +260,9 @@ class Zygote:
             os._exit(code)
 
     def _leave_zygote(self) -> None:
-        if self.standby is not None:  # another child's pipes: not ours to hold
-            os.close(self.standby[1])
-            os.close(self.standby[2])
+        for _, request_w, ready_r in self.standbys.values():  # other children's pipes
+            os.close(request_w)
+            os.close(ready_r)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.selector.close()
