@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,6 +16,7 @@ from runyard.client.calls import adapter, status_call
 from runyard.errors import JobFailed, RequestInvalid, ServerUnreachable, Unauthorized
 from runyard.workspace.records import TaskStatus
 from serverproc import ServerProcess, start_server
+from tcpproxy import Proxy
 
 SCRIPT = "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.1; done"
 
@@ -96,63 +95,17 @@ def test_unreachable_and_unauthorized(tmp_path) -> None:  # type: ignore[no-unty
         srv.stop()
 
 
-class CuttingProxy:
-    """A loopback TCP proxy that drops the first connection after ``cut_after`` reply bytes."""
-
-    def __init__(self, upstream_port: int, cut_after: int) -> None:
-        self.upstream_port = upstream_port
-        self.cut_after = cut_after
-        self.connections = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                downstream, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            limit = self.cut_after if self.connections == 1 else None
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pipe, args=(downstream, upstream, None), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, downstream, limit), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket, limit: int | None) -> None:
-        sent = 0
-        try:
-            while data := source.recv(65536):
-                if limit is not None and sent + len(data) > limit:
-                    sink.sendall(data[: limit - sent])
-                    break
-                sink.sendall(data)
-                sent += len(data)
-        except OSError:
-            pass
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
 @pytest.fixture
-def proxy(server: ServerProcess) -> Iterator[CuttingProxy]:
-    port = int(server.url.rsplit(":", 1)[1])
-    cutting = CuttingProxy(port, cut_after=900)
+def proxy(server: ServerProcess) -> Iterator[Proxy]:
+    cutting = Proxy(int(server.url.rsplit(":", 1)[1]), cut_first_after=900)
     yield cutting
-    cutting.close()
+    cutting.stop()
 
 
-def test_stream_resumes_after_a_cut(server: ServerProcess, proxy: CuttingProxy) -> None:
+def test_stream_resumes_after_a_cut(server: ServerProcess, proxy: Proxy) -> None:
     with Client(server.url, server.token) as direct:
         handle = direct.submit("command", name="cut", command=SCRIPT, shell=True)
-    with Client(f"http://127.0.0.1:{proxy.port}", server.token) as client:
+    with Client(proxy.url, server.token) as client:
         events = list(client.stream(handle.task_id, poll_interval=0.05))
     assert proxy.connections >= 2
     assert isinstance(events[-1], ResultEvent) and events[-1].success

@@ -4,15 +4,11 @@ whose call failed or timed out is never used again (its late answer would be rea
 next call's); threads share them without mixing answers; a keyed submit whose answer was
 lost is sent again on a fresh connection and runs once.
 
-Each test puts a loopback TCP proxy between a Client and a real server: the proxy counts
-the connections and can close them, as a server's keep-alive timeout or a restart would.
+Each test puts a loopback TCP proxy (:mod:`tcpproxy`) between a Client and a real server.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,60 +18,7 @@ import pytest
 from runyard.client import Client
 from runyard.errors import WaitTimeout
 from serverproc import ServerProcess
-
-
-class Proxy:
-    """Forwards loopback connections to the server; ``lose_first_answer``: the first
-    connection's request reaches the server, and the connection closes when its answer
-    comes back, unsent."""
-
-    def __init__(self, upstream_port: int, *, lose_first_answer: bool = False) -> None:
-        self.upstream_port = upstream_port
-        self.lose_first_answer = lose_first_answer
-        self.connections = 0
-        self.open: list[socket.socket] = []
-        self.lock = threading.Lock()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                downstream, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            with self.lock:
-                self.connections += 1
-                lose = self.lose_first_answer and self.connections == 1
-                self.open += [downstream, upstream]
-            for pipe in ((downstream, upstream, False), (upstream, downstream, lose)):
-                threading.Thread(target=self._pipe, args=pipe, daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket, lose: bool) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                if lose:
-                    break
-                sink.sendall(data)
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def close_all(self) -> None:
-        """Close every connection, as a server does with idle ones."""
-        with self.lock:
-            sockets, self.open = self.open, []
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def stop(self) -> None:
-        self.listener.close()
-        self.close_all()
+from tcpproxy import Proxy
 
 
 @pytest.fixture
@@ -144,7 +87,7 @@ def test_a_keyed_submit_whose_answer_was_lost_runs_once(server: ServerProcess) -
     """The submit reached the server and its answer was lost with the connection: the
     Client sends it again, with the same Idempotency-Key, over a new connection, and the
     server answers the task it made the first time."""
-    losing = Proxy(int(server.url.rsplit(":", 1)[1]), lose_first_answer=True)
+    losing = Proxy(int(server.url.rsplit(":", 1)[1]), cut_first_after=0)
     try:
         with Client(losing.url, server.token) as client:
             handle = client.submit("demo", name="lost", x=4, y=4)
