@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from runyard.executors.base import LaunchSpec, Limits
-from runyard.executors.prefork import STANDBYS, PreforkExecutor
+from runyard.executors.cgroups import detect_host
+from runyard.executors.prefork import SPARE_PREFIX, STANDBYS, PreforkExecutor
 
 HERE = Path(__file__).parent
 PY = sys.executable
@@ -198,6 +200,36 @@ def test_standbys_are_kept_ready_and_forked_in_batches(executor, tmp_path):
         for handle in handles:
             executor.cancel(handle, grace_seconds=2)
             assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
+
+
+def test_spares_left_by_an_ended_launcher_are_swept_and_live_ones_kept():
+    """A server killed with its standbys leaves their spare cgroups, empty: a launcher
+    starting removes those, never one with a process inside nor one just made (another
+    server's standby may be on its way into it)."""
+    host = detect_host()
+    assert host is not None, "the launcher's tests run where cgroups are writable"
+    tag = uuid.uuid4().hex[:8]
+    left, occupied, fresh = (host.create(f"{SPARE_PREFIX}{kind}-{tag}", Limits())
+                             for kind in ("left", "occupied", "fresh"))  # fmt: skip
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        occupied.add(sleeper.pid)
+        hour_ago = time.time() - 3600
+        for group in (left, occupied):
+            for folder in group.folders.values():
+                os.utime(folder, (hour_ago, hour_ago))
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+        executor = PreforkExecutor(PY, ["prefork_probe"], env)
+        executor.start()
+        executor.close()
+        assert not left.exists()
+        assert occupied.exists() and occupied.pids() == {sleeper.pid}
+        assert fresh.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for group in (left, occupied, fresh):
+            group.remove()
 
 
 def warmed_by(warm: str, log: Path) -> PreforkExecutor:

@@ -42,13 +42,14 @@ import os
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from runyard.errors import ExecutorError
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec, Limits
-from runyard.executors.cgroups import Cgroup
+from runyard.executors.cgroups import Cgroup, CgroupHost
 from runyard.executors.containment import Containment, Setup, cgroup_name
 from runyard.executors.local import LocalExecutor, end_containment, terminate_group
 from runyard.executors.pidwatch import is_alive, process_start_time, wait_exit
@@ -56,6 +57,7 @@ from runyard.executors.pidwatch import is_alive, process_start_time, wait_exit
 READY_TIMEOUT = 60.0
 SPARE_PREFIX = "runyard-spare-"
 STANDBYS = 8  # standbys kept ready; the rest of them is asked for when one is left
+STALE_SPARE_SECONDS = 60.0  # an empty spare this old lost its standby (one joins in ms)
 SPAWN_TIMEOUT = 10.0
 
 
@@ -129,6 +131,7 @@ class PreforkExecutor:
         old, self._zygote = self._zygote, None
         if old is not None:
             old.close()
+        sweep_spares(self.containment.host)
         try:
             self._zygote = ZygoteClient(
                 self.python, self.preload, self.env, self.log_path, self.warm
@@ -181,6 +184,30 @@ class PreforkExecutor:
             zygote, self._zygote = self._zygote, None
         if zygote is not None:
             zygote.close()
+
+
+def sweep_spares(host: CgroupHost | None) -> int:
+    """Remove the spare cgroups ended launchers left behind (a server killed with its
+    standbys leaves their spares, empty); how many went. A live launcher's spare holds its
+    standby, or was made less than :data:`STALE_SPARE_SECONDS` ago (the folder's mtime), so
+    neither is touched, whichever server on this machine it belongs to."""
+    if host is None:
+        return 0
+    cutoff = time.time() - STALE_SPARE_SECONDS
+    removed = 0
+    for base in host.bases.values():
+        try:
+            entries = [entry for entry in os.scandir(base) if entry.name.startswith(SPARE_PREFIX)]
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.rmdir(entry.path)  # refused while a process is inside
+                    removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 def _gone(handle: Handle) -> bool:
