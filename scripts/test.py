@@ -2,10 +2,11 @@
 """Set up everything the test suite needs on a fresh machine, then run it.
 
 System packages (bubblewrap for sandboxed agent runs, chromium for the Studio's browser
-tests, openssl for a test certificate) are installed with apt-get when missing and we are root; Python packages go into
-``.venv``. Extra arguments are passed to pytest. Without ``-n``, the suite runs in two
-pytest-xdist workers, one test file at a time each (``--dist loadfile``), so a file's
-module-scoped server starts once: most tests wait on real servers and processes, not on CPU.
+tests, openssl for a test certificate) are installed with apt-get when missing and we are
+root; Python packages go into ``.venv``. Extra arguments are passed to pytest. Without
+``-n``, the suite runs in two pytest-xdist workers, one test file at a time each
+(``--dist loadfile``), so a file's module-scoped server starts once: most tests wait on
+real servers and processes, not on CPU.
 """
 
 from __future__ import annotations

@@ -53,8 +53,12 @@ def test_a_connection_closed_while_idle_is_not_used(server: ServerProcess, proxy
 def test_a_call_that_timed_out_leaves_its_connection(server: ServerProcess, proxy: Proxy) -> None:
     """A wait that ran out of time: its answer may still come on that connection, so the
     next call goes over another, and gets its own answer."""
-    with Client(proxy.url, server.token) as client:
-        handle = client.submit("command", name="slow", command="sleep 1.5", shell=True)
+    with Client(proxy.url, server.token) as client, Client(server.url, server.token) as aside:
+        handle = client.submit("command", name="slow", command="sleep 3", shell=True)
+        deadline = time.monotonic() + 30
+        while aside.status(handle.task_id).state != "running":  # not through the proxy
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         with pytest.raises(WaitTimeout):
             client.wait(handle, timeout=0.3)
         before = proxy.connections
