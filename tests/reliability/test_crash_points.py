@@ -47,6 +47,8 @@ def _killed_somewhere(server: ServerProcess) -> bool:
 
 def _check_records(workspace: Path) -> None:
     """Every record parses; no folder lacks a status; no staging or removal folder."""
+    staging = workspace / ".staging"
+    assert not staging.exists() or list(staging.iterdir()) == [], "half-made folder left"
     for type_dir in workspace.iterdir():
         if not type_dir.is_dir() or type_dir.name.startswith(".") or type_dir.name == "agent":
             continue

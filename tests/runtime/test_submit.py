@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import watchfiles
 
 from runyard.errors import InvalidInput, TaskActive, UnknownTask
 from runyard.runtime import creation
@@ -112,6 +114,47 @@ def test_fixed_name_reuses_a_metadata_only_or_broken_folder(workspace, registry,
 
     assert workspace.read_status("base#demo#broken").run_id == status.run_id
     assert workspace.read_metadata("base#demo#broken") is None
+
+
+def test_the_watched_type_folder_sees_each_new_task_folder_arrive_whole(workspace, registry):
+    """A folder is built and claimed outside the type folder that the index watches: the
+    watch there sees the task folder and its own files, never a staging name or a claim."""
+    seen: list[str] = []
+    watching, stop = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        for changes in watchfiles.watch(
+            workspace.type_dir("base"), watch_filter=None, debounce=50, step=10,
+            stop_event=stop, rust_timeout=20, yield_on_timeout=True,
+        ):  # fmt: skip
+            seen.extend(os.path.relpath(path, workspace.type_dir("base")) for _, path in changes)
+            watching.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        assert watching.wait(10)
+        made = [create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "fixed"}),
+                create_task(workspace, registry, "demo", {"x": 1, "y": 2})]  # fmt: skip
+        deadline = time.monotonic() + 10
+        while not {s.task_id for s in made} <= {p.split(os.sep)[0] for p in seen}:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert {path.split(os.sep)[0] for path in seen} == {status.task_id for status in made}
+    assert sorted(os.listdir(workspace.staging_dir)) == []
+
+
+def test_a_link_in_place_of_the_staging_folder_is_refused(workspace, registry, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    workspace.staging_dir.symlink_to(elsewhere)
+    with pytest.raises(NotADirectoryError, match=r"not a folder: .*\.staging"):
+        create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "linked"})
+    assert list(elsewhere.iterdir()) == []
+    assert not os.path.lexists(workspace.task_dir("base#demo#linked"))
 
 
 def test_concurrent_fixed_name_submits_in_threads_one_wins(workspace, registry):

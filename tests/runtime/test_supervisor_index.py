@@ -33,7 +33,10 @@ def test_start_from_the_index_runs_queued_work_and_settles_dead_runs(
     queued = [first.submit("sleepy", {"seconds": 0.1}) for _ in range(3)]  # never launched
     base = workspace.type_dir("base")
     (base / "base#sleepy#recordless").mkdir()
-    (base / ".staging-0123456789ab-base#sleepy#half").mkdir()
+    (base / ".staging-0123456789ab-base#sleepy#half").mkdir()  # as earlier versions built
+    staged = workspace.staging_dir / ".staging-0123456789ab-base#sleepy#staged"
+    staged.mkdir(parents=True)
+    (staged / "status.json").write_text("{}")
     (base / ".removing-0123456789ab-base#sleepy#gone").mkdir()
 
     with TaskRepository(workspace) as repo:
@@ -53,4 +56,5 @@ def test_start_from_the_index_runs_queued_work_and_settles_dead_runs(
     assert status is not None and status.state.value == "failed"
     assert not (base / "base#sleepy#recordless").exists()
     assert not (base / ".staging-0123456789ab-base#sleepy#half").exists()
+    assert not staged.exists() and not workspace.task_dir("base#sleepy#staged").exists()
     assert not (base / ".removing-0123456789ab-base#sleepy#gone").exists()

@@ -3,7 +3,8 @@
 Submit builds a task folder under a hidden staging name and renames it into place whole
 (:mod:`runyard.runtime.creation`), so after a crash there can be:
 
-- a staging folder (``.staging-*``) whose submit died before the rename,
+- a staging folder (``.staging-*`` in ``<workspace>/.staging``, or in a type folder where
+  earlier versions built them) whose submit died before the rename,
 - a folder renamed aside for removal (``.removing-*``) whose removal died,
 - a task folder with no valid status and no valid metadata (left by an older version or
   by hand) whose worker is gone.
@@ -41,15 +42,17 @@ def reconcile_orphans(workspace: Workspace, recordless: Iterable[str] | None = N
     folders that can be half-made); None reads every folder's records.
     """
     removed: list[str] = []
+    for name in _listing(workspace.staging_dir):
+        path = workspace.staging_dir / name
+        staged = name.startswith(STAGING_PREFIX) and _real_dir(path)
+        if staged and _reconcile_one(workspace, path, name):
+            removed.append(workspace.relative(path))
     for task_type in sorted(TASK_TYPES):
         base = workspace.type_dir(task_type)
-        try:
-            names = os.listdir(base)
-        except OSError:
-            continue
+        names = _listing(base)
         if recordless is not None:  # only the hidden names: the index knows the rest
             names = [name for name in names if name[0] == "."]
-        for name in sorted(names):
+        for name in names:
             path = base / name
             if _real_dir(path) and _reconcile_one(workspace, path, name):
                 removed.append(workspace.relative(path))
@@ -60,6 +63,13 @@ def reconcile_orphans(workspace: Workspace, recordless: Iterable[str] | None = N
     for rel in removed:
         log.warning("reconcile: removed half-made folder %s", rel)
     return removed
+
+
+def _listing(folder: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
 
 
 def _real_dir(path: Path) -> bool:

@@ -27,6 +27,9 @@ STATUS_FILE = "status.json"
 METADATA_FILE = "metadata.json"
 EVENTS_FILE = "events.jsonl"
 WORKER_LOCK_FILE = ".worker.lock"
+# beside the type folders, outside their watches (see :mod:`runyard.runtime.creation`)
+STAGING_DIR = ".staging"
+CLAIMS_DIR = ".claims"
 RECORD_FILES = frozenset({STATUS_FILE, METADATA_FILE, EVENTS_FILE})
 # The on-disk format of a workspace, written into backups; raised when a layout change
 # needs an upgrade step, so a restore can tell an archive from a newer runyard.
@@ -73,9 +76,14 @@ class Workspace:
         return self.task_dir(task_id) / WORKER_LOCK_FILE
 
     def claim_path(self, task_id: str) -> Path:
-        """A per-id lock file beside the task folder that serialises replacement."""
+        """A per-id lock file that serialises the creation and replacement of a task."""
         tid = parse_task_id(task_id)
-        return self.root / tid.task_type / f".{tid}.claim"
+        return self.root / CLAIMS_DIR / f"{tid}.claim"
+
+    @property
+    def staging_dir(self) -> Path:
+        """Where new task folders are built before they are renamed into their type folder."""
+        return self.root / STAGING_DIR
 
     def relative(self, path: Path) -> str:
         return os.path.relpath(path, self.root)
