@@ -78,9 +78,8 @@ def wait_cmd(flag: Path) -> str:
 
 
 def type_folder_entries(workspace: Path, task_type: str = "base") -> list[str]:
-    """Every entry of a type folder, hidden ones too (claim files excepted)."""
-    folder = workspace / task_type
-    return sorted(n for n in os.listdir(folder) if not n.endswith(".claim"))
+    """Every entry of a type folder, hidden ones too."""
+    return sorted(os.listdir(workspace / task_type))
 
 
 def disk_status(workspace: Path, task_id: str) -> dict[str, Any] | None:

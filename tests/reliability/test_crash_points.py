@@ -53,8 +53,6 @@ def _check_records(workspace: Path) -> None:
         if not type_dir.is_dir() or type_dir.name.startswith(".") or type_dir.name == "agent":
             continue
         for entry in type_dir.iterdir():
-            if entry.name.endswith(".claim"):
-                continue
             assert not entry.name.startswith("."), f"half-made folder left: {entry}"
             if not entry.is_dir():
                 continue

@@ -33,7 +33,7 @@ def test_open_makes_paths_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize("bad", ["base#demo#../../etc", "base#demo", "../base#demo#x", "x#y#z"])
 def test_a_bad_id_never_becomes_a_path(tmp_path: Path, bad: str) -> None:
     ws = Workspace.open(tmp_path / "ws", tmp_path / "logs")
-    for method in (ws.task_dir, ws.status_path, ws.claim_path, ws.lock_path):
+    for method in (ws.task_dir, ws.status_path, ws.claim_slot, ws.lock_path):
         with pytest.raises(InvalidTaskId):
             method(bad)
     with pytest.raises(InvalidTaskId):

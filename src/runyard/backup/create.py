@@ -49,7 +49,7 @@ LEFT_OUT = {
     "agent/sock": "the agent API socket folder",
     ".index": "the index snapshot and its key (a cache the server rebuilds from the records)",
     ".staging": "task folders of submits in progress (a task only once renamed into place)",
-    ".claims": "the lock files of submits in progress",
+    ".claims": "the lock file of submits in progress",
 }
 
 Progress = Callable[[str, int], None]

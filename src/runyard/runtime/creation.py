@@ -4,9 +4,9 @@ Rules (DESIGN section 2): an omitted or empty ``task_name`` is generated and nev
 existing folder; a fixed name replaces only a finished task, a metadata-only folder or a
 broken one (no records, corrupt status) — an active one raises :class:`TaskActive`; the
 replaced run's records are first kept under ``.history`` (:mod:`runyard.workspace.history`).
-Every change to one task id happens under its claim lock (an flock on
-``workspace.claim_path(task_id)``, in ``<workspace>/.claims``), so of two concurrent submits
-of one fixed name, in threads or in separate processes, exactly one wins. A replaced folder
+Every change to one task id happens under its claim (:func:`claim`: a lock on one byte of
+``<workspace>/.claims``), so of two concurrent submits of one fixed name, in threads or in
+separate processes, exactly one wins. A replaced folder
 is renamed aside and then removed; logs live elsewhere, so an earlier run's log is never
 touched.
 
@@ -16,10 +16,10 @@ hidden name (``.staging-<random>-<task id>``) with its first ``events.jsonl`` an
 folder, which no listing shows and :func:`runyard.runtime.orphans.reconcile_orphans`
 removes; a full disk raises :class:`InsufficientStorage` and leaves nothing.
 
-Both the staging folders and the claim files are kept out of the type folders, which the
-index watches: there a new folder cost the watcher its events, a watch of its own and a
-second walk when it was renamed, and each claim four events more; from outside, the folder
-arrives whole in one event (about 0.3-0.5 ms of server CPU a submit, ``bench/floor.py``).
+Both the staging folders and the claims are kept out of the type folders, which the index
+watches: there a new folder cost the watcher its events, a watch of its own and a second
+walk when it was renamed; from outside, the folder arrives whole in one event (about
+0.3-0.5 ms of server CPU a submit, ``bench/floor.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import stat
+import struct
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,29 +122,26 @@ def _create(
 
 @contextlib.contextmanager
 def claim(workspace: Workspace, task_id: str) -> Iterator[None]:
-    """Hold the per-id claim lock (threads and processes alike) while the body runs."""
-    path = workspace.claim_path(task_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = _lock_current_inode(path)
+    """Hold the claim of ``task_id`` (threads and processes alike) while the body runs.
+
+    An open file description lock (``F_OFD_SETLKW``) on the id's byte of one lock file: it
+    belongs to this open, so threads of one process exclude each other as processes do,
+    and it goes with the descriptor, or with the process when it dies. No file is made or
+    removed per claim: each would cost an inode, and on ext4 without a journal every file
+    made in the next minutes pays for each inode freed (see ``bench/floor.py``).
+    """
+    path, offset = workspace.claim_slot(task_id)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _byte_lock(fcntl.F_WRLCK, offset))
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
         os.close(fd)
 
 
-def _lock_current_inode(path: os.PathLike[str]) -> int:
-    """flock the file at ``path``, retrying when a releaser unlinked it under us."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)
+def _byte_lock(kind: int, offset: int) -> bytes:
+    """A ``struct flock`` for one byte at ``offset`` (``l_pid`` 0, as OFD locks need)."""
+    return struct.pack("@hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)
 
 
 def clear_for_reuse(workspace: Workspace, task_id: str) -> None:

@@ -8,6 +8,7 @@ PosixPath('/data/.runyard/base/base#demo#api-demo')
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ EVENTS_FILE = "events.jsonl"
 WORKER_LOCK_FILE = ".worker.lock"
 # beside the type folders, outside their watches (see :mod:`runyard.runtime.creation`)
 STAGING_DIR = ".staging"
-CLAIMS_DIR = ".claims"
+CLAIMS_FILE = ".claims"
 RECORD_FILES = frozenset({STATUS_FILE, METADATA_FILE, EVENTS_FILE})
 # The on-disk format of a workspace, written into backups; raised when a layout change
 # needs an upgrade step, so a restore can tell an archive from a newer runyard.
@@ -75,10 +76,13 @@ class Workspace:
     def lock_path(self, task_id: str) -> Path:
         return self.task_dir(task_id) / WORKER_LOCK_FILE
 
-    def claim_path(self, task_id: str) -> Path:
-        """A per-id lock file that serialises the creation and replacement of a task."""
+    def claim_slot(self, task_id: str) -> tuple[Path, int]:
+        """The lock file, and the byte in it, that serialise the creation and replacement
+        of ``task_id`` (see :func:`runyard.runtime.creation.claim`): one file for every
+        id, the byte chosen by the id's hash."""
         tid = parse_task_id(task_id)
-        return self.root / CLAIMS_DIR / f"{tid}.claim"
+        digest = hashlib.blake2b(str(tid).encode(), digest_size=8).digest()
+        return self.root / CLAIMS_FILE, int.from_bytes(digest, "big") >> 2
 
     @property
     def staging_dir(self) -> Path:
