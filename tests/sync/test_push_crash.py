@@ -36,7 +36,7 @@ def test_kill_9_of_the_receiver_mid_push_then_push_again(tmp_path: Path) -> None
             "--url", receiver.url, "--token", str(receiver.token),
         ]  # fmt: skip
         pusher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert eventually(lambda: _staging_with_data(receiver.workspace / "base"), 60)
+        assert eventually(lambda: _staging_with_data(receiver.workspace / ".staging"), 60)
         receiver.stop(signal.SIGKILL)
         _, err = pusher.communicate(timeout=60)
         assert pusher.returncode != 0 and "sync with" in err
@@ -44,6 +44,7 @@ def test_kill_9_of_the_receiver_mid_push_then_push_again(tmp_path: Path) -> None
 
         receiver = start_server(tmp_path / "b")
         hidden = [p for p in (receiver.workspace / "base").iterdir() if p.name.startswith(".")]
+        hidden += list((receiver.workspace / ".staging").iterdir())
         assert hidden == []  # the staging folder was swept at start
         report = push_json(sender, receiver)
         assert sorted(report["sent"]) == sorted([big, *small]) and report["refused"] == []

@@ -82,8 +82,10 @@ def _send(srv: ServerProcess, body: bytes, headers: dict[str, str] | None = None
 
 def _nothing_left(srv: ServerProcess) -> bool:
     """No task folder, no staging folder, no log of the task."""
+    staging = srv.workspace / ".staging"
     return (
         list((srv.workspace / "base").iterdir()) == []
+        and (not staging.exists() or list(staging.iterdir()) == [])
         and not (srv.log_dir / "base" / TASK_ID).exists()
     )
 

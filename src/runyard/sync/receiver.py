@@ -1,8 +1,8 @@
 """Apply one task's tar stream: stage, verify, rename into place — whole or not at all.
 
-The stream is read member by member into a hidden staging folder beside the task folder
-(``.staging-<random>-<task id>``, the convention of :mod:`runyard.runtime.creation`, so a
-crash leaves only what :func:`runyard.runtime.orphans.reconcile_orphans` sweeps at the
+The stream is read member by member into a hidden folder in the workspace's staging area
+(``.staging/.staging-<random>-<task id>``, the convention of :mod:`runyard.runtime.creation`,
+so a crash leaves only what :func:`runyard.runtime.orphans.reconcile_orphans` sweeps at the
 next start). A member that is not a plain file or folder under ``task/`` (links, devices,
 absolute paths, ``..``, hidden names, duplicates) refuses the whole task. Then:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from runyard.errors import UnsafePath
-from runyard.runtime.creation import STAGING_PREFIX, claim, remove_task_dir
+from runyard.runtime.creation import STAGING_PREFIX, claim, remove_task_dir, staging_area
 from runyard.sync.candidates import Candidate
 from runyard.sync.diff import REFUSE, SKIP, decide
 from runyard.sync.errors import SyncRefused
@@ -66,7 +66,7 @@ def apply_task_stream(
     """Read a task tar from ``reader`` and apply it; :class:`SyncRefused` if refused."""
     task_dir = workspace.task_dir(task_id)
     task_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = task_dir.with_name(f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_dir.name}")
+    staging = staging_area(workspace) / f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_dir.name}"
     staging.mkdir()
     try:
         staged = Staged(staging)
