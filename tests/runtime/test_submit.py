@@ -17,6 +17,7 @@ from runyard.errors import InvalidInput, TaskActive, UnknownTask
 from runyard.runtime import creation
 from runyard.runtime.creation import create_task
 from runyard.workspace.identity import TASK_NAME_RE
+from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState
 
 
@@ -175,6 +176,12 @@ def test_concurrent_fixed_name_submits_in_threads_one_wins(workspace, registry):
     for thread in threads:
         thread.join()
     assert sorted(results) == ["active"] * 5 + ["won"]
+
+
+def test_a_claim_in_a_workspace_not_made_yet_makes_its_folder(tmp_path):
+    fresh = Workspace.open(tmp_path / "fresh" / "ws", tmp_path / "fresh" / "logs")
+    with creation.claim(fresh, "base#demo#first"):
+        assert (fresh.root / ".claims").is_file()
 
 
 CONTENDER = """

@@ -54,6 +54,7 @@ from runyard.workspace.space import is_space_error, storage_error
 
 NAME_ATTEMPTS = 64
 MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+CLAIMS_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 STAGING_PREFIX = ".staging-"
 # in a folder created for a request that carried an Idempotency-Key: an empty file named
 # by the key's hash (:func:`key_mark`); folders of earlier versions hold the key inside
@@ -131,7 +132,11 @@ def claim(workspace: Workspace, task_id: str) -> Iterator[None]:
     made in the next minutes pays for each inode freed (see ``bench/floor.py``).
     """
     path, offset = workspace.claim_slot(task_id)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, CLAIMS_FLAGS, 0o644)
+    except FileNotFoundError:  # a workspace not made yet
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, CLAIMS_FLAGS, 0o644)
     try:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _byte_lock(fcntl.F_WRLCK, offset))
         yield
