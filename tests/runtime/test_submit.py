@@ -16,6 +16,7 @@ import watchfiles
 from runyard.errors import InvalidInput, TaskActive, UnknownTask
 from runyard.runtime import creation
 from runyard.runtime.creation import create_task
+from runyard.runtime.orphans import reconcile_orphans
 from runyard.workspace.identity import TASK_NAME_RE
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState
@@ -158,6 +159,30 @@ def test_a_link_in_place_of_the_staging_folder_is_refused(workspace, registry, t
     assert not os.path.lexists(workspace.task_dir("base#demo#linked"))
 
 
+def test_a_link_in_place_of_the_claims_file_is_never_followed(workspace, registry, tmp_path):
+    target = tmp_path / "not-a-claims-file"
+    (workspace.root / ".claims").symlink_to(target)
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "linked"})
+    assert not target.exists()
+    assert not os.path.lexists(workspace.task_dir("base#demo#linked"))
+
+
+def test_start_up_clears_the_staging_area_and_never_follows_a_link_there(workspace, tmp_path):
+    left = workspace.staging_dir / ".staging-0123456789ab-base#demo#half"
+    left.mkdir(parents=True)
+    (left / "status.json").write_text("{}")
+    assert reconcile_orphans(workspace) == [".staging/.staging-0123456789ab-base#demo#half"]
+    assert not left.exists()
+
+    workspace.staging_dir.rmdir()
+    theirs = tmp_path / "elsewhere" / ".staging-0123456789ab-base#demo#theirs"
+    theirs.mkdir(parents=True)
+    workspace.staging_dir.symlink_to(theirs.parent)
+    assert reconcile_orphans(workspace) == []
+    assert theirs.is_dir()
+
+
 def test_concurrent_fixed_name_submits_in_threads_one_wins(workspace, registry):
     results: list[str] = []
     barrier = threading.Barrier(6)
@@ -189,6 +214,7 @@ import sys, time
 from pathlib import Path
 from runyard.errors import TaskActive
 from runyard.runtime.creation import create_task
+from runyard.runtime.orphans import reconcile_orphans
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
 root, logs, go = sys.argv[1:4]

@@ -42,8 +42,9 @@ def reconcile_orphans(workspace: Workspace, recordless: Iterable[str] | None = N
     folders that can be half-made); None reads every folder's records.
     """
     removed: list[str] = []
-    for name in _listing(workspace.staging_dir):
-        path = workspace.staging_dir / name
+    staging = workspace.staging_dir  # a link there is never followed (it is refused at submit)
+    for name in _listing(staging) if _real_dir(staging) else []:
+        path = staging / name
         staged = name.startswith(STAGING_PREFIX) and _real_dir(path)
         if staged and _reconcile_one(workspace, path, name):
             removed.append(workspace.relative(path))
