@@ -6,9 +6,8 @@ broken one (no records, corrupt status) — an active one raises :class:`TaskAct
 replaced run's records are first kept under ``.history`` (:mod:`runyard.workspace.history`).
 Every change to one task id happens under its claim (:func:`claim`: a lock on one byte of
 ``<workspace>/.claims``), so of two concurrent submits of one fixed name, in threads or in
-separate processes, exactly one wins. A replaced folder
-is renamed aside and then removed; logs live elsewhere, so an earlier run's log is never
-touched.
+separate processes, exactly one wins. A replaced folder is renamed aside and then removed;
+logs live elsewhere, so an earlier run's log is never touched.
 
 A new folder appears whole or not at all: it is built in ``<workspace>/.staging`` under a
 hidden name (``.staging-<random>-<task id>``) with its first ``events.jsonl`` and
@@ -214,22 +213,23 @@ def _write_queued(
     return status
 
 
-def staging_area(workspace: Workspace) -> Path:
-    """``<workspace>/.staging``, made when missing; an error when it is not a folder (a
-    link there would move what is built in it elsewhere)."""
+def staging_path(workspace: Workspace, task_id: str) -> Path:
+    """A new name to build the folder of ``task_id`` under, in ``<workspace>/.staging``
+    (made when missing; an error when it is not a folder: a link there would move what is
+    built in it elsewhere)."""
     area = workspace.staging_dir
     try:
         area.mkdir()
     except FileExistsError:
         if not stat.S_ISDIR(os.lstat(area).st_mode):
             raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(area)) from None
-    return area
+    return area / f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_id}"
 
 
 def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
     """Build the folder of ``status`` under a staging name, then rename it into place."""
     task_dir = workspace.task_dir(status.task_id)
-    staging = staging_area(workspace) / f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_dir.name}"
+    staging = staging_path(workspace, status.task_id)
     staging.mkdir()
     try:
         append_event(staging / EVENTS_FILE, state_event(TaskState.QUEUED, status.created_at))

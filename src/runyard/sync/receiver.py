@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from runyard.errors import UnsafePath
-from runyard.runtime.creation import STAGING_PREFIX, claim, remove_task_dir, staging_area
+from runyard.runtime.creation import claim, remove_task_dir, staging_path
 from runyard.sync.candidates import Candidate
 from runyard.sync.diff import REFUSE, SKIP, decide
 from runyard.sync.errors import SyncRefused
@@ -66,7 +66,7 @@ def apply_task_stream(
     """Read a task tar from ``reader`` and apply it; :class:`SyncRefused` if refused."""
     task_dir = workspace.task_dir(task_id)
     task_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = staging_area(workspace) / f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_dir.name}"
+    staging = staging_path(workspace, task_id)
     staging.mkdir()
     try:
         staged = Staged(staging)
