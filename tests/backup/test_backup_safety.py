@@ -72,6 +72,22 @@ def test_server_token_is_not_archived_and_links_are_not_followed(tmp_path: Path)
     assert "credentials" in skipped["workspace/server.json"]
 
 
+def test_submits_in_progress_are_left_out(tmp_path: Path) -> None:
+    ws, logs = small_workspace(tmp_path)
+    half = ws / ".staging" / ".staging-0123456789ab-base#demo#half"
+    half.mkdir(parents=True)
+    (half / "status.json").write_text("{}")
+    (ws / ".claims").write_bytes(b"")
+    archive = tmp_path / "b.tar"
+    manifest = create_backup(ws, logs, archive)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert not [name for name in names if ".staging" in name or ".claims" in name]
+    skipped = {entry["path"]: entry["reason"] for entry in manifest.skipped}
+    assert "in progress" in skipped["workspace/.staging"]
+    assert "in progress" in skipped["workspace/.claims"]
+
+
 def test_restore_refuses_a_non_empty_target(tmp_path: Path) -> None:
     ws, logs = small_workspace(tmp_path)
     archive = tmp_path / "b.tar"

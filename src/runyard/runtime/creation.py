@@ -219,10 +219,12 @@ def staging_path(workspace: Workspace, task_id: str) -> Path:
     built in it elsewhere)."""
     area = workspace.staging_dir
     try:
-        area.mkdir()
-    except FileExistsError:
-        if not stat.S_ISDIR(os.lstat(area).st_mode):
-            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(area)) from None
+        mode = os.lstat(area).st_mode  # one call a submit once the area exists
+    except FileNotFoundError:
+        area.mkdir(exist_ok=True)
+        mode = os.lstat(area).st_mode
+    if not stat.S_ISDIR(mode):
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(area))
     return area / f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_id}"
 
 
