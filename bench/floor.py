@@ -11,6 +11,13 @@ must: ``running`` (an events line and a status rewrite, not fsynced, as runyard'
 ``metadata.json`` and the ``succeeded`` status, each atomic with fsync and its folder
 fsynced, a last events line, exit. Three fsynced records a task, as in runyard.
 
+Where this process may create cgroups (as root, say), the floor runs once more with what a
+runyard server adds there to isolate each task: a tracking cgroup made for it before the
+fork, joined by the child before it runs anything, removed after the reap
+(:mod:`runyard.executors.cgroups`, as the launcher and its standbys do). Its ratio is
+printed beside the target's, to tell what containment costs this machine from what
+runyard's own code costs; the target is the plain floor's.
+
 Then the same count of ``demo`` tasks goes through a real runyard server on 127.0.0.1
 (``runyard.client.Client`` from ``--clients`` threads: submit all, then wait for each), in
 the same run, floor and server alternating. Prints tasks/s and ms a task (median of the
@@ -59,6 +66,9 @@ from floor_profile import (  # noqa: E402
 
 from runyard.client import Client  # noqa: E402
 from runyard.errors import ClientError  # noqa: E402
+from runyard.executors.base import Limits  # noqa: E402
+from runyard.executors.cgroups import Cgroup, CgroupHost, detect_host  # noqa: E402
+from runyard.executors.containment import join_self  # noqa: E402
 from serverproc import ServerProcess, start_server  # noqa: E402
 
 DEADLINE_SECONDS = 600.0
@@ -134,11 +144,12 @@ def run_task(folder: Path, status: dict[str, Any]) -> None:
     fsync_dir(folder)
 
 
-def forked(folder: Path, status: dict[str, Any]) -> int:
+def forked(folder: Path, status: dict[str, Any], procs: list[str]) -> int:
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
+            join_self(procs, [])  # its tracking cgroup, before anything of the task
             run_task(folder, status)
             code = 0
         finally:
@@ -146,26 +157,38 @@ def forked(folder: Path, status: dict[str, Any]) -> int:
     return pid
 
 
-def reap_one() -> None:
-    _, wait_status = os.wait()
+def reap_one() -> int:
+    pid, wait_status = os.wait()
     if os.waitstatus_to_exitcode(wait_status) != 0:
         raise SystemExit("a floor task failed")
+    return pid
 
 
-def floor_round(base: Path, count: int, concurrency: int) -> float:
-    """Seconds for ``count`` tasks: created here, each run in a forked child."""
+def floor_round(base: Path, count: int, concurrency: int, host: CgroupHost | None = None) -> float:
+    """Seconds for ``count`` tasks: created here, each run in a forked child (in a tracking
+    cgroup of its own made under ``host``, when given)."""
     base.mkdir(parents=True)
-    alive = 0
+    alive: dict[int, Cgroup | None] = {}
     started = time.perf_counter()
-    for index in range(count):
-        if alive >= concurrency:
-            reap_one()
-            alive -= 1
-        forked(*create_task(base, index))
-        alive += 1
-    for _ in range(alive):
-        reap_one()
+    try:
+        for index in range(count):
+            if len(alive) >= concurrency:
+                _end(alive.pop(reap_one()))
+            group = None if host is None else host.create(f"{base.name}-{index}", Limits())
+            procs = [] if group is None else [str(path) for path in group.procs_files]
+            alive[forked(*create_task(base, index), procs)] = group
+        while alive:
+            _end(alive.pop(reap_one()))
+    finally:
+        for group in alive.values():  # a failed round's: each goes once it is empty
+            if group is not None:
+                group.remove()
     return time.perf_counter() - started
+
+
+def _end(group: Cgroup | None) -> None:
+    if group is not None and not group.remove():
+        raise SystemExit(f"the floor's cgroup {group.name} did not empty")
 
 
 def create_cost(folder: Path, count: int = 200) -> float:
@@ -311,6 +334,7 @@ class Faults:
 class Figures:
     floor: list[float]
     http: list[float]
+    contained: list[float]  # the floor with a tracking cgroup a task (none: no cgroups here)
     floor_cpu: dict[str, float]
     http_cpu: dict[str, float]
     create_us: list[float]
@@ -319,9 +343,13 @@ class Figures:
 
 def measure(root: Path, srv: ServerProcess, args: argparse.Namespace) -> Figures:
     zygote = launcher_pid(srv.proc.pid)
-    figures = Figures([], [], {}, {}, [create_cost(root)], {})
+    figures = Figures([], [], [], {}, {}, [create_cost(root)], {})
+    host = detect_host()
     http_round(srv, min(args.tasks, 20), "warm", args.clients)  # the zygote and page cache
     for repeat in range(args.repeats):
+        if host is not None:  # machine-wide names: this run's own
+            name = f"runyard-floor-{os.getpid()}-{repeat}"
+            figures.contained.append(floor_round(root / name, args.tasks, args.concurrency, host))
         before, faults = CpuSnapshot.of_floor(), Faults.of_floor()
         figures.floor.append(floor_round(root / f"floor-{repeat}", args.tasks, args.concurrency))
         figures.floor_cpu = CpuSnapshot.of_floor().per_task_ms(before, args.tasks)
@@ -341,11 +369,23 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     floor_s, http_s = statistics.median(figures.floor), statistics.median(figures.http)
     print(f"\n{count} tasks, concurrency {args.concurrency}, median of {args.repeats} repeats")
     print(f"  {'':32} {'tasks/s':>9} {'ms/task':>9}   each repeat (s)")
-    for label, took, runs in (("floor (fork, 3 fsynced records)", floor_s, figures.floor),
-                              ("runyard over HTTP (demo)", http_s, figures.http)):  # fmt: skip
-        each = " ".join(f"{r:.2f}" for r in runs)
-        print(f"  {label:32} {count / took:9.1f} {took * 1000 / count:9.2f}   {each}")
-    print(f"  ratio runyard / floor: {floor_s / http_s * 100:.0f} % (target >= 50 %)")
+    rows = [("floor (fork, 3 fsynced records)", figures.floor),
+            ("floor + a tracking cgroup each", figures.contained),
+            ("runyard over HTTP (demo)", figures.http)]  # fmt: skip
+    for label, runs in rows:
+        if runs:
+            took, each = statistics.median(runs), " ".join(f"{r:.2f}" for r in runs)
+            print(f"  {label:32} {count / took:9.1f} {took * 1000 / count:9.2f}   {each}")
+    print(f"  ratio runyard / floor: {floor_s / http_s * 100:.1f} % (target >= 50 %)")
+    if figures.contained:
+        contained_s = statistics.median(figures.contained)
+        print(
+            f"  ratio runyard / floor with its cgroups: {contained_s / http_s * 100:.1f} %"
+            f" (the cgroups alone cost the floor {(1 - floor_s / contained_s) * 100:.0f} %"
+            " of its throughput)"
+        )
+    else:
+        print("  (no cgroups can be made here: runyard's launches run without them too)")
     print("  CPU ms a task (last repeat):")
     for label, cpu in (("floor", figures.floor_cpu), ("runyard", figures.http_cpu)):
         parts = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu.items())
