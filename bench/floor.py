@@ -12,11 +12,11 @@ must: ``running`` (an events line and a status rewrite, not fsynced, as runyard'
 fsynced, a last events line, exit. Three fsynced records a task, as in runyard.
 
 Where this process may create cgroups (as root, say), the floor runs once more with what a
-runyard server adds there to isolate each task: a tracking cgroup made for it before the
-fork, joined by the child before it runs anything, removed after the reap
-(:mod:`runyard.executors.cgroups`, as the launcher and its standbys do). Its ratio is
-printed beside the target's, to tell what containment costs this machine from what
-runyard's own code costs; the target is the plain floor's.
+runyard server adds there to isolate each task: a tracking cgroup of its own
+(:mod:`runyard.executors.cgroups`), made before the fork, joined by the child before it
+runs anything (runyard's standbys join theirs before their run is known), removed after
+the reap. Its ratio is printed beside the target's, to tell what containment costs this
+machine from what runyard's own code costs; the target is the plain floor's.
 
 Then the same count of ``demo`` tasks goes through a real runyard server on 127.0.0.1
 (``runyard.client.Client`` from ``--clients`` threads: submit all, then wait for each), in
