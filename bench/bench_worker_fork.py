@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -82,12 +83,16 @@ def forked_run(workspace: Workspace, payload: WorkerPayload, env: dict[str, str]
             os.setsid()
             for target, source in ((0, in_fd), (1, log_fd), (2, log_fd)):
                 os.dup2(source, target)
+            os.close(in_fd)
+            os.close(log_fd)
             become_environment(env)
             sys.argv = [WORKER]
             setup = mark()
             code = run_module(WORKER)
             ran = mark()
             os.write(marks_w, json.dumps([first, setup, ran]).encode())
+        except BaseException:
+            traceback.print_exc()  # into the run's log
         finally:
             os._exit(code)
     os.close(marks_w)
@@ -97,7 +102,8 @@ def forked_run(workspace: Workspace, payload: WorkerPayload, env: dict[str, str]
         raw = marks.read()
     _, status = os.waitpid(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0 or not raw:
-        raise SystemExit(f"the forked run of {payload.task_id} failed (status {status})")
+        log = (workspace.log_dir / f"{payload.run_id}.log").read_text(errors="replace")
+        raise SystemExit(f"the forked run of {payload.task_id} failed ({status}):\n{log[-2000:]}")
     after = children()
     first, setup, ran = json.loads(raw)
     cpu, faults = (after[0] - before[0] + after[1] - before[1]) * 1000, after[2] - before[2]
