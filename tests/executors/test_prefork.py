@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from runyard.executors.base import LaunchSpec, Limits
-from runyard.executors.cgroups import detect_host
+from runyard.executors.cgroups import CgroupHost, detect_host
+from runyard.executors.containment import Containment
 from runyard.executors.prefork import SPARE_PREFIX, STANDBYS, PreforkExecutor
 
 HERE = Path(__file__).parent
@@ -200,6 +201,25 @@ def test_standbys_are_kept_ready_and_forked_in_batches(executor, tmp_path):
         for handle in handles:
             executor.cancel(handle, grace_seconds=2)
             assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
+
+
+def test_no_standbys_where_cgroups_cannot_be_renamed(tmp_path):
+    """A standby's spare becomes its run's cgroup by a rename, which cgroup2 refuses: there
+    a standby could never be taken, so none is forked and no spare is made."""
+    folder = tmp_path / "cgroup2"
+    folder.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    host = CgroupHost("cgroup2", {"": folder}, frozenset())
+    executor = PreforkExecutor(PY, ["json"], env, containment=Containment(host))
+    try:
+        executor.start()  # a started zygote asks for its first standbys
+        zygote = executor._ensure_zygote()
+        assert zygote is not None and zygote.alive
+        zygote.refill(executor.containment)
+        assert zygote._spares == {}
+        assert list(folder.iterdir()) == []
+    finally:
+        executor.close()
 
 
 def test_spares_left_by_an_ended_launcher_are_swept_and_live_ones_kept():

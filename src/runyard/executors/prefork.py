@@ -15,7 +15,8 @@ exactly ``spec.env``, ``spec.cwd``, its cgroup and limits (the child joins them 
 runs anything else; the launcher kills what is left in the cgroup when the worker has
 ended). A launch without limits takes one of the zygote's *standbys* — children forked
 ahead of time, each of which already joined a spare cgroup, which is renamed after the
-run — so it starts contained without a cgroup migration on its way; its
+run (cgroup v1 only: cgroup2 cannot rename one, so there are no standbys there) — so it
+starts contained without a cgroup migration on its way; its
 ``/proc/<pid>/cmdline`` is the zygote's. :data:`STANDBYS` are kept ready, forked in
 batches. Only specs of the form
 ``[<this python>, "-m", <module>, *args]`` are forked (the module's ``main()`` is called,
@@ -327,6 +328,8 @@ class ZygoteClient:
         batch = []
         with self._cond:
             if len(self._spares) > 1 or containment.host is None or not self.alive:
+                return
+            if containment.host.version != "cgroup1":  # no rename: a spare stays a spare
                 return
             for _ in range(STANDBYS - len(self._spares)):
                 try:
