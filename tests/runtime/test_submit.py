@@ -5,8 +5,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -158,6 +160,25 @@ def test_a_link_in_place_of_the_staging_folder_is_refused(workspace, registry, t
         create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "linked"})
     assert list(elsewhere.iterdir()) == []
     assert not os.path.lexists(workspace.task_dir("base#demo#linked"))
+
+
+def test_a_type_folder_on_another_file_system_still_takes_new_tasks(workspace, registry):
+    """A rename cannot cross file systems: where a type folder is a mount or a link to
+    another disk, its tasks are built in the type folder itself, and nothing is left."""
+    other = Path(tempfile.mkdtemp(prefix="runyard-other-fs-", dir="/dev/shm"))
+    try:
+        assert os.stat(other).st_dev != os.stat(workspace.root).st_dev, "tmpfs /dev/shm"
+        shutil.rmtree(workspace.type_dir("base"))
+        workspace.type_dir("base").symlink_to(other)
+        for _ in range(2):  # a new folder, then the finished one replaced
+            status = create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "far"})
+            done = status.model_copy(update={"state": TaskState.SUCCEEDED})
+            (other / status.task_id / "status.json").write_text(json.dumps(done.to_json()))
+        assert os.listdir(other) == ["base#demo#far"]
+        assert workspace.read_status("base#demo#far").run_id == status.run_id
+        assert os.listdir(workspace.staging_dir) == []
+    finally:
+        shutil.rmtree(other)
 
 
 def test_a_link_in_place_of_the_claims_file_is_never_followed(workspace, registry, tmp_path):

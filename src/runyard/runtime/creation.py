@@ -216,16 +216,25 @@ def _write_queued(
 def staging_path(workspace: Workspace, task_id: str) -> Path:
     """A new name to build the folder of ``task_id`` under, in ``<workspace>/.staging``
     (made when missing; an error when it is not a folder: a link there would move what is
-    built in it elsewhere)."""
+    built in it elsewhere). Where the task's type folder is on another file system (a
+    mount, or a link to another disk), in the type folder itself, as earlier versions
+    built them: a rename cannot cross file systems."""
     area = workspace.staging_dir
     try:
-        mode = os.lstat(area).st_mode  # one call a submit once the area exists
+        found = os.lstat(area)
     except FileNotFoundError:
         area.mkdir(exist_ok=True)
-        mode = os.lstat(area).st_mode
-    if not stat.S_ISDIR(mode):
+        found = os.lstat(area)
+    if not stat.S_ISDIR(found.st_mode):
         raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(area))
-    return area / f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_id}"
+    name = f"{STAGING_PREFIX}{secrets.token_hex(6)}-{task_id}"
+    type_dir = workspace.task_dir(task_id).parent
+    try:
+        if os.stat(type_dir).st_dev != found.st_dev:
+            return type_dir / name
+    except FileNotFoundError:  # made with the task's folder, or the rename says what is wrong
+        pass
+    return area / name
 
 
 def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
