@@ -17,6 +17,7 @@ import pytest
 from runyard.executors.base import LaunchSpec, Limits
 from runyard.executors.cgroups import CgroupHost, detect_host
 from runyard.executors.containment import Containment
+from runyard.executors.pidwatch import process_start_time
 from runyard.executors.prefork import SPARE_PREFIX, STANDBYS, PreforkExecutor
 
 HERE = Path(__file__).parent
@@ -133,12 +134,17 @@ def test_close_leaves_running_children_alive(tmp_path):
     handle = executor.launch(probe(tmp_path, {"action": "sleep"}))
     wait_for_line(tmp_path, "ready")
     executor.close()
+    plain = None
     try:
         assert os.getpgid(handle.pid) == handle.pid
-        assert "process" in executor.launch(probe(tmp_path, {})).data  # closed: plain processes
+        plain = executor.launch(probe(tmp_path, {}))
+        assert "process" in plain.data  # closed: plain processes
     finally:
         os.killpg(handle.pid, signal.SIGKILL)
         assert handle.data["containment"].end()
+        if plain is not None:  # its cgroup, like any launch's, goes with it
+            assert executor.wait_exit(plain, 10) is not None
+            assert plain.data["containment"].end()
 
 
 def test_workers_without_limits_start_from_a_standby_already_in_their_cgroup(executor, tmp_path):
@@ -249,6 +255,42 @@ def test_spares_left_by_an_ended_launcher_are_swept_and_live_ones_kept():
         sleeper.kill()
         sleeper.wait()
         for group in (left, occupied, fresh):
+            group.remove()
+
+
+
+def test_a_restart_right_after_a_crash_sweeps_the_spares_of_the_ended_launcher():
+    """A spare is named by the process that made it; once that process has ended, its
+    spares go at the next launcher's start, however new. One named by a live process, by a
+    pid of another pid namespace, or by nobody (an older version's) waits out its age."""
+    host = detect_host()
+    assert host is not None, "the launcher's tests run where cgroups are writable"
+    namespace = os.stat("/proc/self/ns/pid").st_ino
+    ended = subprocess.Popen(["sleep", "60"])
+    started = process_start_time(ended.pid)
+    ended.kill()
+    ended.wait()
+    live = subprocess.Popen(["sleep", "60"])
+    tag = uuid.uuid4().hex
+    names = {
+        "ended": f"{namespace}-{ended.pid}-{started}-{tag}",
+        "live": f"{namespace}-{live.pid}-{process_start_time(live.pid)}-{tag}",
+        "elsewhere": f"{namespace + 1}-{ended.pid}-{started}-{tag}",
+        "reused pid": f"{namespace}-{live.pid}-{process_start_time(live.pid) + 1}-{tag}",
+        "nameless": f"nobody-{tag}",
+    }
+    groups = {kind: host.create(SPARE_PREFIX + name, Limits()) for kind, name in names.items()}
+    try:
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+        executor = PreforkExecutor(PY, ["prefork_probe"], env)
+        executor.start()
+        executor.close()
+        gone = {kind for kind, group in groups.items() if not group.exists()}
+        assert gone == {"ended", "reused pid"}
+    finally:
+        live.kill()
+        live.wait()
+        for group in groups.values():
             group.remove()
 
 

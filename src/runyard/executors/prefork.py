@@ -191,7 +191,9 @@ def sweep_spares(host: CgroupHost | None) -> int:
     """Remove the spare cgroups ended launchers left behind (a server killed with its
     standbys leaves their spares, empty); how many went. A live launcher's spare holds its
     standby, or was made less than :data:`STALE_SPARE_SECONDS` ago (the folder's mtime), so
-    neither is touched, whichever server on this machine it belongs to."""
+    neither is touched, whichever server on this machine it belongs to. A spare named by a
+    process of this pid namespace that has ended (:func:`_owner_tag`) goes at once: a
+    server restarted right after a crash removes the spares of the one before."""
     if host is None:
         return 0
     cutoff = time.time() - STALE_SPARE_SECONDS
@@ -203,12 +205,43 @@ def sweep_spares(host: CgroupHost | None) -> int:
             continue
         for entry in entries:
             try:
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff or _owner_ended(
+                    entry.name
+                ):
                     os.rmdir(entry.path)  # refused while a process is inside
                     removed += 1
             except OSError:
                 continue
     return removed
+
+
+def _owner_tag() -> str:
+    """``<pid namespace>-<pid>-<start time>`` of this process, which makes spare cgroups:
+    once it has ended, its spares are known to be left behind. (A pid means nothing in
+    another pid namespace, so the namespace is part of it; the start time tells a reused
+    pid from its first owner.)"""
+    pid = os.getpid()
+    return f"{_pid_namespace()}-{pid}-{process_start_time(pid) or 0}"
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def _owner_ended(name: str) -> bool:
+    """Whether the spare ``name`` was made by a process of this pid namespace that has
+    ended; False for a name without its maker (an older version's) or from another
+    namespace."""
+    parts = name[len(SPARE_PREFIX) :].split("-")
+    if len(parts) != 4 or not all(part.isdigit() for part in parts[:3]):
+        return False
+    namespace, pid, start_time = (int(part) for part in parts[:3])
+    if namespace == 0 or start_time == 0 or namespace != _pid_namespace():
+        return False
+    return not is_alive(pid, start_time)
 
 
 def _gone(handle: Handle) -> bool:
@@ -331,9 +364,12 @@ class ZygoteClient:
                 return
             if containment.host.version != "cgroup1":  # no rename: a spare stays a spare
                 return
+            owner = _owner_tag()
             for _ in range(STANDBYS - len(self._spares)):
                 try:
-                    spare = containment.host.create(SPARE_PREFIX + uuid.uuid4().hex, Limits())
+                    spare = containment.host.create(
+                        f"{SPARE_PREFIX}{owner}-{uuid.uuid4().hex}", Limits()
+                    )
                 except ExecutorError:
                     break
                 self._spares[spare.name] = spare
