@@ -258,7 +258,6 @@ def test_spares_left_by_an_ended_launcher_are_swept_and_live_ones_kept():
             group.remove()
 
 
-
 def test_a_restart_right_after_a_crash_sweeps_the_spares_of_the_ended_launcher():
     """A spare is named by the process that made it; once that process has ended, its
     spares go at the next launcher's start, however new. One named by a live process, by a
