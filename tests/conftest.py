@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,10 +58,24 @@ def _run_cgroups_under(root: Path) -> set[str]:
         names.update(agent_cgroup_name(name) for name in dirs if name.startswith("run-"))
         if "status.json" in files:
             with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-                run_id = json.loads(Path(folder, "status.json").read_bytes()).get("run_id")
+                run_id = json.loads(_regular_file_bytes(Path(folder, "status.json"))).get("run_id")
                 if isinstance(run_id, str):
                     names.add(task_cgroup_name(run_id))
     return names
+
+
+def _regular_file_bytes(path: Path) -> bytes:
+    """What the regular file at ``path`` holds; b"" for anything else, such as the FIFOs
+    and links that tests put in a status's place (opened plainly, a FIFO would wait for a
+    writer forever)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        with open(fd, "rb", closefd=False) as file:
+            return file.read()
+    finally:
+        os.close(fd)
 
 
 @pytest.fixture
