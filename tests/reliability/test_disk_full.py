@@ -155,6 +155,10 @@ def test_full_disk_refuses_creation_with_507_and_leaves_nothing_half_made(
             "jobs/submit:admin\nfull-disk-submit"
         )
         assert kept.read_bytes() == b""  # the key's mark: a name, no data to lose
+        # both run to the end (and end before the disk goes, leaving nothing running)
+        for submitted in (reply, first):
+            task_id = submitted.json()["answer"]["task_id"]
+            assert until(lambda t=task_id: _held_final(server, t))["state"] == "succeeded"
 
 
 def test_low_space_guard_refuses_new_work_and_health_reports_it(tmp_path: Path) -> None:
