@@ -3,12 +3,13 @@
 Two ways to watch, chosen when the repository starts:
 
 ``recursive``
-    The type folders recursively: one inotify watch per folder (each task folder and its
-    subfolders). Every change anywhere is seen, including a finished task's folder rewritten
-    in place by another process. But the cost grows with history: 100,000 task folders take
-    ~100,000 watches of the per-user budget (``fs.inotify.max_user_watches``; 192,536 on the
-    reference machine), 1-2 s to place at start, and every open of any record (a backup
-    reading the workspace, say) becomes an event the watcher thread has to handle.
+    The type folders and every task folder in them: one inotify watch per folder (and per
+    subfolder of a task folder, off Linux). Every change of a record is seen, including a
+    finished task's folder rewritten in place by another process. But the cost grows with
+    history: 100,000 task folders take ~100,000 watches of the per-user budget
+    (``fs.inotify.max_user_watches``; 192,536 on the reference machine) and 1-2 s to place
+    at start, and off Linux every open of any record (a backup reading the workspace, say)
+    becomes an event the watcher thread has to handle.
 ``sparse``
     The type folders plus the folders of tasks that are not finished (or have no valid
     record yet): watches grow with the active tasks, not with history. The watch set is
@@ -25,26 +26,30 @@ in 80 % of the budget (the rest is left to other watchers of the same user), and
 for at most ``DEBOUNCE_MS`` and handed over ``STEP_MS`` after the last one, so a change
 reaches subscribers within a few ms.
 
-Watching goes through watchfiles' public generator (:func:`watchfiles.watch`), one per watch
-set, in the watcher thread. Each returns to the thread every ``WAIT_MS`` without changes, so
-a sparse watcher notices a resync request, and an old watch set can be drained quickly when
-it is replaced.
+Watching goes through a generator of batches, one per watch set, in the watcher thread: on
+Linux :func:`runyard.repository.inotify.inotify_feed`, which asks the kernel only for the
+events a record change makes (a file closed after writing, moved, removed; a task folder
+made, moved or removed), and watches type and task folders, nothing below; elsewhere
+watchfiles' public generator (:func:`watchfiles.watch`), which also reports every open and
+every write of a watched file and watches every folder below. Each returns to the thread every
+``WAIT_MS`` without changes, so a sparse watcher notices a resync request, and an old watch
+set can be drained quickly when it is replaced.
 
-The kernel also reports every open of a watched file, and drops events when its queue
-(``fs.inotify.max_queued_events``) overflows; so the index answers lists from memory and
-opens files only for ``get``, ``get_metadata`` and actual changes, and watches are placed
-after the start-up scan rather than before it.
+The kernel drops events when its queue (``fs.inotify.max_queued_events``) overflows: the
+inotify feed then reports every task folder, to be read again. Watches are placed after the
+start-up scan rather than before it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from runyard.workspace.identity import TASK_TYPES, is_task_id
 from runyard.workspace.layout import RECORD_FILES
@@ -66,10 +71,7 @@ BUDGET_RESERVE = 1024
 RECURSIVE_MAX_FOLDERS = 20_000
 
 Changes = dict[str, set[str]]
-if TYPE_CHECKING:  # watchfiles loads when a watch starts: a reading command never does
-    import watchfiles
-
-    Feed = Generator[set[tuple[watchfiles.Change, str]], None, None]
+Feed = Generator[AbstractSet[tuple[int, str]], None, None]  # batches of (change, path)
 
 # watchfiles logs every batch at INFO; the index's changes are not news for a log.
 if logging.getLogger("watchfiles.main").level == logging.NOTSET:
@@ -212,9 +214,26 @@ class TaskWatcher:
         return self._started(paths, recursive=recursive)
 
     def _started(self, paths: list[str], *, recursive: bool) -> Feed:
+        feed = self._feed_of(paths, recursive)
+        first = next(feed, set())
+        self._merge(self._pending, self.translate(first))
+        return feed
+
+    def _feed_of(self, paths: list[str], recursive: bool) -> Feed:
+        """Linux: :func:`~runyard.repository.inotify.inotify_feed` (only the events a
+        record change makes); elsewhere watchfiles' generator, which sees every open too."""
+        if sys.platform == "linux":
+            from runyard.repository.inotify import inotify_feed
+
+            return inotify_feed(
+                [path for path in paths if os.path.dirname(path) == self._root],
+                [path for path in paths if os.path.dirname(path) != self._root],
+                recursive=recursive, stop=self._stop,
+                debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, wait_ms=WAIT_MS,
+            )  # fmt: skip
         import watchfiles
 
-        feed = watchfiles.watch(
+        return watchfiles.watch(
             *paths,
             watch_filter=None,
             debounce=DEBOUNCE_MS,
@@ -227,9 +246,6 @@ class TaskWatcher:
             recursive=recursive,
             ignore_permission_denied=True,
         )
-        first = next(feed, set())
-        self._merge(self._pending, self.translate(first))
-        return feed
 
     @staticmethod
     def _merge(into: Changes, more: Changes) -> None:

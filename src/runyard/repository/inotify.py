@@ -1,0 +1,181 @@
+"""Watches of task folders on Linux, asking the kernel only for the events a record change makes.
+
+watchfiles (through the ``notify`` crate) places every inotify watch with ``IN_OPEN`` and
+``IN_MODIFY`` in its mask: each read of a record (the server's own reads included), each
+write of each line a worker appends and each step of an atomic replace became an event,
+queued by the kernel in the caller's system call and read by the watcher thread: about
+sixty a task, for the three or four that change a record. Here a type folder is watched for
+folders made, moved in or out and removed, and a task folder for files closed after writing,
+moved in or out and removed: an atomic replace shows as its rename, an appended line as its
+close. Nothing below a task folder is watched (its records are its own files).
+
+:func:`inotify_feed` is a generator of batches as :func:`watchfiles.watch` yields them,
+``{(change, path)}`` (``change`` as :class:`watchfiles.Change`: 1 added, 2 modified, 3
+deleted), grouped for at most ``debounce_ms`` and handed over ``step_ms`` after the last
+event, with an empty batch every ``wait_ms`` without any. With ``recursive`` it also watches
+each task folder of the given type folders, from the start and as they arrive; a folder
+that arrives is watched before its batch is handed over, so the read of it that the batch
+causes sees every write made before its watch. When the kernel's queue overflows (events
+were dropped), the batch names every task folder of the watched type folders, and each is
+read again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import threading
+import time
+from collections.abc import Generator, Iterable
+
+from inotify_simple import INotify, flags
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED = 1, 2, 3
+FOLLOW = flags.ONLYDIR | flags.DONT_FOLLOW
+GONE = flags.DELETE_SELF | flags.MOVE_SELF
+TYPE_MASK = FOLLOW | GONE | flags.CREATE | flags.MOVED_TO | flags.MOVED_FROM | flags.DELETE
+TASK_MASK = FOLLOW | GONE | flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM | flags.DELETE
+CHANGE = {
+    flags.CREATE: ADDED,
+    flags.MOVED_TO: ADDED,
+    flags.CLOSE_WRITE: MODIFIED,
+    flags.MOVED_FROM: DELETED,
+    flags.DELETE: DELETED,
+}
+SKIPPED = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.ELOOP)
+
+Batch = set[tuple[int, str]]
+
+
+def inotify_feed(
+    type_dirs: Iterable[str],
+    task_dirs: Iterable[str],
+    *,
+    recursive: bool,
+    stop: threading.Event,
+    debounce_ms: int,
+    step_ms: int,
+    wait_ms: int,
+) -> Generator[Batch, None, None]:
+    """Batches of changes in ``type_dirs`` (and in their task folders, with ``recursive``)
+    and in ``task_dirs``. The first ``next`` places the watches and returns an empty batch;
+    it raises ``FileNotFoundError`` for a folder given that is gone, ``OSError`` when the
+    kernel refuses a watch (the per-user budget). Ends when ``stop`` is set."""
+    watches = _Watches(INotify(), recursive)
+    try:
+        for path in type_dirs:
+            watches.add_type(path)
+        for path in task_dirs:
+            watches.add(path, TASK_MASK)
+        yield set()
+        while not stop.is_set():
+            found = watches.inotify.read(timeout=wait_ms)
+            if not found:
+                yield set()
+                continue
+            batch: Batch = set()
+            began = time.monotonic()
+            while found:
+                watches.take(found, batch)
+                if (time.monotonic() - began) * 1000 >= debounce_ms:
+                    break
+                found = watches.inotify.read(timeout=step_ms)
+            yield batch
+    finally:
+        watches.inotify.close()
+
+
+class _Watches:
+    """One inotify instance and what each of its watch descriptors watches."""
+
+    def __init__(self, inotify: INotify, recursive: bool) -> None:
+        self.inotify = inotify
+        self.recursive = recursive
+        self.paths: dict[int, str] = {}  # watch descriptor: folder
+        self.types: set[int] = set()  # the descriptors of type folders
+        self.by_path: dict[str, int] = {}
+
+    def add_type(self, path: str) -> None:
+        """Watch the type folder ``path``, and its task folders when recursive."""
+        self.types.add(self.add(path, TYPE_MASK))
+        if self.recursive:
+            for name in _subfolders(path):
+                self._add_child(os.path.join(path, name), budget_errors=True)
+
+    def take(self, events: Iterable[object], batch: Batch) -> None:
+        for event in events:
+            wd, mask, name = event.wd, event.mask, event.name  # type: ignore[attr-defined]
+            if mask & flags.Q_OVERFLOW:
+                log.warning("inotify queue overflowed: reading every task folder again")
+                self._everything(batch)
+                continue
+            folder = self.paths.get(wd)
+            if mask & flags.IGNORED:
+                self._forget(wd)
+                continue
+            if folder is None or not name:
+                continue  # the folder itself went (its parent reports it) or an old watch
+            path = os.path.join(folder, name)
+            change = next((c for f, c in CHANGE.items() if mask & f), MODIFIED)
+            if wd in self.types and mask & flags.ISDIR:
+                if mask & (flags.MOVED_FROM | flags.DELETE):
+                    self._drop(path)
+                elif self.recursive:
+                    self._add_child(path, budget_errors=False)
+            batch.add((change, path))
+
+    def _everything(self, batch: Batch) -> None:
+        for wd in list(self.types):
+            folder = self.paths.get(wd)
+            if folder is None:
+                continue
+            for name in _subfolders(folder):
+                path = os.path.join(folder, name)
+                if self.recursive and path not in self.by_path:
+                    self._add_child(path, budget_errors=False)
+                batch.add((MODIFIED, path))
+
+    def _add_child(self, path: str, *, budget_errors: bool) -> None:
+        """Watch the task folder ``path``; one that is gone or no folder is skipped. Out
+        of watches, start-up fails (``budget_errors``, so the caller can watch less) and
+        later a folder goes unwatched, with a warning."""
+        try:
+            self.add(path, TASK_MASK)
+        except OSError as exc:
+            if exc.errno in SKIPPED:
+                return
+            if budget_errors:
+                raise
+            log.warning("cannot watch %s (%s); its changes show at its next read", path, exc)
+
+    def add(self, path: str, mask: int) -> int:
+        wd = self.inotify.add_watch(path, mask)
+        self.paths[wd] = path
+        self.by_path[path] = wd
+        return wd
+
+    def _drop(self, path: str) -> None:
+        wd = self.by_path.pop(path, None)
+        if wd is None:
+            return
+        self.paths.pop(wd, None)
+        with contextlib.suppress(OSError):  # removed with its folder already
+            self.inotify.rm_watch(wd)
+
+    def _forget(self, wd: int) -> None:
+        path = self.paths.pop(wd, None)
+        self.types.discard(wd)
+        if path is not None and self.by_path.get(path) == wd:
+            del self.by_path[path]
+
+
+def _subfolders(path: str) -> list[str]:
+    try:
+        with os.scandir(path) as entries:
+            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []

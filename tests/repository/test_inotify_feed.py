@@ -1,0 +1,194 @@
+"""The Linux watch feed: only the events a record change makes, and the folders it follows."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from collections.abc import Set as AbstractSet
+from pathlib import Path
+
+import pytest
+
+if sys.platform != "linux":  # pragma: no cover - the feed is Linux's
+    pytest.skip("inotify is Linux's", allow_module_level=True)
+
+from inotify_simple import INotify, flags  # noqa: E402
+
+from runyard.repository.inotify import ADDED, DELETED, MODIFIED, _Watches, inotify_feed  # noqa: E402
+
+Batch = AbstractSet[tuple[int, str]]
+TASK = "base#demo#one"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    task = tmp_path / "base" / TASK
+    task.mkdir(parents=True)
+    (task / "status.json").write_text('{"state": "queued"}')
+    (task / "events.jsonl").write_text('{"kind": "state"}\n')
+    return tmp_path
+
+
+@pytest.fixture
+def feed(tree: Path) -> Iterator[Callable[..., Generator[Batch, None, None]]]:
+    stop = threading.Event()
+    made: list[Generator[Batch, None, None]] = []
+
+    def start(*, recursive: bool = True, task_dirs: tuple[str, ...] = ()) -> Generator[Batch]:
+        gen = inotify_feed(
+            [str(tree / "base")], list(task_dirs), recursive=recursive, stop=stop,
+            debounce_ms=15, step_ms=3, wait_ms=10,
+        )  # fmt: skip
+        assert next(gen) == set()  # the watches are placed
+        made.append(gen)
+        return gen
+
+    yield start
+    stop.set()
+    for gen in made:
+        gen.close()
+
+
+def collect(gen: Generator[Batch, None, None], seconds: float) -> set[tuple[int, str]]:
+    """Everything the feed hands over in ``seconds``."""
+    seen: set[tuple[int, str]] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        seen |= next(gen)
+    return seen
+
+
+def until(gen: Generator[Batch, None, None], wanted: tuple[int, str], seconds: float = 5.0) -> set:
+    seen: set[tuple[int, str]] = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and wanted not in seen:
+        seen |= next(gen)
+    assert wanted in seen, f"{wanted} never came; saw {sorted(seen)}"
+    return seen
+
+
+def replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def test_reading_records_makes_no_event_and_an_appended_line_does(tree: Path, feed) -> None:
+    gen = feed()
+    task = tree / "base" / TASK
+    for _ in range(20):  # what the server does to answer and to index: open, read, close
+        (task / "status.json").read_bytes()
+        (task / "events.jsonl").read_bytes()
+        os.stat(task / "status.json")
+    assert collect(gen, 0.3) == set()
+    with (task / "events.jsonl").open("a") as events:  # a worker's progress line
+        events.write('{"kind": "progress"}\n')
+    until(gen, (MODIFIED, str(task / "events.jsonl")))
+
+
+def test_an_atomic_replace_shows_as_its_rename(tree: Path, feed) -> None:
+    gen = feed()
+    status = tree / "base" / TASK / "status.json"
+    replace(status, '{"state": "running"}')
+    seen = until(gen, (ADDED, str(status)))
+    # the temporary file's creation and its writes are not asked for: only its close
+    assert (ADDED, str(status.with_name(".status.json.tmp"))) not in seen
+
+
+def test_a_folder_that_arrives_is_watched_before_its_batch_is_handed_over(
+    tree: Path, feed
+) -> None:
+    gen = feed()
+    staged = tree / ".staging" / "base#demo#two"
+    staged.mkdir(parents=True)
+    (staged / "status.json").write_text('{"state": "queued"}')
+    arrived = tree / "base" / "base#demo#two"
+    os.rename(staged, arrived)
+    until(gen, (ADDED, str(arrived)))
+    replace(arrived / "status.json", '{"state": "running"}')  # right after: no gap
+    until(gen, (ADDED, str(arrived / "status.json")))
+
+
+def test_a_folder_moved_away_is_reported_and_no_longer_followed(tree: Path, feed) -> None:
+    gen = feed()
+    task = tree / "base" / TASK
+    away = tree / "aside"
+    os.rename(task, away)
+    until(gen, (DELETED, str(task)))
+    replace(away / "status.json", '{"state": "succeeded"}')
+    (away / "status.json").write_text("{}")  # a write in place, closed: a CLOSE_WRITE
+    assert collect(gen, 0.3) == set()  # nothing under the path it had
+
+
+def test_a_removed_folder_is_reported(tree: Path, feed) -> None:
+    gen = feed()
+    task = tree / "base" / TASK
+    for name in os.listdir(task):
+        os.unlink(task / name)
+    os.rmdir(task)
+    until(gen, (DELETED, str(task)))
+
+
+def test_nothing_below_a_task_folder_is_watched(tree: Path, feed) -> None:
+    task = tree / "base" / TASK
+    (task / "artifacts").mkdir()
+    gen = feed()
+    (task / "artifacts" / "model.bin").write_bytes(b"x" * 100)
+    (task / "artifacts" / "deeper").mkdir()
+    assert collect(gen, 0.3) == set()
+
+
+def test_without_recursion_only_the_folders_named_are_followed(tree: Path, feed) -> None:
+    gen = feed(recursive=False)
+    task = tree / "base" / TASK
+    replace(task / "status.json", '{"state": "running"}')
+    assert collect(gen, 0.3) == set()  # not named: not followed
+    gen = feed(recursive=False, task_dirs=(str(task),))
+    replace(task / "status.json", '{"state": "succeeded"}')
+    until(gen, (ADDED, str(task / "status.json")))
+    fresh = tree / "base" / "base#demo#three"
+    fresh.mkdir()
+    until(gen, (ADDED, str(fresh)))  # seen in its type folder, then not followed
+    (fresh / "status.json").write_text("{}")
+    assert collect(gen, 0.3) == set()
+
+
+def test_an_overflow_names_every_task_folder_and_watches_the_new(tree: Path) -> None:
+    (tree / "base" / "base#demo#two").mkdir()
+    watches = _Watches(INotify(), recursive=True)
+    try:
+        watches.add_type(str(tree / "base"))
+        late = tree / "base" / "base#demo#late"
+        late.mkdir()  # made while the queue overflowed: its event was among those lost
+        batch: set[tuple[int, str]] = set()
+        overflow = type("Event", (), {"wd": -1, "mask": flags.Q_OVERFLOW, "cookie": 0, "name": ""})
+        watches.take([overflow()], batch)
+        assert {path for _, path in batch} == {
+            str(tree / "base" / name) for name in (TASK, "base#demo#two", "base#demo#late")
+        }
+        assert str(late) in watches.by_path  # followed from now on
+    finally:
+        watches.inotify.close()
+
+
+def test_a_missing_folder_fails_the_start_and_stop_ends_the_feed(tmp_path: Path) -> None:
+    stop = threading.Event()
+    missing = inotify_feed(
+        [str(tmp_path / "gone")], [], recursive=True, stop=stop,
+        debounce_ms=15, step_ms=3, wait_ms=10,
+    )  # fmt: skip
+    with pytest.raises(FileNotFoundError):
+        next(missing)
+    (tmp_path / "base").mkdir()
+    gen = inotify_feed(
+        [str(tmp_path / "base")], [], recursive=True, stop=stop,
+        debounce_ms=15, step_ms=3, wait_ms=10,
+    )  # fmt: skip
+    assert next(gen) == set()
+    stop.set()
+    began = time.monotonic()
+    assert next(gen, None) is None
+    assert time.monotonic() - began < 1.0
