@@ -83,7 +83,10 @@ def inotify_feed(
                 watches.take(found, batch)
                 if (time.monotonic() - began) * 1000 >= debounce_ms:
                     break
-                found = watches.inotify.read(timeout=step_ms)
+                # what comes in the next step, taken at once: a wait woken by each event
+                # would take the interpreter lock from the server's other threads as often
+                time.sleep(step_ms / 1000)
+                found = watches.inotify.read(timeout=0)
             yield batch
     finally:
         watches.inotify.close()
