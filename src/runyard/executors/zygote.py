@@ -10,6 +10,7 @@ children it forked run on.
 
 from __future__ import annotations
 
+import _signal
 import _thread
 import base64
 import contextlib
@@ -264,7 +265,7 @@ class Zygote:
             os.close(request_w)
             os.close(ready_r)
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _signal.signal(signal.SIGCHLD, _signal.SIG_DFL)  # no enum made of the old (see taskrun)
         self.selector.close()
         self.sock.close()
         os.close(self.wake_r)

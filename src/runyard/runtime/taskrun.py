@@ -23,6 +23,7 @@ timer the child does not run would hold their write back for ever).
 
 from __future__ import annotations
 
+import _signal
 import _thread
 import os
 import signal
@@ -112,8 +113,11 @@ class CancelSignal:
         self._armed = False
 
     def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._handle)
-        signal.signal(signal.SIGINT, self._handle)
+        # the C function under signal.signal: its wrapper turns the handler it replaces into
+        # an enum member, by a failed lookup for a function (the launcher's SIGINT one); in
+        # a forked worker that cost 36 page faults and 0.13 ms of its CPU
+        _signal.signal(signal.SIGTERM, self._handle)
+        _signal.signal(signal.SIGINT, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
