@@ -37,10 +37,13 @@ def feed(tree: Path) -> Iterator[Callable[..., Generator[Batch, None, None]]]:
     stop = threading.Event()
     made: list[Generator[Batch, None, None]] = []
 
-    def start(*, recursive: bool = True, task_dirs: tuple[str, ...] = ()) -> Generator[Batch]:
+    def start(
+        *, recursive: bool = True, task_dirs: tuple[str, ...] = (),
+        names: frozenset[str] | None = None,
+    ) -> Generator[Batch]:  # fmt: skip
         gen = inotify_feed(
             [str(tree / "base")], list(task_dirs), recursive=recursive, stop=stop,
-            debounce_ms=15, step_ms=3, wait_ms=10,
+            debounce_ms=15, step_ms=3, wait_ms=10, names=names,
         )  # fmt: skip
         assert next(gen) == set()  # the watches are placed
         made.append(gen)
@@ -96,6 +99,21 @@ def test_an_atomic_replace_shows_as_its_rename(tree: Path, feed) -> None:
     seen = until(gen, (ADDED, str(status)))
     # the temporary file's creation and its writes are not asked for: only its close
     assert (ADDED, str(status.with_name(".status.json.tmp"))) not in seen
+
+
+def test_only_the_names_asked_for_make_a_batch_in_a_task_folder(tree: Path, feed) -> None:
+    gen = feed(names=frozenset({"status.json", "events.jsonl"}))
+    task = tree / "base" / TASK
+    (task / ".worker.lock").write_text("123 456 run\n")  # closed after writing: not asked for
+    (task / ".scratch.tmp").write_text("x")
+    os.replace(task / ".scratch.tmp", task / "notes.txt")
+    assert collect(gen, 0.3) == set()
+    replace(task / "status.json", '{"state": "running"}')  # its temporary file is left out
+    seen = until(gen, (ADDED, str(task / "status.json")))
+    assert {path for _, path in seen} == {str(task / "status.json")}
+    fresh = tree / "base" / "base#demo#two"
+    fresh.mkdir()  # in a type folder every name counts
+    until(gen, (ADDED, str(fresh)))
 
 
 def test_a_folder_that_arrives_is_watched_before_its_batch_is_handed_over(

@@ -11,8 +11,9 @@ close. Nothing below a task folder is watched (its records are its own files).
 
 :func:`inotify_feed` is a generator of batches as :func:`watchfiles.watch` yields them,
 ``{(change, path)}`` (``change`` as :class:`watchfiles.Change`: 1 added, 2 modified, 3
-deleted), grouped for at most ``debounce_ms`` and handed over ``step_ms`` after the last
-event, with an empty batch every ``wait_ms`` without any. With ``recursive`` it also watches
+deleted): from the first event, what each further ``step_ms`` brings is taken at once, and
+the batch is handed over after a step that added nothing to it, or after ``debounce_ms``;
+an empty batch comes every ``wait_ms`` without any event. With ``recursive`` it also watches
 each task folder of the given type folders, from the start and as they arrive; a folder
 that arrives is watched before its batch is handed over, so the read of it that the batch
 causes sees every write made before its watch. When the kernel's queue overflows (events
@@ -60,12 +61,15 @@ def inotify_feed(
     debounce_ms: int,
     step_ms: int,
     wait_ms: int,
+    names: frozenset[str] | None = None,
 ) -> Generator[Batch, None, None]:
     """Batches of changes in ``type_dirs`` (and in their task folders, with ``recursive``)
-    and in ``task_dirs``. The first ``next`` places the watches and returns an empty batch;
-    it raises ``FileNotFoundError`` for a folder given that is gone, ``OSError`` when the
-    kernel refuses a watch (the per-user budget). Ends when ``stop`` is set."""
-    watches = _Watches(INotify(), recursive)
+    and in ``task_dirs``; of a task folder's files only ``names``, when given (a temporary
+    file or a lock then neither starts a batch nor holds one open). The first ``next``
+    places the watches and returns an empty batch; it raises ``FileNotFoundError`` for a
+    folder given that is gone, ``OSError`` when the kernel refuses a watch (the per-user
+    budget). Ends when ``stop`` is set."""
+    watches = _Watches(INotify(), recursive, names)
     try:
         for path in type_dirs:
             watches.add_type(path)
@@ -78,15 +82,16 @@ def inotify_feed(
                 yield set()
                 continue
             batch: Batch = set()
+            watches.take(found, batch)
             began = time.monotonic()
-            while found:
-                watches.take(found, batch)
-                if (time.monotonic() - began) * 1000 >= debounce_ms:
-                    break
+            while batch and (time.monotonic() - began) * 1000 < debounce_ms:
                 # what comes in the next step, taken at once: a wait woken by each event
                 # would take the interpreter lock from the server's other threads as often
                 time.sleep(step_ms / 1000)
-                found = watches.inotify.read(timeout=0)
+                size = len(batch)
+                watches.take(watches.inotify.read(timeout=0), batch)
+                if len(batch) == size:
+                    break  # a step with nothing new: hand it over
             yield batch
     finally:
         watches.inotify.close()
@@ -95,9 +100,12 @@ def inotify_feed(
 class _Watches:
     """One inotify instance and what each of its watch descriptors watches."""
 
-    def __init__(self, inotify: INotify, recursive: bool) -> None:
+    def __init__(
+        self, inotify: INotify, recursive: bool, names: frozenset[str] | None = None
+    ) -> None:
         self.inotify = inotify
         self.recursive = recursive
+        self.names = names
         self.paths: dict[int, str] = {}  # watch descriptor: folder
         self.types: set[int] = set()  # the descriptors of type folders
         self.by_path: dict[str, int] = {}
@@ -122,6 +130,8 @@ class _Watches:
                 continue
             if folder is None or not name:
                 continue  # the folder itself went (its parent reports it) or an old watch
+            if self.names is not None and name not in self.names and wd not in self.types:
+                continue
             path = os.path.join(folder, name)
             change = next((c for f, c in CHANGE.items() if mask & f), MODIFIED)
             if wd in self.types and mask & flags.ISDIR:

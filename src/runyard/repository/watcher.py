@@ -229,7 +229,7 @@ class TaskWatcher:
                 [path for path in paths if os.path.dirname(path) == self._root],
                 [path for path in paths if os.path.dirname(path) != self._root],
                 recursive=recursive, stop=self._stop,
-                debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, wait_ms=WAIT_MS,
+                debounce_ms=DEBOUNCE_MS, step_ms=STEP_MS, wait_ms=WAIT_MS, names=RECORD_FILES,
             )  # fmt: skip
         import watchfiles
 
