@@ -174,20 +174,45 @@ def test_without_recursion_only_the_folders_named_are_followed(tree: Path, feed)
     assert collect(gen, 0.3) == set()
 
 
-def test_an_overflow_names_every_task_folder_and_watches_the_new(tree: Path) -> None:
-    (tree / "base" / "base#demo#two").mkdir()
+def overflowed() -> object:
+    """What the kernel queues when its queue is full: wd -1, ``IN_Q_OVERFLOW``."""
+    return type("Event", (), {"wd": -1, "mask": flags.Q_OVERFLOW, "cookie": 0, "name": ""})()
+
+
+def test_an_overflow_has_the_folders_that_may_have_changed_read_again(tree: Path) -> None:
+    base = tree / "base"
+    (base / "base#demo#old").mkdir()
+    os.utime(base / "base#demo#old", (time.time() - 3600, time.time() - 3600))
+    (base / "base#demo#gone").mkdir()
     watches = _Watches(INotify(), recursive=True)
     try:
-        watches.add_type(str(tree / "base"))
-        late = tree / "base" / "base#demo#late"
+        watches.add_type(str(base))
+        os.utime(base / TASK, (time.time() - 3600, time.time() - 3600))
+        watches.read(0)  # the last read before the events that will be lost
+        late = base / "base#demo#late"
         late.mkdir()  # made while the queue overflowed: its event was among those lost
+        replace(base / TASK / "status.json", '{"state": "running"}')  # its folder's time moves
+        os.rmdir(base / "base#demo#gone")
+        watches.read(0)
         batch: set[tuple[int, str]] = set()
-        overflow = type("Event", (), {"wd": -1, "mask": flags.Q_OVERFLOW, "cookie": 0, "name": ""})
-        watches.take([overflow()], batch)
-        assert {path for _, path in batch} == {
-            str(tree / "base" / name) for name in (TASK, "base#demo#two", "base#demo#late")
-        }
+        watches.take([overflowed()], batch)
+        watches.rescan_if_due(batch)
+        assert batch == {
+            (MODIFIED, str(base / TASK)),
+            (MODIFIED, str(late)),
+            (DELETED, str(base / "base#demo#gone")),
+        }  # not the old folder, unchanged since long before
         assert str(late) in watches.by_path  # followed from now on
+        assert str(base / "base#demo#gone") not in watches.by_path
+        # another overflow at once waits for the spacing: a loop of writes that overflows
+        # the queue on purpose costs a listing every RESCAN_SPACING seconds, no more
+        again: set[tuple[int, str]] = set()
+        watches.take([overflowed()], again)
+        watches.rescan_if_due(again)
+        assert again == set()
+        watches.next_rescan = 0.0  # the spacing has passed
+        watches.rescan_if_due(again)
+        assert (MODIFIED, str(late)) in again
     finally:
         watches.inotify.close()
 

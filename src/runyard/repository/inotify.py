@@ -17,8 +17,8 @@ an empty batch comes every ``wait_ms`` without any event. With ``recursive`` it 
 each task folder of the given type folders, from the start and as they arrive; a folder
 that arrives is watched before its batch is handed over, so the read of it that the batch
 causes sees every write made before its watch. When the kernel's queue overflows (events
-were dropped), the batch names every task folder of the watched type folders, and each is
-read again.
+were dropped), a batch names the task folders that may have changed meanwhile (see
+:meth:`_Watches.rescan_if_due`), and each is read again.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ CHANGE = {
     flags.MOVED_FROM: DELETED,
     flags.DELETE: DELETED,
 }
+RESCAN_SPACING = 10.0  # seconds
+RESCAN_SLACK_NS = 2_000_000_000  # a folder's time and this clock may differ a little
 SKIPPED = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.ELOOP)
 
 Batch = set[tuple[int, str]]
@@ -77,19 +79,16 @@ def inotify_feed(
             watches.add(path, TASK_MASK)
         yield set()
         while not stop.is_set():
-            found = watches.inotify.read(timeout=wait_ms)
-            if not found:
-                yield set()
-                continue
             batch: Batch = set()
-            watches.take(found, batch)
+            watches.take(watches.read(wait_ms), batch)
+            watches.rescan_if_due(batch)
             began = time.monotonic()
             while batch and (time.monotonic() - began) * 1000 < debounce_ms:
                 # what comes in the next step, taken at once: a wait woken by each event
                 # would take the interpreter lock from the server's other threads as often
                 time.sleep(step_ms / 1000)
                 size = len(batch)
-                watches.take(watches.inotify.read(timeout=0), batch)
+                watches.take(watches.read(0), batch)
                 if len(batch) == size:
                     break  # a step with nothing new: hand it over
             yield batch
@@ -109,6 +108,15 @@ class _Watches:
         self.paths: dict[int, str] = {}  # watch descriptor: folder
         self.types: set[int] = set()  # the descriptors of type folders
         self.by_path: dict[str, int] = {}
+        self.read_ns = self.previous_ns = time.time_ns()  # when the last two reads began
+        self.lost_since: int | None = None  # the kernel dropped events from then on
+        self.next_rescan = 0.0  # monotonic time from which a rescan may run again
+
+    def read(self, timeout: int) -> list[object]:
+        began = time.time_ns()
+        found: list[object] = self.inotify.read(timeout=timeout)
+        self.previous_ns, self.read_ns = self.read_ns, began
+        return found
 
     def add_type(self, path: str) -> None:
         """Watch the type folder ``path``, and its task folders when recursive."""
@@ -120,9 +128,9 @@ class _Watches:
     def take(self, events: Iterable[object], batch: Batch) -> None:
         for event in events:
             wd, mask, name = event.wd, event.mask, event.name  # type: ignore[attr-defined]
-            if mask & flags.Q_OVERFLOW:
-                log.warning("inotify queue overflowed: reading every task folder again")
-                self._everything(batch)
+            if mask & flags.Q_OVERFLOW:  # what came since the read before this one is lost
+                if self.lost_since is None:
+                    self.lost_since = self.previous_ns
                 continue
             folder = self.paths.get(wd)
             if mask & flags.IGNORED:
@@ -141,16 +149,32 @@ class _Watches:
                     self._add_child(path, budget_errors=False)
             batch.add((change, path))
 
-    def _everything(self, batch: Batch) -> None:
+    def rescan_if_due(self, batch: Batch) -> None:
+        """After an overflow, put in ``batch`` the task folders whose events may be lost:
+        those changed since (a record replaced, a folder made or renamed in: the folder's
+        time moves), those not watched yet, and the watched ones that are gone. At most one
+        such listing every ``RESCAN_SPACING`` seconds: overflowing the queue on purpose
+        (writes in a loop) costs a few listings a minute, not one each time."""
+        if self.lost_since is None or time.monotonic() < self.next_rescan:
+            return
+        since, self.lost_since = self.lost_since - RESCAN_SLACK_NS, None
+        self.next_rescan = time.monotonic() + RESCAN_SPACING
+        log.warning("inotify queue overflowed: reading the task folders changed since again")
         for wd in list(self.types):
             folder = self.paths.get(wd)
             if folder is None:
                 continue
-            for name in _subfolders(folder):
-                path = os.path.join(folder, name)
-                if self.recursive and path not in self.by_path:
+            listed = {os.path.join(folder, name) for name in _subfolders(folder)}
+            for path in listed:
+                unwatched = self.recursive and path not in self.by_path
+                if unwatched:
                     self._add_child(path, budget_errors=False)
-                batch.add((MODIFIED, path))
+                if unwatched or _mtime_ns(path) >= since:
+                    batch.add((MODIFIED, path))
+            prefix = folder + os.sep
+            for path in [p for p in self.by_path if p.startswith(prefix) and p not in listed]:
+                self._drop(path)
+                batch.add((DELETED, path))
 
     def _add_child(self, path: str, *, budget_errors: bool) -> None:
         """Watch the task folder ``path``; one that is gone or no folder is skipped. Out
@@ -184,6 +208,13 @@ class _Watches:
         self.types.discard(wd)
         if path is not None and self.by_path.get(path) == wd:
             del self.by_path[path]
+
+
+def _mtime_ns(path: str) -> int:
+    try:
+        return os.stat(path, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0
 
 
 def _subfolders(path: str) -> list[str]:

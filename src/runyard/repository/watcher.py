@@ -36,8 +36,9 @@ every write of a watched file and watches every folder below. Each returns to th
 set can be drained quickly when it is replaced.
 
 The kernel drops events when its queue (``fs.inotify.max_queued_events``) overflows: the
-inotify feed then reports every task folder, to be read again. Watches are placed after the
-start-up scan rather than before it.
+inotify feed then reports the task folders that may have changed meanwhile, to be read
+again (at most once every ten seconds). Watches are placed after the start-up scan rather
+than before it.
 """
 
 from __future__ import annotations
