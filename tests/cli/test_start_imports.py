@@ -102,7 +102,7 @@ SETTINGS = ("runyard.config", "pydantic_settings", "yaml")
 TYPER_COERCION = ("typer._adapters",)
 LS_FILES_SPARES = (
     *SETTINGS, "httpx", "runyard.client.sync", "runyard.runtime", "runyard.api", "fastapi",
-    "uvicorn", "rich", "watchfiles", *TYPER_COERCION,
+    "uvicorn", "rich", "watchfiles", "inotify_simple", *TYPER_COERCION,
 )  # fmt: skip
 
 
