@@ -130,6 +130,19 @@ def test_a_folder_that_arrives_is_watched_before_its_batch_is_handed_over(
     until(gen, (ADDED, str(arrived / "status.json")))
 
 
+def test_a_link_posing_as_a_task_folder_is_never_followed(tree: Path, feed) -> None:
+    outside = tree / "elsewhere"  # what a link in a type folder may point at: not the index's
+    outside.mkdir()
+    (tree / "base" / "base#demo#early").symlink_to(outside)  # there before the watches
+    gen = feed()
+    late = tree / "base" / "base#demo#late"
+    late.symlink_to(outside, target_is_directory=True)  # and one made after
+    until(gen, (ADDED, str(late)))  # a name in its type folder, as any
+    (outside / "status.json").write_text('{"state": "succeeded"}')
+    replace(outside / "status.json", '{"state": "failed"}')
+    assert collect(gen, 0.3) == set()  # nothing through either link
+
+
 def test_a_folder_moved_away_is_reported_and_no_longer_followed(tree: Path, feed) -> None:
     gen = feed()
     task = tree / "base" / TASK
