@@ -161,3 +161,54 @@ def test_a_wait_for_a_run_that_ended_needs_no_thread(services: Services) -> None
             limiter.release()
 
     assert asyncio.run(main()) == expected
+
+
+def test_a_status_as_the_index_holds_it_is_answered_at_once_though_the_index_is_held(
+    services: Services,
+) -> None:
+    """The watcher holds the index while it reads other tasks' files: a status whose file
+    is what the index holds is answered on the loop without waiting for it, and a status
+    changed since (not yet in the index) is never answered from the index."""
+    task_id = seed(services, record("etl#load#busy", "succeeded"))
+    status = services.workspace.read_status(task_id)
+    assert status is not None
+    services.workspace.write_status(status)  # the bytes runyard writes, as it answers them
+    services.repository.refresh(task_id)
+    expected = current_status(services, task_id, None).to_json()
+    lock = services.repository._index.lock
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+
+    async def at_once() -> Any:
+        limiter = anyio.to_thread.current_default_thread_limiter()
+        limiter.total_tokens = 1
+        await limiter.acquire()  # no thread to wait in: the answer must come from the loop
+        try:
+            return (await asyncio.wait_for(status_now(services, task_id, None), 2)).to_json()
+        finally:
+            limiter.release()
+
+    async def after_a_change() -> tuple[Any, float]:
+        changed = status.model_copy(update={"error": "written while the index was held"})
+        services.workspace.write_status(changed)
+        threading.Timer(0.3, release.set).start()
+        started = time.monotonic()
+        answer = await asyncio.wait_for(status_now(services, task_id, None), 10)
+        return answer.to_json(), time.monotonic() - started
+
+    try:
+        assert asyncio.run(at_once()) == expected
+        answer, took = asyncio.run(after_a_change())
+    finally:
+        release.set()
+        holder.join(10)
+    assert answer["error"] == "written while the index was held"
+    assert took >= 0.25  # read under the lock, once it was free

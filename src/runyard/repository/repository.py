@@ -204,14 +204,33 @@ class TaskRepository:
         return parsed[1] if parsed else None
 
     def get_unless_busy(self, task_id: str) -> tuple[bool, TaskStatus | None]:
-        """``(True, get(task_id))`` when no other thread holds the index now, else
-        ``(False, None)`` at once: a caller on the event loop then waits for it elsewhere."""
+        """``(True, get(task_id))`` when the file holds what the index does (the usual case:
+        no lock is needed then) or no other thread holds the index now, else ``(False,
+        None)`` at once: a caller on the event loop then waits for it elsewhere."""
+        unchanged = self._get_unchanged(task_id)
+        if unchanged is not None:
+            return True, unchanged
         if not self._index.lock.acquire(blocking=False):
             return False, None
         try:
             return True, self.get(task_id)
         finally:
             self._index.lock.release()
+
+    def _get_unchanged(self, task_id: str) -> TaskStatus | None:
+        """:meth:`get` without the lock, when the status file's bytes are the ones the index
+        holds (so it would change nothing), else None. The watcher applies a change under
+        the lock while reading folders, so a caller that waits for the lock would mostly
+        wait for a read of other tasks' files; with the lock free or not, the answer is the
+        file as it was when read."""
+        kept = self._index.statuses.get(task_id)  # records are tuples, replaced whole
+        if kept is None:
+            return None
+        _, raw = read_one(self.workspace.task_dir(task_id), STATUS_FILE)
+        raw = self._held(task_id) or raw
+        if raw is None or raw != recent_status_json(kept):
+            return None
+        return TaskStatus.model_validate_json(raw)
 
     def get_metadata(self, task_id: str) -> TaskMetadata | None:
         """The task's metadata read from its file now (None if missing or invalid)."""
