@@ -175,6 +175,12 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
         status = TaskStatus.model_validate_json(raw)
     except ValidationError:
         return None
+    record = status_record(status, task_id)
+    return None if record is None else (record, status)
+
+
+def status_record(status: TaskStatus, task_id: str) -> StatusRecord | None:
+    """The index's record of ``status``; None when it is not a status of ``task_id``."""
     if status.task_id != task_id or status.task_type != _task_type(task_id):
         return None
     instant = sort_instant(status.created_at)
@@ -182,8 +188,7 @@ def parse_status(raw: bytes | None, task_id: str) -> tuple[StatusRecord, TaskSta
     parents = parse_parents(status.config.get("source_tasks"), task_id)
     log = log_key(status.log_path)
     packed = keptbytes.pack(wire_bytes(status))
-    record = (instant, created_at, parents, packed, status.state.value, log)
-    return record, status
+    return (instant, created_at, parents, packed, status.state.value, log)
 
 
 def log_key(log_path: str) -> int | None:

@@ -20,6 +20,7 @@ from runyard.repository.models import TaskContext, TaskGraph
 from runyard.repository.records import (
     META_INSTANT,
     DamagedRecord,
+    FolderRecords,
     StatusRecord,
     TaskFolder,
     list_task_folders,
@@ -30,6 +31,7 @@ from runyard.repository.records import (
     read_one,
     recent_status_json,
     status_model,
+    status_record,
     text_matcher,
 )
 from runyard.repository.scan import scan_all
@@ -488,11 +490,27 @@ class TaskRepository:
             if held is not None and found.exists:
                 parsed = parse_status(held, task_id)
                 found = found._replace(status=parsed[0] if parsed else found.status)
-            before = (self._index.statuses.get(task_id), self._index.metadata.get(task_id))
-            self._active_changed(self._index.apply_folder(task_id, found))
-            if before != (found.status, found.metadata):
-                self._records_changed(task_id)
+            self._apply_found(task_id, found)
         return found.exists
+
+    def _apply_found(self, task_id: str, found: FolderRecords) -> None:
+        """Under the lock: the index takes what one read of the task's folder found."""
+        before = (self._index.statuses.get(task_id), self._index.metadata.get(task_id))
+        self._active_changed(self._index.apply_folder(task_id, found))
+        if before != (found.status, found.metadata):
+            self._records_changed(task_id)
+
+    def take_created(self, status: TaskStatus) -> None:
+        """A task folder this process has just made, ``status`` its only record (a submit):
+        indexed from the status itself, not read back from the files it was written to
+        a moment ago (the watcher's event for the new folder follows and reads them)."""
+        task_id = status.task_id
+        record = status_record(status, task_id)
+        with self._index.lock:
+            if record is None or self._held(task_id) is not None:
+                self.refresh(task_id)  # not a status of its own folder: what the files say
+            elif not self._indexing:  # else the scan takes it in, or its catch-up
+                self._apply_found(task_id, FolderRecords(True, record, None))
 
     def _records_changed(self, task_id: str) -> None:
         if self._keeper is not None:

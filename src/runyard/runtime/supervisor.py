@@ -108,6 +108,9 @@ class Supervisor:
         # called with a task id and the record files that changed, when a worker on
         # another node wrote them (no inotify event reaches this host); else on_change
         self.on_records: Callable[[str, set[str]], object] | None = None
+        # called with the status of a task folder a submit has just made (its one record),
+        # to index it without reading it back; else on_change
+        self.on_created: Callable[[TaskStatus], object] | None = None
         # a built index: start() takes the unfinished and recordless tasks from it instead
         # of reading every folder (None, or an index not built yet: the files are read)
         self.known_tasks: KnownTasks | None = None
@@ -281,7 +284,7 @@ class Supervisor:
             self.kubernetes_tasks().queue_mark(status)  # before anything launches it
         with self._lock:
             self._held.discard(status.task_id)  # an earlier run's held end: replaced
-        self._changed(status.task_id)
+        self._created(status)
         with self._lock:
             queue = self._kube_queue if on_kubernetes else self._queue
             queue.append((status.task_id, status.run_id))
@@ -533,6 +536,15 @@ class Supervisor:
 
     def unwritten_count(self) -> int:
         return self._held.count()
+
+    def _created(self, status: TaskStatus) -> None:
+        if self.on_created is None:
+            self._changed(status.task_id)
+            return
+        try:
+            self.on_created(status)
+        except Exception:
+            log.exception("on_created(%s) failed", status.task_id)
 
     def _changed(self, task_id: str) -> None:
         if self._on_change is None:

@@ -68,6 +68,7 @@ def file_services(settings: Settings) -> Services:
     registry = TaskRegistry.load()
     repository = TaskRepository(workspace)
     supervisor = Supervisor(settings, workspace, registry, on_change=repository.refresh)
+    supervisor.on_created = repository.take_created
     return Services(settings, workspace, registry, repository, supervisor)
 
 
