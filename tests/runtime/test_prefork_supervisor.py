@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from runtime_helpers import wait_state, wait_until
@@ -66,3 +67,45 @@ def test_forked_workers_outlive_the_supervisor_and_are_adopted(make_supervisor, 
     assert second.cancel(running.task_id)
     assert finish(workspace, running).state == "cancelled"
     assert finish(workspace, queued).result["result"] == 4
+
+
+def _launcher_of_this_process() -> int:
+    """The pre-forked launcher a supervisor of this process started (its child)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and b"runyard.executors.zygote" in cmdline:
+            return int(entry.name)
+    raise AssertionError("no launcher found")
+
+
+def test_a_submit_does_not_wait_while_an_exit_waits_for_the_launchers_report(
+    make_supervisor, workspace
+):
+    """A worker's end is known once the launcher has reaped it and said its exit code; a
+    submit made meanwhile is not held back by that wait."""
+    sup = make_supervisor(prefork=True)
+    handle = sup.submit("sleepy", {"seconds": 0.3})
+    running = wait_state(workspace, handle.task_id, "running")
+    launcher = _launcher_of_this_process()
+    os.kill(launcher, signal.SIGSTOP)  # it can neither reap the worker nor report its code
+    try:
+        def ended() -> bool:
+            state = Path(f"/proc/{running.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            return state == "Z"
+
+        wait_until(ended)
+        time.sleep(0.3)  # the supervisor has seen the exit and waits for the report
+        started = time.monotonic()
+        queued = sup.submit("demo", {"x": 1, "y": 2})
+        took = time.monotonic() - started
+    finally:
+        os.kill(launcher, signal.SIGCONT)
+    assert took < 1.0, f"the submit waited {took:.2f} s for another run's exit report"
+    assert finish(workspace, handle).state == "succeeded"
+    assert finish(workspace, queued).state == "succeeded"

@@ -409,9 +409,14 @@ class Supervisor:
             return
         with self._lock:
             act = self._active.get(run_id)
-            if act is None:
-                return
-            info = act.exit_info(pidfd)
+        if act is None:
+            return
+        # not under the lock: for a pre-forked worker this waits for the launcher to reap it
+        # and report its exit code, and submits must not wait for that
+        info = act.exit_info(pidfd)
+        with self._lock:
+            if self._active.get(run_id) is not act:
+                return  # stopped meanwhile
             status = self._held.end(act.task_id, run_id, info, cancelled=act.cancelling)
             if status is not None and status.run_id == run_id and not status.terminal:
                 self._still_held(act, status)
