@@ -93,12 +93,13 @@ def test_a_submit_does_not_wait_while_an_exit_waits_for_the_launchers_report(
     handle = sup.submit("sleepy", {"seconds": 0.3})
     running = wait_state(workspace, handle.task_id, "running")
     launcher = _launcher_of_this_process()
+
+    def ended() -> bool:
+        state = Path(f"/proc/{running.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state == "Z"
+
     os.kill(launcher, signal.SIGSTOP)  # it can neither reap the worker nor report its code
     try:
-        def ended() -> bool:
-            state = Path(f"/proc/{running.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            return state == "Z"
-
         wait_until(ended)
         time.sleep(0.3)  # the supervisor has seen the exit and waits for the report
         started = time.monotonic()
