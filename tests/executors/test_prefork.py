@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -325,3 +327,61 @@ def test_a_warm_up_that_leaves_a_thread_makes_the_zygote_refuse_to_fork(tmp_path
     finally:
         executor.close()
     assert "a thread of the warm-up still runs; not forking" in log.read_text()
+
+
+def test_a_spawn_asked_for_during_a_batch_of_standbys_is_served_before_the_rest_of_it(
+    tmp_path,
+):
+    """Standbys come in batches, forked back to back; a launch asked for meanwhile is
+    served before the batch's next fork, not after its last one. Counted in messages: the
+    standbys reported ready between the spawn request and its answer."""
+    ours, theirs = socket.socketpair()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(HERE)}
+    zygote = subprocess.Popen(
+        [PY, "-m", "runyard.executors.zygote", str(theirs.fileno())],
+        pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    theirs.close()
+    replies = ours.makefile("rb")
+
+    def send(message: dict) -> None:
+        ours.sendall(json.dumps(message).encode() + b"\n")
+
+    def reply() -> dict:
+        line = replies.readline()
+        assert line, "the zygote closed its socket"
+        return json.loads(line)
+
+    batch = 100
+    try:
+        ours.settimeout(60)
+        send({"op": "preload", "modules": ["json", "prefork_probe"], "warm": None})
+        assert reply()["op"] == "ready"
+        send({"op": "standby", "standbys": [
+            {"name": f"batch-{n}", "cgroup_procs": []} for n in range(batch)
+        ]})  # fmt: skip
+        assert reply() == {"op": "standby-ready", "name": "batch-0"}  # the batch is under way
+        send({
+            "op": "spawn", "id": 1, "standby": None, "module": "prefork_probe", "args": [],
+            "env": env, "cwd": None, "log_path": str(tmp_path / "probe.log"),
+            "stdin": base64.b64encode(b'{"action": "report"}').decode(),
+            "cgroup_procs": [], "rlimits": [],
+        })  # fmt: skip
+        ready_meanwhile = 0
+        while (message := reply())["op"] != "spawned":
+            assert message["op"] == "standby-ready", message
+            ready_meanwhile += 1
+        assert ready_meanwhile < batch // 2, f"{ready_meanwhile} standbys came first"
+        while ready_meanwhile < batch - 1:  # the rest of the batch still comes
+            message = reply()
+            if message["op"] == "standby-ready":
+                ready_meanwhile += 1
+    finally:
+        replies.close()
+        ours.close()  # the zygote exits; its standbys read the end of their pipes and exit
+        zygote.wait(30)
+    log = tmp_path / "probe.log"
+    deadline = time.monotonic() + 10
+    while '"argv": ["prefork_probe"]' not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the spawned child did not run"
+        time.sleep(0.01)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import _signal
 import _thread
 import base64
+import collections
 import contextlib
 import gc
 import importlib
@@ -65,10 +66,15 @@ class Zygote:
         self.selector.register(self.wake_r, selectors.EVENT_READ, SIGNAL)
         # the standbys by the name of their spare cgroup: pid, request pipe, ready pipe
         self.standbys: dict[str, tuple[int, int, int]] = {}
+        # the standbys asked for and not forked yet: name, cgroup.procs files
+        self.to_fork: collections.deque[tuple[str, list[str]]] = collections.deque()
 
     def run(self) -> int:
         while True:
-            for key, _ in self.selector.select():
+            ready = self.selector.select(0 if self.to_fork else None)
+            if not ready and self.to_fork:  # nothing waits: the next standby of the batch
+                self._fork_standby(*self.to_fork.popleft())
+            for key, _ in ready:
                 if key.data == SIGNAL:
                     self._drain_wake()
                     self._reap()
@@ -103,8 +109,9 @@ class Zygote:
             if not (message.get("standby") and self._spawn_standby(message)):
                 self._spawn(message)
         elif message.get("op") == "standby":
-            for standby in message["standbys"]:  # back to back: see _fork_standby
-                self._fork_standby(standby["name"], standby["cgroup_procs"])
+            # back to back (see _fork_standby), but a request that comes meanwhile is served
+            # before the next one: a batch takes a few ms, which a launch need not wait
+            self.to_fork.extend((one["name"], one["cgroup_procs"]) for one in message["standbys"])
 
     # A standby is a child forked ahead of time that joined a spare cgroup and waits for
     # its spawn request: the launcher renames the spare to the run's cgroup, so the worker
