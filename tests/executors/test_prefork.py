@@ -360,7 +360,8 @@ def test_a_spawn_asked_for_during_a_batch_of_standbys_is_served_before_the_rest_
         send({"op": "standby", "standbys": [
             {"name": f"batch-{n}", "cgroup_procs": []} for n in range(batch)
         ]})  # fmt: skip
-        assert reply() == {"op": "standby-ready", "name": "batch-0"}  # the batch is under way
+        first = reply()  # the batch is under way
+        assert first["op"] == "standby-ready" and first["name"] == "batch-0"
         send({
             "op": "spawn", "id": 1, "standby": None, "module": "prefork_probe", "args": [],
             "env": env, "cwd": None, "log_path": str(tmp_path / "probe.log"),
@@ -385,3 +386,55 @@ def test_a_spawn_asked_for_during_a_batch_of_standbys_is_served_before_the_rest_
     while '"argv": ["prefork_probe"]' not in (log.read_text() if log.exists() else ""):
         assert time.monotonic() < deadline, "the spawned child did not run"
         time.sleep(0.01)
+
+
+def _ready_standby(executor: PreforkExecutor) -> str:
+    zygote = executor._ensure_zygote()
+    assert zygote is not None
+    deadline = time.monotonic() + 10
+    while not zygote._ready:  # a standby joins its spare cgroup after start-up
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return zygote._ready[0]
+
+
+def test_a_launch_on_a_standby_does_not_wait_for_the_zygote_to_pass_it_on(executor, tmp_path):
+    """The standby is the run's process, its pid known when it was ready: the launch
+    returns at once, and the zygote passes the request on when it can."""
+    _ready_standby(executor)
+    launcher = executor._ensure_zygote()._proc.pid
+    run = f"nowait-{uuid.uuid4().hex[:8]}"
+    os.kill(launcher, signal.SIGSTOP)  # it reads no request until it goes on
+    try:
+        started = time.monotonic()
+        handle = executor.launch(probe(tmp_path, {}, labels={"runyard.run_id": run}))
+        took = time.monotonic() - started
+    finally:
+        os.kill(launcher, signal.SIGCONT)
+    assert took < 2.0, f"the launch waited {took:.2f} s for the zygote"
+    assert executor.wait_exit(handle, 10).exit_code == 0
+    wait_for_line(tmp_path, '"pid"')
+    assert json.loads(log_of(tmp_path).splitlines()[-1])["pid"] == handle.pid
+
+
+def test_a_standby_dead_before_its_run_ends_that_run_and_nothing_runs_it_instead(
+    executor, tmp_path
+):
+    """A standby killed while it waits: the run launched on it ends with that process's
+    exit; the zygote does not fork another process in its place (the run's pid is the
+    standby's, which its supervisor already follows)."""
+    name = _ready_standby(executor)
+    zygote = executor._ensure_zygote()
+    standby = zygote._standby_pids[name]
+    os.kill(standby, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while zygote.exit_code(standby) is None:  # reaped and reported by the zygote
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    run = f"dead-{uuid.uuid4().hex[:8]}"
+    handle = executor.launch(probe(tmp_path, {}, labels={"runyard.run_id": run}))
+    assert handle.pid == standby
+    assert executor.wait_exit(handle, 10).exit_code == -signal.SIGKILL
+    time.sleep(0.5)
+    assert log_of(tmp_path) == "", "another process ran the request"
+    assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}").exists()

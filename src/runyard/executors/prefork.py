@@ -278,6 +278,8 @@ class ZygoteClient:
         self._exits: dict[int, int] = {}
         self._spares: dict[str, Cgroup] = {}  # by name: each has a standby, asked for or ready
         self._ready: list[str] = []  # the spares whose standby joined them, oldest first
+        self._standby_pids: dict[str, int] = {}  # the ready standbys' processes, by spare
+        self._unanswered: set[int] = set()  # spawns on a standby, whose answer nobody waits for
         self.alive = True
         self.preload_errors = self._handshake(preload, warm)
         self._reader = threading.Thread(target=self._read, name="prefork-reader", daemon=True)
@@ -327,12 +329,17 @@ class ZygoteClient:
         standby: str | None = None,
     ) -> int:  # fmt: skip
         request_id = next(self._ids)
+        with self._cond:
+            taken = self._standby_pids.pop(standby, None) if standby is not None else None
+            if taken is not None:
+                self._unanswered.add(request_id)
         request = {
             "op": "spawn", "id": request_id, "standby": standby, "module": module, "args": args,
             "env": dict(spec.env), "cwd": str(spec.cwd) if spec.cwd else None,
             "log_path": str(spec.log_path), "stdin": base64.b64encode(spec.stdin).decode(),
             "cgroup_procs": setup.procs_files,
             "rlimits": setup.rlimits,
+            "taken": taken is not None,
         }
         try:
             with self._send_lock:  # never under the condition: the reader must always read
@@ -340,6 +347,13 @@ class ZygoteClient:
         except OSError as exc:
             self.alive = False
             raise ExecutorError(f"The prefork zygote is gone: {exc}") from exc
+        if taken is not None:
+            # the standby is the run's process: its pid is known, and the launch need not
+            # wait for the zygote to pass the request on (a few ms on a busy machine, during
+            # which no other run could be launched or reaped). Should the standby have died
+            # meanwhile, the zygote answers "failed" and reports that process's exit, which
+            # ends the run as any worker's early death does.
+            return taken
         with self._cond:
             if not self._cond.wait_for(
                 lambda: request_id in self._replies or not self.alive, SPAWN_TIMEOUT
@@ -400,6 +414,8 @@ class ZygoteClient:
             return
         if message["op"] == "standby-ready":
             self._ready.append(name)
+            if isinstance(message.get("pid"), int):
+                self._standby_pids[name] = message["pid"]
         else:
             Setup({}, self._spares.pop(name)).end()
 
@@ -411,6 +427,8 @@ class ZygoteClient:
                     self._exits[int(message["pid"])] = int(message["code"])
                 elif message.get("op") in ("standby-ready", "standby-failed"):
                     self._standby_message(message)
+                elif int(message["id"]) in self._unanswered:
+                    self._unanswered.discard(int(message["id"]))
                 else:
                     self._replies[int(message["id"])] = message
                 self._cond.notify_all()
@@ -452,5 +470,6 @@ class ZygoteClient:
         self._file.close()
         self._sock.close()
         spares, self._spares, self._ready = getattr(self, "_spares", {}), {}, []
+        self._standby_pids = {}
         for spare in spares.values():  # their standbys end with the zygote
             Setup({}, spare).end()

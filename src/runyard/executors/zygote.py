@@ -106,8 +106,13 @@ class Zygote:
             gc.freeze()  # children then leave the preloaded heap shared (no copy-on-write by gc)
             self._reply({"op": "ready", "errors": errors})
         elif message.get("op") == "spawn":
-            if not (message.get("standby") and self._spawn_standby(message)):
-                self._spawn(message)
+            if message.get("standby") and self._spawn_standby(message):
+                return
+            if message.get("taken"):  # its client went on with the standby's pid as the run's
+                error = f"the standby {message.get('standby')} is gone"
+                self._reply({"op": "failed", "id": message["id"], "error": error})
+                return
+            self._spawn(message)
         elif message.get("op") == "standby":
             # back to back (see _fork_standby), but a request that comes meanwhile is served
             # before the next one: a batch takes a few ms, which a launch need not wait
@@ -139,7 +144,9 @@ class Zygote:
         joined = os.read(ready_r, 1) == b"1"
         if not joined:
             self._drop_standby(name)
-        self._reply({"op": "standby-ready" if joined else "standby-failed", "name": name})
+            self._reply({"op": "standby-failed", "name": name})
+            return
+        self._reply({"op": "standby-ready", "name": name, "pid": self.standbys[name][0]})
 
     def _spawn_standby(self, request: dict[str, Any]) -> bool:
         standby = self.standbys.pop(request["standby"], None)
