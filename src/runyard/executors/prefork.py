@@ -18,7 +18,10 @@ ahead of time, each of which already joined a spare cgroup, which is renamed aft
 run (cgroup v1 only: cgroup2 cannot rename one, so there are no standbys there) — so it
 starts contained without a cgroup migration on its way; its
 ``/proc/<pid>/cmdline`` is the zygote's. :data:`STANDBYS` are kept ready, forked in
-batches. Only specs of the form
+batches. A standby reports its pid when it is ready, so a launch on it returns without
+waiting for the zygote to pass the request on; should the standby die first, the zygote
+answers "failed" instead of forking another process in its place, and the standby's exit
+is the run's. Only specs of the form
 ``[<this python>, "-m", <module>, *args]`` are forked (the module's ``main()`` is called,
 else it is run as ``__main__``); anything else, and any zygote failure, falls back to
 :class:`LocalExecutor`. The zygote reaps its children, kills what is left of a
