@@ -70,6 +70,22 @@ def both(services: Services, task_id: str, scope: RunScope | None) -> tuple[Any,
     return on_loop, outcome(lambda: current_status(services, task_id, scope))
 
 
+def hold_index(services: Services, release: threading.Event) -> threading.Thread:
+    """Another thread holds the index's lock (as the watcher does while it reads folders)
+    until ``release`` is set; it holds it when this returns."""
+    held = threading.Event()
+
+    def hold() -> None:
+        with services.repository._index.lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(10)
+    return holder
+
+
 def test_admin_and_run_submitted_tasks_answer_as_the_thread_pool_path(
     services: Services,
 ) -> None:
@@ -114,17 +130,8 @@ def test_a_running_task_whose_worker_is_gone_is_settled(services: Services) -> N
 def test_a_held_index_is_waited_for_off_the_loop(services: Services) -> None:
     task_id = seed(services, record("etl#load#held", "succeeded"))
     expected = current_status(services, task_id, None).to_json()
-    lock = services.repository._index.lock
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
+    release = threading.Event()
+    holder = hold_index(services, release)
 
     async def main() -> tuple[Any, int]:
         ticks = 0
@@ -175,17 +182,8 @@ def test_a_status_as_the_index_holds_it_is_answered_at_once_though_the_index_is_
     services.workspace.write_status(status)  # the bytes runyard writes, as it answers them
     services.repository.refresh(task_id)
     expected = current_status(services, task_id, None).to_json()
-    lock = services.repository._index.lock
-    held, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            held.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait(10)
+    release = threading.Event()
+    holder = hold_index(services, release)
 
     async def at_once() -> Any:
         limiter = anyio.to_thread.current_default_thread_limiter()
