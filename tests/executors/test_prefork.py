@@ -360,8 +360,8 @@ def test_a_spawn_asked_for_during_a_batch_of_standbys_is_served_before_the_rest_
         send({"op": "standby", "standbys": [
             {"name": f"batch-{n}", "cgroup_procs": []} for n in range(batch)
         ]})  # fmt: skip
-        first = reply()  # the batch is under way
-        assert first["op"] == "standby-ready" and first["name"] == "batch-0"
+        first = reply()  # the batch is under way (its standbys get ready in any order)
+        assert first["op"] == "standby-ready" and first["name"].startswith("batch-")
         send({
             "op": "spawn", "id": 1, "standby": None, "module": "prefork_probe", "args": [],
             "env": env, "cwd": None, "log_path": str(tmp_path / "probe.log"),

@@ -71,10 +71,7 @@ class Zygote:
 
     def run(self) -> int:
         while True:
-            ready = self.selector.select(0 if self.to_fork else None)
-            if not ready and self.to_fork:  # nothing waits: the next standby of the batch
-                self._fork_standby(*self.to_fork.popleft())
-            for key, _ in ready:
+            for key, _ in self.selector.select(0 if self.to_fork else None):
                 if key.data == SIGNAL:
                     self._drain_wake()
                     self._reap()
@@ -83,6 +80,8 @@ class Zygote:
                         return 0
                 else:  # a standby's ready pipe, named by its spare
                     self._standby_ready(key.fd, key.data)
+            if self.to_fork:  # one standby of a batch a turn: what came meanwhile goes first
+                self._fork_standby(*self.to_fork.popleft())
 
     def _receive(self) -> bool:
         try:
