@@ -69,21 +69,6 @@ def test_forked_workers_outlive_the_supervisor_and_are_adopted(make_supervisor, 
     assert finish(workspace, queued).result["result"] == 4
 
 
-def _launcher_of_this_process() -> int:
-    """The pre-forked launcher a supervisor of this process started (its child)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == os.getpid() and b"runyard.executors.zygote" in cmdline:
-            return int(entry.name)
-    raise AssertionError("no launcher found")
-
-
 def test_a_submit_does_not_wait_while_an_exit_waits_for_the_launchers_report(
     make_supervisor, workspace
 ):
@@ -92,7 +77,7 @@ def test_a_submit_does_not_wait_while_an_exit_waits_for_the_launchers_report(
     sup = make_supervisor(prefork=True)
     handle = sup.submit("sleepy", {"seconds": 0.3})
     running = wait_state(workspace, handle.task_id, "running")
-    launcher = _launcher_of_this_process()
+    launcher = sup._executor._ensure_zygote()._proc.pid  # the launcher this supervisor started
 
     def ended() -> bool:
         state = Path(f"/proc/{running.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
