@@ -374,7 +374,7 @@ class ZygoteClient:
     def refill(self, containment: Containment) -> None:
         """Keep :data:`STANDBYS` standbys ready for the next launches (where cgroups are
         usable): when at most one is left, the others are asked for in one message, and
-        the zygote forks them back to back."""
+        the zygote forks them one after the other, serving what comes meanwhile first."""
         batch = []
         with self._cond:
             if len(self._spares) > 1 or containment.host is None or not self.alive:
