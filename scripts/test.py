@@ -2,11 +2,11 @@
 """Set up everything the test suite needs on a fresh machine, then run it.
 
 System packages (bubblewrap for sandboxed agent runs, chromium for the Studio's browser
-tests, openssl for a test certificate) are installed with apt-get when missing and we are
-root; Python packages go into ``.venv``. Extra arguments are passed to pytest. Without
-``-n``, the suite runs in two pytest-xdist workers, one test file at a time each
-(``--dist loadfile``), so a file's module-scoped server starts once: most tests wait on
-real servers and processes, not on CPU.
+tests, openssl for a test certificate, strace to count a reader's system calls) are
+installed with apt-get when missing and we are root; Python packages go into ``.venv``.
+Extra arguments are passed to pytest. Without ``-n``, the suite runs in two pytest-xdist
+workers, one test file at a time each (``--dist loadfile``), so a file's module-scoped
+server starts once: most tests wait on real servers and processes, not on CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
-SYSTEM_PACKAGES = {"bwrap": "bubblewrap", "chromium": "chromium", "openssl": "openssl"}
+SYSTEM_PACKAGES = {
+    "bwrap": "bubblewrap",
+    "chromium": "chromium",
+    "openssl": "openssl",
+    "strace": "strace",
+}
 WORKERS = 2
 
 

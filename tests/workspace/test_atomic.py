@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -11,7 +13,9 @@ import pytest
 
 from runyard.workspace.atomic import (
     dump_json,
+    read_bytes_tolerant,
     read_json_tolerant,
+    read_whole,
     write_bytes_atomic,
     write_bytes_new,
     write_json_atomic,
@@ -130,3 +134,54 @@ def test_a_new_file_is_written_in_place_and_never_over_another(tmp_path: Path) -
     with pytest.raises(TypeError):
         write_bytes_new(failing, 12345)  # type: ignore[arg-type]  # fails once the file is made
     assert not failing.exists()
+
+
+def test_a_tolerant_read_takes_regular_files_only(tmp_path: Path) -> None:
+    (tmp_path / "record.json").write_bytes(b'{"state": "queued"}')
+    (tmp_path / "link.json").symlink_to(tmp_path / "record.json")
+    os.mkfifo(tmp_path / "fifo.json")  # opening it must not block
+    (tmp_path / "folder.json").mkdir()
+    assert read_bytes_tolerant(tmp_path / "record.json") == b'{"state": "queued"}'
+    assert read_bytes_tolerant(str(tmp_path / "record.json")) == b'{"state": "queued"}'
+    for name in ("link.json", "fifo.json", "folder.json", "missing.json"):
+        assert read_bytes_tolerant(tmp_path / name) is None, name
+    (tmp_path / "empty.json").write_bytes(b"")
+    assert read_bytes_tolerant(tmp_path / "empty.json") == b""
+
+
+def test_a_file_longer_than_its_stat_said_is_read_whole_up_to_the_limit(tmp_path: Path) -> None:
+    data = os.urandom(200_000)  # several chunks past the size given
+    (tmp_path / "grown").write_bytes(data)
+    fd = os.open(tmp_path / "grown", os.O_RDONLY)
+    try:
+        assert read_whole(fd, 10) == data  # a file that grew after its fstat
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert read_whole(fd, 10, limit=150_000) is None
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert read_whole(fd, len(data), limit=len(data)) == data
+    finally:
+        os.close(fd)
+
+
+def test_a_tolerant_read_is_open_fstat_read_close(tmp_path: Path) -> None:
+    """A record read on a busy server's threads gives the interpreter lock away at each
+    call: four, where a file object takes nine."""
+    (tmp_path / "status.json").write_bytes(b'{"state": "running"}' * 20)
+    script = (
+        "import os, sys; from runyard.workspace.atomic import read_bytes_tolerant;"
+        "os.getppid(); read_bytes_tolerant(sys.argv[1]); os.getppid()"
+    )
+    trace = tmp_path / "trace"
+    argv = ["strace", "-e", "trace=all", "-o", str(trace), sys.executable, "-c", script]
+    traced = subprocess.run(
+        [*argv, str(tmp_path / "status.json")], capture_output=True, text=True, timeout=60
+    )
+    assert traced.returncode == 0, traced.stderr
+    lines = trace.read_text().splitlines()
+    marks = [i for i, line in enumerate(lines) if line.startswith("getppid(")]
+    assert len(marks) == 2, lines[-20:]
+    calls = [line.split("(", 1)[0] for line in lines[marks[0] + 1 : marks[1]]]
+    assert calls in (
+        ["openat", "fstat", "read", "close"],
+        ["openat", "newfstatat", "read", "close"],
+    )

@@ -23,17 +23,16 @@ from typing import Final, NamedTuple
 from pydantic import ValidationError
 
 from runyard.repository import keptbytes
+from runyard.workspace.atomic import READ_FLAGS, read_whole
 from runyard.workspace.identity import REG_NAME_RE, TASK_NAME_RE, TASK_TYPES
 from runyard.workspace.layout import METADATA_FILE, STATUS_FILE
 from runyard.workspace.records import OPTIONAL_STATUS_FIELDS, TaskMetadata, TaskStatus
 
 MAX_RECORD_BYTES = 32 << 20
 _DECLARED = frozenset(TaskStatus.model_fields)  # the others are extra fields
-_READ_CHUNK = 1 << 16
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # how runyard writes every created_at
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 # The identity rules of runyard.workspace.identity as one pattern: parents are checked
 # for every record at start, and one match is several times cheaper than parse_task_id.
 TASK_ID_RE = re.compile(
@@ -301,33 +300,18 @@ def read_record_bytes(dir_fd: int | None, name: str) -> bytes | None:
     ``name`` is relative to ``dir_fd``, or a full path when ``dir_fd`` is None.
     """
     try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
             return None
-        return _read_all(fd, info.st_size)
+        return read_whole(fd, info.st_size, MAX_RECORD_BYTES)
     except OSError:
         return None
     finally:
         os.close(fd)
-
-
-def _read_all(fd: int, size: int) -> bytes | None:
-    """The whole file: one read when it has not grown since ``fstat`` (the usual case)."""
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data
-    chunks = [data]
-    total = len(data)
-    while chunk := os.read(fd, _READ_CHUNK):
-        chunks.append(chunk)
-        total += len(chunk)
-        if total > MAX_RECORD_BYTES:
-            return None
-    return b"".join(chunks)
 
 
 def read_folder(

@@ -97,20 +97,41 @@ def write_json_atomic(
     write_bytes_atomic(path, dump_json(obj), sync_dir=sync_dir, fsync=fsync, mode=mode)
 
 
-def read_bytes_tolerant(path: Path) -> bytes | None:
+# O_NONBLOCK: opening a FIFO planted under a record's name must not block forever
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+READ_CHUNK = 1 << 16
+
+
+def read_bytes_tolerant(path: Path | str) -> bytes | None:
     """The file's bytes, or None when it is missing, a symlink or not a regular file."""
     try:
-        # O_NONBLOCK: opening a FIFO planted under a record's name must not block forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, READ_FLAGS)
     except OSError:
         return None
     try:
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                return None
-            return fh.read()
+        info = os.fstat(fd)
+        return read_whole(fd, info.st_size) if stat.S_ISREG(info.st_mode) else None
     except OSError:
         return None
+    finally:
+        os.close(fd)
+
+
+def read_whole(fd: int, size: int, limit: int | None = None) -> bytes | None:
+    """The rest of the regular file ``fd``, ``size`` bytes long at its ``fstat``: one read
+    when it has not grown since (the usual case; four calls for a record, open and close
+    included, where a file object takes nine); None once it passes ``limit`` bytes."""
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    total = len(data)
+    while chunk := os.read(fd, READ_CHUNK):
+        chunks.append(chunk)
+        total += len(chunk)
+        if limit is not None and total > limit:
+            return None
+    return b"".join(chunks)
 
 
 def read_json_tolerant(path: Path) -> dict[str, Any] | None:
