@@ -35,10 +35,11 @@ def name() -> Iterator[str]:
     made = f"runyard-test-{uuid.uuid4().hex}"
     yield made
     for host in (HOST, v2_tracking_host()):
-        group = host.find(made) if host is not None else None
-        if group is not None:
-            group.kill()
-            group.remove()
+        for left in (made, f"{made}-spare", f"{made}-other"):  # a failed test's too
+            group = host.find(left) if host is not None else None
+            if group is not None:
+                group.kill()
+                group.remove()
 
 
 def v2_tracking_host() -> CgroupHost | None:
@@ -202,3 +203,26 @@ def test_a_launched_program_is_in_its_cgroup_from_its_first_instruction(tmp_path
     assert executor.wait_exit(handle, 10).exit_code == 0
     memberships = (tmp_path / "x.log").read_text()
     assert "freezer:/runyard-task-first-instruction" in memberships
+
+
+@needs_cgroups
+def test_a_rename_replaces_an_empty_leftover_and_never_a_busy_one(name: str) -> None:
+    assert HOST is not None
+    spare = HOST.create(f"{name}-spare", Limits())
+    HOST.create(name, Limits())  # an empty leftover of the name
+    assert spare.rename(name) and spare.name == name
+    assert HOST.find(f"{name}-spare") is None and spare.folders["freezer"].name == name
+
+    other = HOST.create(f"{name}-other", Limits())
+    sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        spare.add(sleeper.pid)  # the name is busy now
+        assert not other.rename(name)
+        assert other.name == f"{name}-other" and other.exists()
+        assert spare.pids() == {sleeper.pid}
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+    assert spare.kill(10) and spare.remove() and not spare.exists()
+    assert other.remove() and HOST.find(f"{name}-other") is None
+    assert other.remove()  # removing again: already gone

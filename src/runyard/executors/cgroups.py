@@ -76,9 +76,11 @@ class Cgroup:
         try:
             for controller, folder in self.folders.items():
                 target = folder.with_name(name)
-                if target.exists():
+                try:  # no look first: a launch renames a spare to a name no one has
+                    folder.rename(target)
+                except FileExistsError:
                     target.rmdir()  # a leftover of the same name goes only if it is empty
-                folder.rename(target)
+                    folder.rename(target)
                 renamed[controller] = target
         except OSError:
             for controller, target in renamed.items():  # put back what was renamed
@@ -145,7 +147,7 @@ class Cgroup:
     def remove(self, timeout: float = REMOVE_TIMEOUT) -> bool:
         """Remove the (empty) cgroup's folders; False if one is still busy after ``timeout``."""
         deadline = time.monotonic() + timeout
-        left = [folder for folder in self.folders.values() if folder.is_dir()]
+        left = list(self.folders.values())  # one missing already counts as removed
         while left:
             left = [folder for folder in left if not _rmdir(folder)]
             if left and time.monotonic() > deadline:

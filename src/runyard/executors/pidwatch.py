@@ -155,7 +155,11 @@ class ExitMonitor:
                 self._wake()
 
     def _wake(self) -> None:
-        """Interrupt the select; call with the lock held (the fds live until stop())."""
+        """Interrupt the select; call with the lock held (the fds live until stop()). The
+        monitor's own thread (a launch from an exit's callback, say) need not: it registers
+        and times anew before it selects again, and a write and a read a launch are saved."""
+        if threading.get_ident() == self._thread.ident:
+            return
         with contextlib.suppress(BlockingIOError):  # a wake-up is already pending
             os.write(self._wake_w, b"x")
 
