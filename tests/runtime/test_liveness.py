@@ -10,7 +10,7 @@ import pytest
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.executors.pidwatch import open_pidfd, process_start_time
 from runyard.runtime.creation import create_task
-from runyard.runtime.liveness import settle, wait_for_run, worker_alive
+from runyard.runtime.liveness import end_dead_run, settle, wait_for_run, worker_alive
 from runyard.runtime.workerlock import acquire_worker_lock, read_owner
 from runyard.workspace.records import TaskState
 
@@ -51,6 +51,30 @@ def test_a_wrong_start_time_refuses_the_pidfd():
     assert fd is not None
     os.close(fd)
     assert open_pidfd(os.getpid(), start + 1) is None
+
+
+def test_the_end_of_a_run_already_final_takes_no_lock_and_writes_nothing(workspace, registry):
+    """The usual end: the worker wrote its final status. The exit's record is then read,
+    not rewritten, and the worker's lock is neither taken nor made."""
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    done = status.model_copy(update={"state": TaskState.SUCCEEDED, "exit_code": 0})
+    workspace.write_status(done)
+    before = workspace.status_path(status.task_id).stat()
+    lock = workspace.lock_path(status.task_id)
+    assert not lock.exists()
+    ended = end_dead_run(workspace, status.task_id, status.run_id)
+    assert ended is not None and ended.state is TaskState.SUCCEEDED and ended.exit_code == 0
+    assert not lock.exists()  # not opened (with O_CREAT) to be taken
+    after = workspace.status_path(status.task_id).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+    # an unfinished run whose worker is gone: taken under the lock and recorded failed
+    again = create_task(workspace, registry, "demo", {"x": 2, "y": 2})
+    workspace.write_status(again.model_copy(update={"state": TaskState.RUNNING}))
+    failed = end_dead_run(workspace, again.task_id, again.run_id)
+    assert failed is not None and failed.state is TaskState.FAILED
+    assert workspace.lock_path(again.task_id).exists()
+    assert workspace.read_status(again.task_id) == failed
 
 
 def test_settle_leaves_queued_and_final_statuses_alone(workspace, registry):

@@ -101,6 +101,9 @@ def end_dead_run(
     current run, or its worker (or another settler) still holds the lock. A full disk
     raises :class:`RecordUnwritten` carrying the final record (see :func:`write_final`).
     """
+    current = workspace.read_status(task_id)
+    if current is None or current.run_id != run_id or current.terminal:
+        return current  # the usual end (the worker wrote it): final, so no lock to take
     with holding_if_free(workspace.lock_path(task_id)) as free:
         current = workspace.read_status(task_id)
         if not free or current is None or current.run_id != run_id or current.terminal:
