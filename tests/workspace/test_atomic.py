@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from runyard.workspace.atomic import (
+    ONE_READ_MAX,
     dump_json,
     read_bytes_tolerant,
     read_json_tolerant,
@@ -159,6 +160,8 @@ def test_a_file_longer_than_its_stat_said_is_read_whole_up_to_the_limit(tmp_path
         assert read_whole(fd, 10, limit=150_000) is None
         os.lseek(fd, 0, os.SEEK_SET)
         assert read_whole(fd, len(data), limit=len(data)) == data
+        os.lseek(fd, 0, os.SEEK_SET)  # a size too big to ask of one read: read to the end
+        assert read_whole(fd, ONE_READ_MAX) == data
     finally:
         os.close(fd)
 

@@ -100,6 +100,7 @@ def write_json_atomic(
 # O_NONBLOCK: opening a FIFO planted under a record's name must not block forever
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 READ_CHUNK = 1 << 16
+ONE_READ_MAX = 1 << 30  # Linux returns at most 2 GiB less a page from one read
 
 
 def read_bytes_tolerant(path: Path | str) -> bytes | None:
@@ -120,13 +121,16 @@ def read_bytes_tolerant(path: Path | str) -> bytes | None:
 def read_whole(fd: int, size: int, limit: int | None = None) -> bytes | None:
     """The rest of the regular file ``fd``, ``size`` bytes long at its ``fstat``: one read
     when it has not grown since (the usual case; four calls for a record, open and close
-    included, where a file object takes nine); None once it passes ``limit`` bytes."""
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data
-    chunks = [data]
-    total = len(data)
-    while chunk := os.read(fd, READ_CHUNK):
+    included, where a file object takes ten); None once it passes ``limit`` bytes."""
+    chunks: list[bytes] = []
+    total = 0
+    if size < ONE_READ_MAX:
+        data = os.read(fd, size + 1)
+        if len(data) <= size:  # a regular file's read stops short only at its end
+            return data
+        chunks.append(data)
+        total = len(data)
+    while chunk := os.read(fd, READ_CHUNK):  # grown since, or too big for one read
         chunks.append(chunk)
         total += len(chunk)
         if limit is not None and total > limit:
