@@ -181,6 +181,20 @@ def test_a_type_folder_on_another_file_system_still_takes_new_tasks(workspace, r
         shutil.rmtree(other)
 
 
+def test_a_type_folder_removed_since_the_start_is_made_again_by_a_submit(workspace, registry):
+    """Type folders are made at start and not looked for at each submit: one removed since
+    is made when the folder's rename into it finds it missing, and nothing is left behind."""
+    shutil.rmtree(workspace.type_dir("base"))
+    named = create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "again"})
+    generated = create_task(workspace, registry, "demo", {"x": 3, "y": 4})
+    for status in (named, generated):
+        assert workspace.read_status(status.task_id) == status
+    assert sorted(os.listdir(workspace.type_dir("base"))) == sorted(
+        [named.task_id, generated.task_id]
+    )
+    assert sorted(os.listdir(workspace.staging_dir)) == []
+
+
 def test_a_link_in_place_of_the_claims_file_is_never_followed(workspace, registry, tmp_path):
     target = tmp_path / "not-a-claims-file"
     (workspace.root / ".claims").symlink_to(target)

@@ -105,7 +105,6 @@ def _create(
         raise InvalidInput(f"Inputs of task {task} must be an object of field values")
     typed = registry.validate_inputs(task, inputs)
     task_type = registered.definition.task_type
-    workspace.type_dir(task_type).mkdir(parents=True, exist_ok=True)
     if typed.task_name:
         task_id = build_task_id(task_type, task, typed.task_name)
         with claim(workspace, task_id):
@@ -254,7 +253,11 @@ def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
         write_bytes_new(staging / STATUS_FILE, dump_json(status.to_json()))
         fsync_dir(staging)
         fault_point("submit.staged")
-        os.rename(staging, task_dir)
+        try:
+            os.rename(staging, task_dir)
+        except FileNotFoundError:  # no type folder (made at start, removed since): made now
+            task_dir.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(staging, task_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
