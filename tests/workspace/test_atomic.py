@@ -148,6 +148,14 @@ def test_a_tolerant_read_takes_regular_files_only(tmp_path: Path) -> None:
         assert read_bytes_tolerant(tmp_path / name) is None, name
     (tmp_path / "empty.json").write_bytes(b"")
     assert read_bytes_tolerant(tmp_path / "empty.json") == b""
+    folder = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # relative to a folder's descriptor, and refused past a limit
+        assert read_bytes_tolerant("record.json", dir_fd=folder) == b'{"state": "queued"}'
+        assert read_bytes_tolerant("link.json", dir_fd=folder) is None
+        assert read_bytes_tolerant("record.json", dir_fd=folder, limit=19) == b'{"state": "queued"}'
+        assert read_bytes_tolerant("record.json", dir_fd=folder, limit=18) is None
+    finally:
+        os.close(folder)
 
 
 def test_a_file_longer_than_its_stat_said_is_read_whole_up_to_the_limit(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from array import array
 from collections.abc import Callable, Container, Iterable
 from datetime import UTC, datetime, timedelta
@@ -23,7 +22,7 @@ from typing import Final, NamedTuple
 from pydantic import ValidationError
 
 from runyard.repository import keptbytes
-from runyard.workspace.atomic import READ_FLAGS, read_whole
+from runyard.workspace.atomic import read_bytes_tolerant
 from runyard.workspace.identity import REG_NAME_RE, TASK_NAME_RE, TASK_TYPES
 from runyard.workspace.layout import METADATA_FILE, STATUS_FILE
 from runyard.workspace.records import OPTIONAL_STATUS_FIELDS, TaskMetadata, TaskStatus
@@ -299,19 +298,7 @@ def read_record_bytes(dir_fd: int | None, name: str) -> bytes | None:
 
     ``name`` is relative to ``dir_fd``, or a full path when ``dir_fd`` is None.
     """
-    try:
-        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
-            return None
-        return read_whole(fd, info.st_size, MAX_RECORD_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return read_bytes_tolerant(name, dir_fd=dir_fd, limit=MAX_RECORD_BYTES)
 
 
 def read_folder(

@@ -103,15 +103,20 @@ READ_CHUNK = 1 << 16
 ONE_READ_MAX = 1 << 30  # Linux returns at most 2 GiB less a page from one read
 
 
-def read_bytes_tolerant(path: Path | str) -> bytes | None:
-    """The file's bytes, or None when it is missing, a symlink or not a regular file."""
+def read_bytes_tolerant(
+    path: Path | str, *, dir_fd: int | None = None, limit: int | None = None
+) -> bytes | None:
+    """The file's bytes, or None when it is missing, a symlink, not a regular file or (given
+    ``limit``) longer than ``limit`` bytes. ``path`` is relative to ``dir_fd`` when given."""
     try:
-        fd = os.open(path, READ_FLAGS)
+        fd = os.open(path, READ_FLAGS, dir_fd=dir_fd)
     except OSError:
         return None
     try:
         info = os.fstat(fd)
-        return read_whole(fd, info.st_size) if stat.S_ISREG(info.st_mode) else None
+        if not stat.S_ISREG(info.st_mode) or (limit is not None and info.st_size > limit):
+            return None
+        return read_whole(fd, info.st_size, limit)
     except OSError:
         return None
     finally:
