@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -109,3 +110,81 @@ def test_socket_belongs_to_the_run_user_and_no_one_else(tmp_path: Path) -> None:
         assert stranger.returncode != 0 and "PermissionError" in stranger.stderr
     finally:
         srv.stop()
+
+
+def test_a_stopped_server_leaves_no_socket_behind(tmp_path: Path) -> None:
+    # a workspace path too long for a socket puts it in /tmp/runyard-<hash>/: a server that
+    # left it there at its stop left one folder in /tmp for every workspace it served
+    short, long = tmp_path / "short", tmp_path / ("d" * 90)
+    for root in (short, long):
+        srv = agent_server(root, "none")
+        path = socket_path(srv)
+        try:
+            assert stat.S_ISSOCK(path.lstat().st_mode)
+        finally:
+            srv.stop()
+        assert not path.exists() and not path.is_symlink()
+        if root is long:
+            assert str(path).startswith(tempfile.gettempdir() + "/runyard-")
+            assert not path.parent.exists()
+        else:
+            assert path.parent == srv.workspace / "agent" / "sock" and path.parent.is_dir()
+
+
+def test_a_stopping_server_removes_only_its_own_socket(tmp_path: Path) -> None:
+    srv = agent_server(tmp_path / ("d" * 90), "none")
+    path = socket_path(srv)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        path.unlink()
+        other.bind(str(path))  # say, a server started since on the same workspace
+    finally:
+        srv.stop()
+    try:
+        assert stat.S_ISSOCK(path.lstat().st_mode) and path.parent.is_dir()
+    finally:
+        other.close()
+        path.unlink()
+        path.parent.rmdir()
+
+
+def serve_until_it_ends(root: Path) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "runyard", "serve", "--host", "127.0.0.1", "--port", "0",
+            "--workspace-dir", str(root / "ws"), "--log-dir", str(root / "logs")]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=90)
+
+
+@pytest.mark.parametrize("made", ["open to all", "a symlink", "another user's"])
+def test_a_socket_folder_made_first_by_someone_else_is_refused(tmp_path: Path, made: str) -> None:
+    # /tmp/runyard-<hash>/ is named after the workspace's path: anyone can make it first,
+    # then swap the socket for theirs and collect the tokens the runs send it
+    if made == "another user's" and os.geteuid() != 0:
+        pytest.skip("making a folder another user owns needs root")
+    root = tmp_path / ("d" * 90)
+    root.mkdir()
+    folder = AgentLayout(root / "ws" / "agent", root / "logs").socket_path().parent
+    target = tmp_path / "theirs"
+    target.mkdir()
+    try:
+        if made == "a symlink":
+            folder.symlink_to(target)
+        else:
+            folder.mkdir()
+            os.chmod(folder, 0o777 if made == "open to all" else 0o755)
+            if made == "another user's":
+                os.chown(folder, NOBODY, NOBODY)
+        ended = serve_until_it_ends(root)
+        assert ended.returncode != 0
+        assert f"The agent socket's folder {folder} is not a folder of this user's alone" in (
+            ended.stdout + ended.stderr
+        )
+        assert list(target.iterdir()) == [] and not (folder / "api.sock").exists()
+    finally:
+        if folder.is_symlink():
+            folder.unlink()
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                for entry in folder.iterdir():
+                    entry.unlink()
+            folder.rmdir()

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
-from runyard.errors import NoSuchFile, UnsafePath
+from runyard.errors import ConfigError, NoSuchFile, UnsafePath
 from runyard.workspace.safefs import FileEntry, OpenedFile, open_under, walk_files
 
 RUN_DIR_MODE = 0o2770
@@ -193,8 +193,36 @@ class AgentLayout:
         for folder in (self.root, self.uploads, self.workspaces, self.session_states):
             folder.mkdir(parents=True, exist_ok=True)
         (self.log_dir / "agent").mkdir(parents=True, exist_ok=True)
-        self.socket_path().parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        self.make_socket_folder()
         os.chmod(self.uploads, 0o750)
+
+    def make_socket_folder(self) -> Path:
+        """Make the socket's folder; answers it.
+
+        A workspace path too long for a socket puts it in ``/tmp/runyard-<hash>/``, a name
+        anyone can work out from the workspace's path and make first. The socket in a
+        folder another user owns (or may write, or a symlink to one) could be swapped for
+        theirs, and the runs would hand it their tokens: such a folder is refused
+        (:class:`ConfigError`, naming it). Inside the workspace, only its owner can.
+        """
+        folder = self.socket_path().parent
+        if folder == self.root / "sock":
+            folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+            return folder
+        with contextlib.suppress(FileExistsError):  # a dangling symlink there: refused below
+            folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+        info = folder.lstat()
+        if (
+            not stat.S_ISDIR(info.st_mode)
+            or info.st_uid != os.geteuid()
+            or stat.S_IMODE(info.st_mode) & 0o022
+        ):
+            raise ConfigError(
+                f"The agent socket's folder {folder} is not a folder of this user's alone "
+                "(another user's, writable by others, or a symlink): remove it, or use a "
+                "shorter workspace path so the socket lives inside the workspace"
+            )
+        return folder
 
     def create_run_dirs(self, run_id: str, owner: Ownership) -> Path:
         run_dir = self.run_dir(run_id)

@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,11 +140,13 @@ async def _run_all(
 ) -> BaseException | None:
     """Serve until asked to stop; the error of an app that could not be built, if any."""
     beside: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []  # the agent-run socket
+    bound: list[_BoundSocket] = []  # its file, removed at the end
 
     def on_built(services: Services, app: Any) -> None:
         uds = _agent_socket(settings, services, app)
         if uds is not None:
-            server, socks = uds
+            server, socks, socket_file = uds
+            bound.append(socket_file)
             beside.append((server, asyncio.create_task(server.serve(sockets=socks))))
 
     def on_failed(exc: BaseException) -> None:
@@ -167,6 +170,8 @@ async def _run_all(
         for server, _ in beside:
             server.should_exit = True
         await asyncio.gather(*(task for _, task in beside), return_exceptions=True)
+        for socket_file in bound:
+            socket_file.remove()
         current = read_json_tolerant(server_file(settings))
         if current and current.get("pid") == os.getpid():
             server_file(settings).unlink(missing_ok=True)
@@ -198,7 +203,7 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     if agents is None:
         return None
     path = Path(agents.socket_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    agents.layout.make_socket_folder()
     path.unlink(missing_ok=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # bound under a temporary name, given its owner and mode, then renamed into place:
@@ -208,10 +213,34 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     sock.bind(str(staging))
     _own_socket(staging, settings)
     os.replace(staging, path)
+    in_workspace = path.parent == agents.layout.root / "sock"
+    socket_file = _BoundSocket(path, _identity(path.lstat()), temporary=not in_workspace)
     guarded = BearerAuth(app, settings.token, agents.verify_run_token, require_run_token=True)
     channel = AccessLog(agent_socket_channel(guarded), "run-socket")
     config = _uvicorn_config(channel, settings, lifespan="off")
-    return _Server(config), [sock]
+    return _Server(config), [sock], socket_file
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+@dataclass(frozen=True)
+class _BoundSocket:
+    """The agent socket this server bound: removed when it stops (uvicorn removes only
+    the sockets it binds itself), with its ``/tmp/runyard-<hash>/`` folder when it has
+    one, so stopped servers leave nothing in the temporary folder."""
+
+    path: Path
+    identity: tuple[int, int]
+    temporary: bool  # in /tmp/runyard-<hash>/, not in the workspace
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            if _identity(self.path.lstat()) == self.identity:  # ours, not a later one's
+                self.path.unlink()
+            if self.temporary:
+                self.path.parent.rmdir()  # only when empty
 
 
 def _uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
