@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -76,28 +77,31 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="runyard-soak-"))
-    config = {"min_free_mb": 0, "max_concurrent_tasks": 4}
-    keys: list[str] = []
-    anomalies: list[str] = []
-    tasks = 0
-    for round_no in range(args.rounds):
-        server = start_server(root, config=config)
-        batch = [f"r{round_no}-{i}" for i in range(args.submits)]
-        keys += batch
-        threads = [threading.Thread(target=submit, args=(server, k)) for k in batch]
-        for thread in threads:
-            thread.start()
-        time.sleep(rng.uniform(0.0, 0.3))
-        server.proc.send_signal(signal.SIGKILL)
-        for thread in threads:
-            thread.join(30)
-        server.stop(keep_runs=True)
-        server = start_server(root, config=config)
-        try:
-            tasks, found = anomalies_of(server, keys)
-        finally:
-            server.stop(keep_runs=round_no + 1 < args.rounds)
-        anomalies += [f"round {round_no}: {a}" for a in found]
+    try:
+        config = {"min_free_mb": 0, "max_concurrent_tasks": 4}
+        keys: list[str] = []
+        anomalies: list[str] = []
+        tasks = 0
+        for round_no in range(args.rounds):
+            server = start_server(root, config=config)
+            batch = [f"r{round_no}-{i}" for i in range(args.submits)]
+            keys += batch
+            threads = [threading.Thread(target=submit, args=(server, k)) for k in batch]
+            for thread in threads:
+                thread.start()
+            time.sleep(rng.uniform(0.0, 0.3))
+            server.proc.send_signal(signal.SIGKILL)
+            for thread in threads:
+                thread.join(30)
+            server.stop(keep_runs=True)
+            server = start_server(root, config=config)
+            try:
+                tasks, found = anomalies_of(server, keys)
+            finally:
+                server.stop(keep_runs=round_no + 1 < args.rounds)
+            anomalies += [f"round {round_no}: {a}" for a in found]
+    finally:  # its workspace: nothing reads it after the figures
+        shutil.rmtree(root, ignore_errors=True)
     print(f"rounds={args.rounds} tasks={tasks} keys={len(keys)} anomalies={len(anomalies)}")
     for line in anomalies:
         print(" ", line)
