@@ -203,7 +203,7 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     if agents is None:
         return None
     path = Path(agents.socket_path)
-    agents.layout.make_socket_folder()
+    temporary = agents.layout.make_socket_folder() != agents.layout.root / "sock"
     path.unlink(missing_ok=True)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # bound under a temporary name, given its owner and mode, then renamed into place:
@@ -213,8 +213,7 @@ def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
     sock.bind(str(staging))
     _own_socket(staging, settings)
     os.replace(staging, path)
-    in_workspace = path.parent == agents.layout.root / "sock"
-    socket_file = _BoundSocket(path, _identity(path.lstat()), temporary=not in_workspace)
+    socket_file = _BoundSocket(path, _identity(path.lstat()), temporary)
     guarded = BearerAuth(app, settings.token, agents.verify_run_token, require_run_token=True)
     channel = AccessLog(agent_socket_channel(guarded), "run-socket")
     config = _uvicorn_config(channel, settings, lifespan="off")
