@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,7 +13,7 @@ import pytest
 from runyard.errors import ExecutorError
 from runyard.executors.base import LaunchSpec, Limits
 from runyard.executors.containment import Containment
-from runyard.executors.local import LocalExecutor
+from runyard.executors.local import LocalExecutor, terminate_group
 
 PY = sys.executable
 
@@ -57,3 +60,18 @@ def test_launch_errors_are_executor_errors(executor, tmp_path):
         executor.launch(LaunchSpec(argv=[], log_path=tmp_path / "x.log"))
     with pytest.raises(ExecutorError, match="Cannot launch"):
         executor.launch(LaunchSpec(argv=[str(tmp_path / "missing")], log_path=tmp_path / "x.log"))
+
+
+def test_a_process_leading_no_group_is_signalled_alone_only_when_asked() -> None:
+    # a pre-forked worker leads its group once it has read its request; before that its
+    # cancel must still reach it (lone=True), and a stranger's pid is never signalled
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert os.getpgid(child.pid) == os.getpgid(0) != child.pid  # in this test's group
+        assert terminate_group(child.pid, 5) is False
+        assert child.poll() is None
+        assert terminate_group(child.pid, 5, lone=True) is True
+        assert child.wait(10) == -signal.SIGTERM
+    finally:
+        child.kill()
+        child.wait()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -438,3 +440,32 @@ def test_a_standby_dead_before_its_run_ends_that_run_and_nothing_runs_it_instead
     time.sleep(0.5)
     assert log_of(tmp_path) == "", "another process ran the request"
     assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}").exists()
+
+
+def test_a_run_cancelled_before_its_standby_made_its_group_still_gets_sigterm(
+    executor, tmp_path
+):
+    """A standby joins its process group (``setsid``) only when it reads its request. A
+    cancel that comes first finds no group led by the run's pid: the SIGTERM goes to the
+    process alone, so the run still ends by it, after its grace, not by the cgroup's
+    SIGKILL. The standby is held stopped here until the SIGTERM is sent."""
+    name = _ready_standby(executor)
+    standby = executor._ensure_zygote()._standby_pids[name]
+    os.kill(standby, signal.SIGSTOP)  # it cannot read its request, nor make its group
+    run = f"early-{uuid.uuid4().hex[:8]}"
+    handle = executor.launch(probe(tmp_path, {"action": "sleep"}, labels={"runyard.run_id": run}))
+    assert handle.pid == standby and os.getpgid(standby) != standby
+    waker = threading.Timer(0.5, _continue, (standby,))
+    waker.start()
+    try:
+        executor.cancel(handle, grace_seconds=10)
+    finally:
+        waker.join()
+    assert executor.wait_exit(handle, 10).exit_code == -signal.SIGTERM
+    assert log_of(tmp_path) == "", "the run's code ran after its cancel"
+    assert not Path(f"/sys/fs/cgroup/freezer/runyard-task-{run}").exists()
+
+
+def _continue(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # killed already, say by its cgroup
+        os.kill(pid, signal.SIGCONT)

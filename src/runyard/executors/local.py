@@ -38,7 +38,7 @@ from pathlib import Path
 from runyard.errors import ExecutorError
 from runyard.executors.base import ExitInfo, Handle, LaunchSpec
 from runyard.executors.containment import Containment, Setup, cgroup_name
-from runyard.executors.pidwatch import wait_exit, watching
+from runyard.executors.pidwatch import Watched, wait_exit, watching
 
 log = logging.getLogger(__name__)
 
@@ -87,17 +87,34 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def terminate_group(pid: int, grace_seconds: float, start_time: int | None = None) -> bool:
+def terminate_group(
+    pid: int, grace_seconds: float, start_time: int | None = None, *, lone: bool = False
+) -> bool:
     """SIGTERM the group led by ``pid``, SIGKILL it after ``grace_seconds``.
 
     ``start_time`` guards against PID reuse. Returns False when there was nothing to signal.
+    With ``lone``, a ``pid`` that leads no group yet is signalled alone: a child of ours
+    between its fork and its ``setsid`` (a pre-forked worker that has not read its request),
+    which would otherwise get no SIGTERM and no grace.
     """
     with watching(pid, start_time) as proc:  # held open: the pid cannot be recycled meanwhile
-        if proc is None or not signal_group(pid, signal.SIGTERM):
+        if proc is None or not _signal(pid, proc, signal.SIGTERM, lone):
             return False
         if not proc.wait(grace_seconds):
-            signal_group(pid, signal.SIGKILL)
+            _signal(pid, proc, signal.SIGKILL, lone)
             proc.wait(5.0)
+    return True
+
+
+def _signal(pid: int, proc: Watched, sig: int, lone: bool) -> bool:
+    if signal_group(pid, sig):
+        return True
+    if not lone:
+        return False
+    try:
+        signal.pidfd_send_signal(proc.pidfd, sig)  # the very process watched, not a new one
+    except ProcessLookupError:
+        return False
     return True
 
 

@@ -169,8 +169,9 @@ class PreforkExecutor:
         if not isinstance(handle.data.get("zygote"), ZygoteClient):
             self.local.cancel(handle, grace_seconds)
             return
-        if self.poll(handle) is None:
-            terminate_group(_pid(handle), grace_seconds, handle.data.get("start_time"))
+        if self.poll(handle) is None:  # a standby may not have made its group yet
+            pid, start_time = _pid(handle), handle.data.get("start_time")
+            terminate_group(pid, grace_seconds, start_time, lone=True)
         end_containment(handle)
 
     def cleanup(self, handle: Handle) -> None:
