@@ -445,10 +445,10 @@ def test_a_standby_dead_before_its_run_ends_that_run_and_nothing_runs_it_instead
 def test_a_run_cancelled_before_its_standby_made_its_group_still_gets_sigterm(
     executor, tmp_path
 ):
-    """A standby joins its process group (``setsid``) only when it reads its request. A
-    cancel that comes first finds no group led by the run's pid: the SIGTERM goes to the
-    process alone, so the run still ends by it, after its grace, not by the cgroup's
-    SIGKILL. The standby is held stopped here until the SIGTERM is sent."""
+    """A standby makes its own process group (``setsid``) only when it reads its request.
+    A cancel that comes first finds no group led by the run's pid: the SIGTERM goes to the
+    process alone, so the run still ends by it, within its grace, not by the cgroup's
+    SIGKILL. The standby is held stopped here until after the SIGTERM is sent."""
     name = _ready_standby(executor)
     standby = executor._ensure_zygote()._standby_pids[name]
     os.kill(standby, signal.SIGSTOP)  # it cannot read its request, nor make its group
