@@ -93,9 +93,10 @@ def terminate_group(
     """SIGTERM the group led by ``pid``, SIGKILL it after ``grace_seconds``.
 
     ``start_time`` guards against PID reuse. Returns False when there was nothing to signal.
-    With ``lone``, a ``pid`` that leads no group yet is signalled alone: a child of ours
-    between its fork and its ``setsid`` (a pre-forked worker that has not read its request),
-    which would otherwise get no SIGTERM and no grace.
+    With ``lone``, a ``pid`` that leads no group yet is signalled alone (through the pidfd
+    held here): a pre-forked worker, forked by the launcher, between its fork and its
+    ``setsid`` (it has not read its request), which would otherwise get no SIGTERM and no
+    grace. Only for a pid the caller launched: never one read from a lock file.
     """
     with watching(pid, start_time) as proc:  # held open: the pid cannot be recycled meanwhile
         if proc is None or not _signal(pid, proc, signal.SIGTERM, lone):
