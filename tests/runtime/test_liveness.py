@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.executors.pidwatch import open_pidfd, process_start_time
 from runyard.runtime.creation import create_task
-from runyard.runtime.liveness import end_dead_run, settle, wait_for_run, worker_alive
-from runyard.runtime.workerlock import acquire_worker_lock, read_owner
+from runyard.runtime.liveness import (
+    end_dead_run,
+    settle,
+    supervision_path,
+    wait_for_run,
+    worker_alive,
+)
+from runyard.runtime.workerlock import SUPERVISED_FILE, acquire_worker_lock, read_owner
 from runyard.workspace.records import TaskState
 
 
@@ -95,3 +104,78 @@ def test_wait_for_run_errors_and_timeout(workspace, registry):
     started = time.monotonic()
     still = wait_for_run(workspace, status.task_id, status.run_id, poll_interval=0.05, timeout=0.3)
     assert still.state == "queued" and 0.3 <= time.monotonic() - started < 2
+
+
+# holds what it is given as a supervisor does (the legacy file: a shared flock on it, as
+# earlier versions took), says so, and lets go when its stdin closes
+HOLDER = """
+import fcntl, os, sys
+from pathlib import Path
+from runyard.runtime.workerlock import hold_supervision
+path = Path(sys.argv[1])
+if path.is_dir():
+    fd = hold_supervision(path)
+else:
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+print("held" if fd is not None else "none", flush=True)
+sys.stdin.read()
+"""
+
+
+def _hold_in_another_process(path: Path) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def _let_go(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
+    holder.stdout.close()
+
+
+def _dead_running(workspace, registry):
+    """A running status whose worker is gone (nobody holds its lock)."""
+    status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
+    running = status.model_copy(update={"state": TaskState.RUNNING, "pid": 2**22 + 1})
+    workspace.write_status(running)
+    assert not worker_alive(workspace, status.task_id)
+    return running
+
+
+def test_a_supervised_run_is_left_to_its_supervisor_which_makes_no_file(workspace, registry):
+    """The supervisor (another process: a server watching the run) will record the exact
+    exit, so a reader settles nothing while it holds the run. Its hold is a lock on the task
+    folder itself: it creates no file there (each would cost the run an inode)."""
+    running = _dead_running(workspace, registry)
+    folder = workspace.task_dir(running.task_id)
+    assert supervision_path(workspace, running.task_id) == folder
+    names = sorted(os.listdir(folder))
+    holder = _hold_in_another_process(folder)
+    try:
+        assert settle(workspace, running) == running
+        assert workspace.read_status(running.task_id).state is TaskState.RUNNING
+        assert sorted(os.listdir(folder)) == names
+    finally:
+        _let_go(holder)
+    settled = settle(workspace, running)  # nobody watches it now: the reader records it
+    assert settled.state is TaskState.FAILED and "exit status unknown" in settled.error
+
+
+def test_the_supervision_file_of_earlier_versions_is_still_honoured(workspace, registry):
+    running = _dead_running(workspace, registry)
+    legacy = workspace.task_dir(running.task_id) / SUPERVISED_FILE
+    legacy.touch()
+    holder = _hold_in_another_process(legacy)
+    try:
+        assert settle(workspace, running) == running
+    finally:
+        _let_go(holder)
+    assert settle(workspace, running).state is TaskState.FAILED

@@ -21,7 +21,6 @@ from runyard.executors.pidwatch import watching
 from runyard.runtime.kubemarks import on_kubernetes
 from runyard.runtime.submitters import trusted_log_path
 from runyard.runtime.workerlock import (
-    SUPERVISED_FILE,
     holding_if_free,
     lock_held,
     read_owner,
@@ -80,7 +79,8 @@ def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
 
 
 def supervision_path(workspace: Workspace, task_id: str) -> Path:
-    return workspace.task_dir(task_id) / SUPERVISED_FILE
+    """What a supervisor of the run of ``task_id`` locks: its task folder."""
+    return workspace.task_dir(task_id)
 
 
 def end_dead_run(

@@ -5,9 +5,12 @@ this folder is alive" whatever happened to its PID since. The file also records
 ``"<pid> <start_time> <run_id>"`` so a canceller can signal the right process: the start
 time (``/proc/<pid>/stat``) tells a reused PID apart.
 
-A supervisor (or ``run_task`` waiting on its own child) holds a shared flock on
-``<task_dir>/.supervised`` while it watches a run: it will learn the exact exit code or
-signal, so readers leave the settling to it while that lock is held.
+A supervisor (or ``run_task`` waiting on its own child) holds a shared flock on the task
+folder itself while it watches a run: it will learn the exact exit code or signal, so
+readers leave the settling to it while that lock is held. (Earlier versions held it on a
+``.supervised`` file in the folder, which is still honoured. A file of its own would cost
+every run an inode, and on ext4 without a journal each new inode pays for the inodes freed
+in the last minutes: see ``bench/floor.py``.)
 
 Settlers (whoever records a dead worker's end) take the same lock, non-blocking, while
 they re-read and rewrite the status; the worker only starts from a ``queued`` status read
@@ -27,7 +30,7 @@ from pathlib import Path
 from runyard.executors.pidwatch import process_start_time
 
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
-SUPERVISED_FILE = ".supervised"
+SUPERVISED_FILE = ".supervised"  # where earlier versions held the supervision
 
 
 @dataclass(frozen=True)
@@ -112,16 +115,20 @@ def _try_flock(fd: int, mode: int) -> bool:
     return True
 
 
-def hold_supervision(path: Path) -> int | None:
-    """Mark a run as watched by this process until the returned fd is closed."""
+def hold_supervision(task_dir: Path) -> int | None:
+    """Mark the run of ``task_dir`` as watched by this process until the returned fd is
+    closed (None: no such folder). Nothing is created: the lock is on the folder."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
+        fd = os.open(task_dir, os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
     except OSError:
         return None
     fcntl.flock(fd, fcntl.LOCK_SH)
     return fd
 
 
-def supervised(path: Path) -> bool:
-    """True while some process watches the run (holds ``.supervised``)."""
-    return _held_by_another(path, fcntl.LOCK_EX)
+def supervised(task_dir: Path) -> bool:
+    """True while some process watches the run of ``task_dir`` (holds the folder, or the
+    ``.supervised`` file in it as earlier versions did)."""
+    return _held_by_another(task_dir, fcntl.LOCK_EX) or _held_by_another(
+        task_dir / SUPERVISED_FILE, fcntl.LOCK_EX
+    )
