@@ -4,6 +4,9 @@ before (a replay, a conflict, a refused task kept as the key's answer)."""
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from runyard.api.app import create_app
 from runyard.api.idempotent import find_keyed_task
 from runyard.api.services import Services
 from runyard.config import Settings
-from runyard.runtime.creation import IDEMPOTENCY_FILE, key_mark
+from runyard.runtime.creation import IDEMPOTENCY_FILE, KEY_MARK_PREFIX, KEY_XATTR, key_mark
 
 TOKEN = "t" * 32
 DEMO = {"arguments": {"task": "demo", "x": 1, "y": 2}}
@@ -75,7 +78,10 @@ def test_a_keyed_submit_is_one_hop_and_its_retry_answers_it_again(
     assert count == 1, hops
     task_id = first.json()["answer"]["task_id"]
     folder = tmp_path / "ws" / "base" / task_id
-    assert (folder / key_mark("jobs/submit:admin\none-hop")).read_bytes() == b""
+    # the key's mark is an attribute of the folder: no file (no inode) of its own
+    digest = hashlib.sha256(b"jobs/submit:admin\none-hop").digest()
+    assert os.getxattr(folder, KEY_XATTR) == digest
+    assert not [name for name in os.listdir(folder) if name.startswith(KEY_MARK_PREFIX)]
 
     again, count = _submit(client, hops, DEMO, "one-hop")
     assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
@@ -116,9 +122,36 @@ def test_a_crashed_submit_is_found_by_its_keys_mark_or_an_older_versions_key_fil
     assert found is not None and found["task_id"] == task_id
     assert find_keyed_task(services, "jobs/submit:admin\nanother") is None
     folder = services.workspace.task_dir(task_id)
-    (folder / key_mark(marked)).unlink()
+    os.removexattr(folder, KEY_XATTR)
     assert find_keyed_task(services, marked) is None
+    (folder / key_mark(marked)).touch()  # as the versions before marked it
+    found = find_keyed_task(services, marked)
+    assert found is not None and found["task_id"] == task_id
+    assert find_keyed_task(services, "jobs/submit:admin\nanother") is None
+    (folder / key_mark(marked)).unlink()
     (folder / IDEMPOTENCY_FILE).write_text(marked)  # as earlier versions kept it
     found = find_keyed_task(services, marked)
     assert found is not None and found["task_id"] == task_id
     assert find_keyed_task(services, "jobs/submit:admin\nanother") is None
+
+
+def test_a_folder_that_takes_no_attribute_is_marked_by_an_empty_file(
+    client: TestClient, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the file system keeps no extended attributes, the mark is an empty file named
+    by the key's hash, and a retry finds the task by it."""
+
+    def unsupported(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOTSUP, "Operation not supported")
+
+    monkeypatch.setattr(os, "setxattr", unsupported)
+    made = client.post("/jobs/submit", json=DEMO, headers={"Idempotency-Key": "no-xattr"})
+    assert made.status_code == 200 and made.json()["success"] is True, made.text
+    task_id = made.json()["answer"]["task_id"]
+    marked = "jobs/submit:admin\nno-xattr"
+    folder = services.workspace.task_dir(task_id)
+    assert (folder / key_mark(marked)).read_bytes() == b""
+    with pytest.raises(OSError):
+        os.getxattr(folder, KEY_XATTR)
+    found = find_keyed_task(services, marked)
+    assert found is not None and found["task_id"] == task_id

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -25,8 +24,7 @@ from runyard.api.idempotency import (
 from runyard.api.services import Services
 from runyard.errors import IdempotencyConflict, InsufficientStorage
 from runyard.faults import fault_point
-from runyard.runtime.creation import IDEMPOTENCY_FILE, key_mark
-from runyard.workspace.atomic import read_bytes_tolerant
+from runyard.runtime.creation import made_for_key
 
 log = logging.getLogger(__name__)
 
@@ -242,12 +240,9 @@ def find_reserved(services: Services, marked: str, lookup: Callable[[str], Any])
 
 def find_keyed_task(services: Services, key: str) -> dict[str, Any] | None:
     """The submit answer of the task created with ``key`` (a :func:`marker`), if any: the
-    folder with its mark (or, made by an earlier version, with the key in its key file)."""
-    mark, wanted = key_mark(key), key.encode()
+    folder marked for it (see :func:`runyard.runtime.creation.made_for_key`)."""
     for task_id, folder in services.workspace.iter_task_dirs():
-        if not os.path.lexists(folder / mark) and (
-            read_bytes_tolerant(folder / IDEMPOTENCY_FILE) != wanted
-        ):
+        if not made_for_key(folder, key):
             continue
         status = services.workspace.read_status(task_id)
         if status is not None:

@@ -43,7 +43,12 @@ from runyard.runtime.liveness import settle, state_event, worker_alive
 from runyard.runtime.submitters import ADMIN, Submitter, record_submitter, session_of
 from runyard.tasks.base import TaskInput
 from runyard.tasks.registry import TaskRegistry
-from runyard.workspace.atomic import dump_json, fsync_dir, write_bytes_new
+from runyard.workspace.atomic import (
+    dump_json,
+    fsync_dir,
+    read_bytes_tolerant,
+    write_bytes_new,
+)
 from runyard.workspace.events import append_event
 from runyard.workspace.history import keep_current_run
 from runyard.workspace.identity import build_task_id, generate_task_name
@@ -55,9 +60,11 @@ NAME_ATTEMPTS = 64
 MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CLAIMS_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 STAGING_PREFIX = ".staging-"
-# in a folder created for a request that carried an Idempotency-Key: an empty file named
-# by the key's hash (:func:`key_mark`); folders of earlier versions hold the key inside
-# ``IDEMPOTENCY_FILE`` instead
+# a folder created for a request that carried an Idempotency-Key is marked with the key's
+# hash: in the extended attribute KEY_XATTR of the folder, or, where the file system keeps
+# none (and in folders of the versions before), in the name of an empty file
+# (:func:`key_mark`); older folders still hold the key inside ``IDEMPOTENCY_FILE``
+KEY_XATTR = "user.runyard.key"
 KEY_MARK_PREFIX = ".idempotency."
 IDEMPOTENCY_FILE = ".idempotency-key"
 
@@ -65,6 +72,36 @@ IDEMPOTENCY_FILE = ".idempotency-key"
 def key_mark(key: str) -> str:
     """The name of the empty file that marks a folder as made for ``key``."""
     return KEY_MARK_PREFIX + hashlib.sha256(key.encode()).hexdigest()
+
+
+def _key_digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+def mark_for_key(folder: Path, key: str) -> None:
+    """Mark ``folder`` as made for ``key``; durable with the folder's own fsync.
+
+    The mark is an extended attribute of the folder (in the inode itself on ext4), not a
+    file: each file would cost the task an inode, and on ext4 without a journal every
+    file made in the next minutes pays for each inode freed (see ``bench/floor.py``).
+    Where the folder takes none (a file system without them, or a full one with no room
+    for it), an empty file named by the key's hash: all names and no data, made durable by
+    the same fsync; should that fail too, its error is the caller's.
+    """
+    try:
+        os.setxattr(folder, KEY_XATTR, _key_digest(key), follow_symlinks=False)
+    except OSError:
+        os.close(os.open(folder / key_mark(key), MARK_FLAGS, 0o644))
+
+
+def made_for_key(folder: Path, key: str) -> bool:
+    """Whether ``folder`` was made for ``key`` (marked by this version or an earlier one)."""
+    with contextlib.suppress(OSError):
+        if os.getxattr(folder, KEY_XATTR, follow_symlinks=False) == _key_digest(key):
+            return True
+    if os.path.lexists(folder / key_mark(key)):
+        return True
+    return read_bytes_tolerant(folder / IDEMPOTENCY_FILE) == key.encode()
 
 
 def create_task(
@@ -245,10 +282,9 @@ def _place(workspace: Workspace, status: TaskStatus, key: str | None) -> None:
         append_event(staging / EVENTS_FILE, state_event(TaskState.QUEUED, status.created_at))
         if key is not None:
             # the key's answer is not synced (see IdempotencyStore.answer), so after a power
-            # cut this mark is how a retry finds the task instead of making a second one. An
-            # empty file is all names and no data: the folder's fsync below makes it
-            # durable, as it does the status file's name, and no fsync of its own is needed
-            os.close(os.open(staging / key_mark(key), MARK_FLAGS, 0o644))
+            # cut this mark is how a retry finds the task instead of making a second one;
+            # the folder's fsync below makes it durable, as it does the status file's name
+            mark_for_key(staging, key)
         fault_point("status")
         write_bytes_new(staging / STATUS_FILE, dump_json(status.to_json()))
         fsync_dir(staging)
