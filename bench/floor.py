@@ -194,11 +194,11 @@ def _end(group: Cgroup | None) -> None:
 def create_cost(folder: Path, count: int = 200) -> float:
     """CPU microseconds one new file costs in a new folder under ``folder`` now.
 
-    Every task creates files (the floor 6, runyard about twice as many), and on some
-    filesystems a create is not a constant: ext4 without a journal passes over each inode
-    freed in the last 60-360 s of the folder's block group on every create, so a group
-    that saw many deletions (a temp folder after test runs) makes creates ten or twenty
-    times dearer. A kernel that caches millions of inodes and dentries (left by folders of
+    Every task creates files (the floor 6; runyard 9, also its worker's lock, its log and
+    the log's folder), and on some filesystems a create is not a constant: ext4 without a
+    journal passes over each inode freed in the last 60-360 s of the folder's block group
+    on every create, so a group that saw many deletions (a temp folder after test runs, or
+    the status files a run replaces) makes creates ten or twenty times dearer. A kernel that caches millions of inodes and dentries (left by folders of
     past runs, deleted or not) makes each create walk long hash chains: 240 µs a file here
     with 6 million inodes and 7.4 million dentries cached, 34 µs once they were dropped.
     Printed at both ends of the run, with :func:`kernel_caches`, to tell such a machine
