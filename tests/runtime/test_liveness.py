@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -20,7 +23,13 @@ from runyard.runtime.liveness import (
     wait_for_run,
     worker_alive,
 )
-from runyard.runtime.workerlock import SUPERVISED_FILE, acquire_worker_lock, read_owner
+from runyard.runtime.workerlock import (
+    SUPERVISED_FILE,
+    acquire_worker_lock,
+    hold_supervision,
+    read_owner,
+    supervised,
+)
 from runyard.workspace.records import TaskState
 
 
@@ -178,4 +187,32 @@ def test_the_supervision_file_of_earlier_versions_is_still_honoured(workspace, r
         assert settle(workspace, running) == running
     finally:
         _let_go(holder)
+    assert settle(workspace, running).state is TaskState.FAILED
+
+
+def test_where_a_folder_cannot_be_locked_the_supervision_file_is_held(
+    workspace, registry, monkeypatch
+):
+    """NFS emulates ``flock`` with byte-range locks, which need an open file, so a folder
+    there cannot be locked: the supervisor holds the ``.supervised`` file instead, and a
+    reader asks both without failing."""
+    real = fcntl.flock
+
+    def no_folder_locks(fd: int, operation: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.ENOLCK, "No locks available")
+        real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", no_folder_locks)
+    running = _dead_running(workspace, registry)
+    folder = workspace.task_dir(running.task_id)
+    fd = hold_supervision(folder)
+    assert fd is not None
+    try:
+        assert (folder / SUPERVISED_FILE).exists()
+        assert supervised(folder)
+        assert settle(workspace, running) == running
+    finally:
+        os.close(fd)
+    assert not supervised(folder)
     assert settle(workspace, running).state is TaskState.FAILED

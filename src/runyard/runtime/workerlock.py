@@ -117,9 +117,20 @@ def _try_flock(fd: int, mode: int) -> bool:
 
 def hold_supervision(task_dir: Path) -> int | None:
     """Mark the run of ``task_dir`` as watched by this process until the returned fd is
-    closed (None: no such folder). Nothing is created: the lock is on the folder."""
+    closed (None: no such folder). Nothing is created: the lock is on the folder, except
+    where the file system will not lock a folder (NFS emulates ``flock`` with byte-range
+    locks, which need an open file): there on the ``.supervised`` file, as before."""
     try:
         fd = os.open(task_dir, os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
+    except OSError:
+        os.close(fd)
+    try:
+        fd = os.open(task_dir / SUPERVISED_FILE, os.O_RDONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
     except OSError:
         return None
     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -128,7 +139,21 @@ def hold_supervision(task_dir: Path) -> int | None:
 
 def supervised(task_dir: Path) -> bool:
     """True while some process watches the run of ``task_dir`` (holds the folder, or the
-    ``.supervised`` file in it as earlier versions did)."""
-    return _held_by_another(task_dir, fcntl.LOCK_EX) or _held_by_another(
-        task_dir / SUPERVISED_FILE, fcntl.LOCK_EX
-    )
+    ``.supervised`` file in it: where a folder cannot be locked, and in earlier versions)."""
+    return _folder_held(task_dir) or _held_by_another(task_dir / SUPERVISED_FILE, fcntl.LOCK_EX)
+
+
+def _folder_held(task_dir: Path) -> bool:
+    try:
+        fd = os.open(task_dir, os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # a folder this file system will not lock: its holders use the file
+        return False
+    finally:
+        os.close(fd)
+    return False
