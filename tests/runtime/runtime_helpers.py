@@ -7,8 +7,10 @@ import ctypes
 import os
 import signal
 import struct
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runyard.config import Settings
@@ -99,3 +101,40 @@ class RenameRecorder:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+# holds a lock on a path in its own process, says so, and lets go when its stdin closes:
+# "supervise" as a supervisor does (hold_supervision), "shared" or "exclusive" as a bare
+# flock by anyone who may open the path
+HOLDER = """
+import fcntl, os, sys
+from pathlib import Path
+from runyard.runtime.workerlock import hold_supervision
+path, kind = Path(sys.argv[1]), sys.argv[2]
+if kind == "supervise":
+    fd = hold_supervision(path)
+else:
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH if kind == "shared" else fcntl.LOCK_EX)
+print("held" if fd is not None else "none", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def held_elsewhere(path: Path, kind: str) -> Iterator[None]:
+    """``path`` locked (see HOLDER) by another process while the body runs."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path), kind],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=30) == 0
+        holder.stdout.close()

@@ -6,12 +6,10 @@ import errno
 import fcntl
 import os
 import stat
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from runtime_helpers import held_elsewhere
 
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.executors.pidwatch import open_pidfd, process_start_time
@@ -25,6 +23,7 @@ from runyard.runtime.liveness import (
 )
 from runyard.runtime.workerlock import (
     SUPERVISED_FILE,
+    SUPERVISION_WAIT,
     acquire_worker_lock,
     hold_supervision,
     read_owner,
@@ -115,41 +114,6 @@ def test_wait_for_run_errors_and_timeout(workspace, registry):
     assert still.state == "queued" and 0.3 <= time.monotonic() - started < 2
 
 
-# holds what it is given as a supervisor does (the legacy file: a shared flock on it, as
-# earlier versions took), says so, and lets go when its stdin closes
-HOLDER = """
-import fcntl, os, sys
-from pathlib import Path
-from runyard.runtime.workerlock import hold_supervision
-path = Path(sys.argv[1])
-if path.is_dir():
-    fd = hold_supervision(path)
-else:
-    fd = os.open(path, os.O_RDONLY)
-    fcntl.flock(fd, fcntl.LOCK_SH)
-print("held" if fd is not None else "none", flush=True)
-sys.stdin.read()
-"""
-
-
-def _hold_in_another_process(path: Path) -> subprocess.Popen[str]:
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    return holder
-
-
-def _let_go(holder: subprocess.Popen[str]) -> None:
-    assert holder.stdin is not None and holder.stdout is not None
-    holder.stdin.close()
-    assert holder.wait(timeout=30) == 0
-    holder.stdout.close()
-
-
 def _dead_running(workspace, registry):
     """A running status whose worker is gone (nobody holds its lock)."""
     status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
@@ -167,13 +131,10 @@ def test_a_supervised_run_is_left_to_its_supervisor_which_makes_no_file(workspac
     folder = workspace.task_dir(running.task_id)
     assert supervision_path(workspace, running.task_id) == folder
     names = sorted(os.listdir(folder))
-    holder = _hold_in_another_process(folder)
-    try:
+    with held_elsewhere(folder, "supervise"):
         assert settle(workspace, running) == running
         assert workspace.read_status(running.task_id).state is TaskState.RUNNING
         assert sorted(os.listdir(folder)) == names
-    finally:
-        _let_go(holder)
     settled = settle(workspace, running)  # nobody watches it now: the reader records it
     assert settled.state is TaskState.FAILED and "exit status unknown" in settled.error
 
@@ -182,11 +143,8 @@ def test_the_supervision_file_of_earlier_versions_is_still_honoured(workspace, r
     running = _dead_running(workspace, registry)
     legacy = workspace.task_dir(running.task_id) / SUPERVISED_FILE
     legacy.touch()
-    holder = _hold_in_another_process(legacy)
-    try:
+    with held_elsewhere(legacy, "shared"):  # as earlier versions held it
         assert settle(workspace, running) == running
-    finally:
-        _let_go(holder)
     assert settle(workspace, running).state is TaskState.FAILED
 
 
@@ -216,3 +174,18 @@ def test_where_a_folder_cannot_be_locked_the_supervision_file_is_held(
         os.close(fd)
     assert not supervised(folder)
     assert settle(workspace, running).state is TaskState.FAILED
+
+
+def test_a_folder_someone_else_locks_is_not_waited_for_long(workspace, registry):
+    """An exclusive lock on the task folder, taken by anyone who may open it, gets no
+    supervisor stuck: the hold gives up after SUPERVISION_WAIT seconds (None), and is had
+    again once that lock is gone."""
+    running = _dead_running(workspace, registry)
+    folder = workspace.task_dir(running.task_id)
+    with held_elsewhere(folder, "exclusive"):
+        started = time.monotonic()
+        assert hold_supervision(folder) is None
+        assert SUPERVISION_WAIT <= time.monotonic() - started < SUPERVISION_WAIT + 5
+    fd = hold_supervision(folder)
+    assert fd is not None
+    os.close(fd)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
-from runtime_helpers import wait_state, wait_until
+from runtime_helpers import held_elsewhere, wait_state, wait_until
 
 from runyard.runtime.launch import run_task
 from runyard.runtime.liveness import settle, wait_for_run, worker_alive
@@ -150,3 +151,29 @@ def test_broken_folders_do_not_disturb_start(make_supervisor, workspace, tmp_pat
     assert sup.active_count() == 0
     handle = sup.submit("demo", {"x": 1, "y": 2, "task_name": "corrupt"})
     assert finish(workspace, handle).state == "succeeded"
+
+
+def test_a_task_folder_locked_by_someone_else_holds_up_neither_its_run_nor_the_supervisor(
+    make_supervisor, workspace
+):
+    """Anyone who may read a task folder may flock it. The supervisor's hold on a run is a
+    shared lock on that folder; an exclusive lock taken there first (by another process,
+    while the task waits in the queue) must not stall the launch, which runs under the
+    supervisor's lock: the run goes on without the hold, and submits are answered."""
+    sup = make_supervisor(max_concurrent_tasks=1)
+    first = sup.submit("sleepy", {"seconds": 30})
+    wait_state(workspace, first.task_id, "running")
+    queued = sup.submit("demo", {"x": 1, "y": 2})
+    with held_elsewhere(workspace.task_dir(queued.task_id), "exclusive"):
+        assert sup.cancel(first.task_id)
+        assert finish(workspace, first).state == "cancelled"
+        assert finish(workspace, queued, timeout=20).state == "succeeded"
+        answered: list[TaskHandle] = []
+        submitter = threading.Thread(
+            target=lambda: answered.append(sup.submit("demo", {"x": 2, "y": 2})), daemon=True
+        )
+        started = time.monotonic()
+        submitter.start()
+        submitter.join(20)
+        assert answered, f"a submit was not answered in {time.monotonic() - started:.0f} s"
+        assert finish(workspace, answered[0]).state == "succeeded"

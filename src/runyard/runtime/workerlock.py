@@ -31,6 +31,7 @@ from runyard.executors.pidwatch import process_start_time
 
 OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
 SUPERVISED_FILE = ".supervised"  # where earlier versions held the supervision
+SUPERVISION_WAIT = 1.0  # seconds a launch waits for an exclusive lock on its folder to go
 
 
 @dataclass(frozen=True)
@@ -117,24 +118,51 @@ def _try_flock(fd: int, mode: int) -> bool:
 
 def hold_supervision(task_dir: Path) -> int | None:
     """Mark the run of ``task_dir`` as watched by this process until the returned fd is
-    closed (None: no such folder). Nothing is created: the lock is on the folder, except
-    where the file system will not lock a folder (NFS emulates ``flock`` with byte-range
-    locks, which need an open file): there on the ``.supervised`` file, as before."""
+    closed. Nothing is created: the lock is on the folder, except where the file system
+    will not lock a folder (NFS emulates ``flock`` with byte-range locks, which need an open
+    file): there on the ``.supervised`` file, as before.
+
+    None when there is no such folder, or when the lock stays taken for
+    :data:`SUPERVISION_WAIT` seconds: a reader's probe holds it for microseconds, and
+    anyone who may open the folder may hold it longer, which must not stall a launch (the
+    run then goes on unmarked, and a reader may record its end if its worker dies).
+    """
     try:
         fd = os.open(task_dir, os.O_RDONLY | os.O_DIRECTORY | OPEN_FLAGS)
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        return fd
-    except OSError:
+        held = _share_within(fd)
+    except OSError:  # a folder this file system will not lock
         os.close(fd)
+        return _hold_file(task_dir / SUPERVISED_FILE)
+    if held:
+        return fd
+    os.close(fd)
+    return None
+
+
+def _hold_file(path: Path) -> int | None:
     try:
-        fd = os.open(task_dir / SUPERVISED_FILE, os.O_RDONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | OPEN_FLAGS, 0o644)
     except OSError:
         return None
-    fcntl.flock(fd, fcntl.LOCK_SH)
-    return fd
+    with contextlib.suppress(OSError):
+        if _share_within(fd):
+            return fd
+    os.close(fd)
+    return None
+
+
+def _share_within(fd: int) -> bool:
+    """Take a shared flock on ``fd``, waiting at most :data:`SUPERVISION_WAIT` seconds for
+    an exclusive one to go."""
+    deadline = time.monotonic() + SUPERVISION_WAIT
+    while not _try_flock(fd, fcntl.LOCK_SH):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def supervised(task_dir: Path) -> bool:
