@@ -48,6 +48,9 @@ class TaskState(StrEnum):
         return self in TERMINAL_STATES
 
 
+# A run id is one path component (a uuid4 hex where runyard made it): letters, digits,
+# '_' and '-', never '.', '/' or empty.
+RUN_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 TERMINAL_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 
 
@@ -69,7 +72,8 @@ class TaskStatus(BaseModel):
     # signature, and a builtin's is parsed from its text by tokenize's regular expression,
     # compiled on first use (2 ms of every process that loads the records, a CLI listing's)
     task_id: str
-    run_id: str
+    # one path component: the server derives the run's log and history paths from it
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
     task_type: str
     task_name: str
     state: TaskState

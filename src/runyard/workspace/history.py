@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
 from runyard.faults import fault_point
-from runyard.workspace.identity import is_task_id, parse_task_id
+from runyard.workspace.identity import RUN_ID_RE, is_task_id, parse_task_id
 from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskStatus, status_from_dict
 from runyard.workspace.safefs import DIR_FLAGS, open_under
@@ -39,8 +38,6 @@ HISTORY_DIR = ".history"
 KEPT_FILES = (STATUS_FILE, METADATA_FILE, EVENTS_FILE)
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # per file: a task cannot fill the disk through history
 TMP_PREFIX = ".tmp-"
-# a run id is one path component here; anything else in a (rewritable) status is not kept
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def history_root(workspace: Workspace) -> Path:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from runyard.errors import InvalidInput, InvalidTaskId
+from runyard.wire import RUN_ID_PATTERN
 
 
 class TaskType(StrEnum):
@@ -31,6 +32,7 @@ class TaskType(StrEnum):
 TASK_TYPES = frozenset(t.value for t in TaskType)
 REG_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 TASK_NAME_RE = re.compile(r"^[A-Za-z0-9-]{1,32}$")
+RUN_ID_RE = re.compile(RUN_ID_PATTERN)
 PARSED_IDS_KEPT = 4096
 
 
@@ -57,6 +59,17 @@ def validate_reg_name(name: str) -> str:
             f"Invalid task registration name {name!r}: use letters, digits, '_' or '-'"
         )
     return name
+
+
+def is_run_id(run_id: object) -> bool:
+    """A run id names one folder or file: never ``..``, ``/``, empty or over 64 chars."""
+    return isinstance(run_id, str) and RUN_ID_RE.fullmatch(run_id) is not None
+
+
+def validate_run_id(run_id: object) -> str:
+    if not is_run_id(run_id):
+        raise InvalidInput(f"Invalid run_id {run_id!r}: use 1-64 letters, digits, '_' or '-'")
+    return run_id  # type: ignore[return-value]
 
 
 def build_task_id(task_type: str, task: str, task_name: str) -> str:

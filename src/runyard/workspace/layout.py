@@ -16,7 +16,7 @@ from pathlib import Path
 
 from runyard.faults import fault_point
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
-from runyard.workspace.identity import TASK_TYPES, TaskType, parse_task_id
+from runyard.workspace.identity import TASK_TYPES, TaskType, parse_task_id, validate_run_id
 from runyard.workspace.records import (
     TaskMetadata,
     TaskStatus,
@@ -93,7 +93,10 @@ class Workspace:
         return os.path.relpath(path, self.root)
 
     def run_log_path(self, task_id: str, run_id: str) -> Path:
+        """Where run ``run_id`` of ``task_id`` logs: derived from both ids, each checked as
+        one path component, never taken from a record (``status.log_path`` is only told)."""
         tid = parse_task_id(task_id)
+        validate_run_id(run_id)
         return self.log_dir / tid.task_type / str(tid) / f"{run_id}.log"
 
     def ensure(self) -> None:
