@@ -1,8 +1,9 @@
-"""Deleting tasks: finished and broken folders go, active ones stay, shared logs stay."""
+"""Deleting tasks: finished and broken folders go with their own logs, active ones stay."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from runtime_helpers import wait_state
@@ -70,19 +71,27 @@ def test_broken_record_less_and_metadata_only_folders_are_deletable(make_supervi
     assert list(base.iterdir()) == []
 
 
-def test_log_is_kept_while_another_status_refers_to_it(make_supervisor, workspace, registry):
+def test_a_forged_log_path_removes_only_the_tasks_own_logs(make_supervisor, workspace, registry):
+    """A task can rewrite its status: naming another task's log (through a ``//`` alias the
+    string compare of old did not see), the server's own log or a relative path to it makes
+    none of them go; its own log folder, derived from its id, goes whatever it says."""
     sup = make_supervisor(start=False)
-    first = finished(workspace, registry, "first")
-    second = finished(workspace, registry, "second")
-    shared = second.model_copy(update={"log_path": first.log_path})
-    workspace.write_status(shared)
+    other = finished(workspace, registry, "other")
+    server_log = workspace.log_dir / "server.log"
+    server_log.write_text("server\n")
+    alias = str(workspace.log_dir) + "//" + os.path.relpath(other.log_path, workspace.log_dir)
+    forged = {"alias": alias, "server": str(server_log), "relative": os.path.relpath(server_log)}
+    victims = []
+    for name, log_path in forged.items():
+        status = finished(workspace, registry, name)
+        workspace.write_status(status.model_copy(update={"log_path": log_path}))
+        victims.append(status)
 
-    assert sup.delete([first.task_id]) == [first.task_id]
-    assert Path(first.log_path).read_text() == "log of first\n"
-
-    assert sup.delete([second.task_id]) == [second.task_id]
-    assert not Path(first.log_path).exists()
-    assert Path(second.log_path).exists()  # nothing named it any more, but it is not "its" log
+    assert sup.delete([v.task_id for v in victims]) == [v.task_id for v in victims]
+    assert Path(other.log_path).read_text() == "log of other\n"
+    assert server_log.read_text() == "server\n"
+    for status in victims:
+        assert not Path(status.log_path).parent.exists()
 
 
 def test_a_log_outside_the_log_folder_is_never_removed(make_supervisor, workspace, registry,

@@ -38,7 +38,6 @@ class Services:
         repository = TaskRepository(workspace, snapshots=True)
         supervisor = Supervisor(settings, workspace, registry, on_change=repository.refresh)
         supervisor.known_tasks = repository  # its start reads no folder the index has read
-        supervisor.log_references = repository.referenced_logs
         supervisor.on_records = repository.take_changes  # Kubernetes workers' writes
         supervisor.on_created = repository.take_created  # a submit's folder, not read back
         services = cls(settings, workspace, registry, repository, supervisor)

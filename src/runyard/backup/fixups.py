@@ -1,6 +1,7 @@
 """Making restored records true in their new home.
 
-- Every task's ``status.log_path`` under the old log folder is moved to the new one.
+- Every task's ``status.log_path`` under the old log folder is told anew: the log of its run
+  in the new log folder, derived from the task and run ids.
 - A task that was running when the backup was taken has no worker any more: it becomes
   ``failed`` with the error :data:`INTERRUPTED` and the exit code of any dead worker,
   through the same path a server uses for a worker that died (``end_dead_run``).
@@ -54,11 +55,11 @@ def _move_log_path(workspace: Workspace, task_id: str, old_logs: Path) -> None:
     status = workspace.read_status(task_id)
     if status is None or not status.log_path:
         return
-    log_path = Path(status.log_path)
-    if not log_path.is_relative_to(old_logs):
-        return
-    moved = workspace.log_dir / log_path.relative_to(old_logs)
-    workspace.write_status(status.model_copy(update={"log_path": str(moved)}), durable=True)
+    if not Path(status.log_path).is_relative_to(old_logs):
+        return  # a log another tool wrote elsewhere: told as it was
+    # derived from the ids, as the server reads it: a (rewritable) status names no path here
+    moved = os.path.abspath(workspace.run_log_path(task_id, status.run_id))
+    workspace.write_status(status.model_copy(update={"log_path": moved}), durable=True)
 
 
 def _forget_host_processes(submitters: Path) -> None:

@@ -192,9 +192,11 @@ class LocalBackend:
         return settle(self.workspace, status)
 
     def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
+        from runyard.runtime.submitters import trusted_log_path
         from runyard.workspace.logs import read_log_window
 
-        return read_log_window(self.status(task_id).log_path, offset, limit)
+        status = self.status(task_id)
+        return read_log_window(trusted_log_path(self.workspace, status), offset, limit)
 
     def graph(self, task_id: str) -> TaskGraph:
         parse_task_id(task_id)

@@ -157,13 +157,8 @@ def replaced_logs(workspace: Workspace, status: TaskStatus) -> list[PlannedLog]:
 
 def _planned_task(workspace: Workspace, status: TaskStatus) -> PlannedTask:
     size = freed_bytes(workspace.task_dir(status.task_id))
-    if status.log_path and _inside(workspace.log_dir, status.log_path):
-        size += freed_bytes(Path(status.log_path))
+    size += freed_bytes(workspace.run_log_path(status.task_id, status.run_id))  # never log_path
     return PlannedTask(status.task_id, status.run_id, size)
-
-
-def _inside(folder: Path, path: str) -> bool:
-    return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
 
 
 def _cutoff(policy: Retention, now: datetime) -> datetime | None:

@@ -96,7 +96,9 @@ def task_launch_spec(
     env[CANCEL_NEEDS_REQUEST] = "1"  # a pod is also stopped unasked (deadline, eviction)
     return LaunchSpec(
         argv=[settings.kubernetes.python, "-m", WORKER_MODULE],
-        log_path=Path(status.log_path),
+        log_path=Path(
+            os.path.abspath(workspace.run_log_path(status.task_id, status.run_id))
+        ),
         cwd=task_dir,
         env=env,
         stdin=payload.dump(),

@@ -60,7 +60,9 @@ def worker_spec(
     )
     return LaunchSpec(
         argv=[sys.executable, "-m", WORKER_MODULE],
-        log_path=Path(status.log_path),
+        log_path=Path(
+            os.path.abspath(workspace.run_log_path(status.task_id, status.run_id))
+        ),
         cwd=task_dir,
         env=env,
         stdin=payload.dump(),

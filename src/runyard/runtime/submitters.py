@@ -19,18 +19,16 @@ no record; replacing a task by an admin submit removes it.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
-from runyard.workspace.identity import parse_task_id
+from runyard.workspace.identity import is_run_id, parse_task_id
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskStatus
 
 ADMIN = "admin"
 SUBMITTERS_DIR = ".submitters"
-_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 Submitter = str | dict[str, str]
 
@@ -66,7 +64,7 @@ def read_submitter(workspace: Workspace, task_id: str) -> dict[str, Any] | None:
     by = data.get("submitted_by")
     if not isinstance(by, dict) or not isinstance(by.get("session_id"), str):
         return None
-    if not isinstance(data.get("run_id"), str) or not _RUN_ID.match(data["run_id"]):
+    if not isinstance(data.get("run_id"), str) or not is_run_id(data["run_id"]):
         return None
     return data
 
@@ -112,6 +110,14 @@ def launch_scope(workspace: Workspace, status: TaskStatus) -> dict[str, str] | N
     return None
 
 
+def slot_owner(submitted_by: Submitter | None) -> str | None:
+    """Whose share of the task slots a task takes: the session of the run that submitted
+    it (one share for all of its runs), None for an admin task."""
+    if not isinstance(submitted_by, dict):
+        return None
+    return str(submitted_by.get("session_id", ""))
+
+
 def session_of(workspace: Workspace, task_id: str) -> str | None:
     """The session that submitted ``task_id`` according to the server's record."""
     record = read_submitter(workspace, task_id)
@@ -119,9 +125,24 @@ def session_of(workspace: Workspace, task_id: str) -> str | None:
 
 
 def trusted_log_path(workspace: Workspace, status: TaskStatus) -> str:
-    """Where the log of ``status`` really is: for a run-submitted task, computed from the
-    recorded run, never taken from a status the task could have rewritten."""
+    """Where the log of ``status`` really is, derived by the server from validated ids.
+
+    The log of a run is ``<log_dir>/<task_type>/<task_id>/<run_id>.log``; for a
+    run-submitted task the run is the recorded one, never one a status the task could have
+    rewritten names. ``status.log_path`` is only told, never followed, with one exception
+    kept for workspaces written by other tools: an admin task whose derived log does not
+    exist, whose status names a log inside the log folder.
+    """
     record = read_submitter(workspace, status.task_id)
-    if record is None:
-        return status.log_path
-    return os.path.abspath(workspace.run_log_path(status.task_id, record["run_id"]))
+    sandboxed = record is not None or isinstance(status.submitted_by, dict)
+    run_id = record["run_id"] if record is not None else status.run_id
+    derived = os.path.abspath(workspace.run_log_path(status.task_id, run_id))
+    if sandboxed or not status.log_path or os.path.lexists(derived):
+        return derived
+    return status.log_path if _inside(workspace.log_dir, status.log_path) else derived
+
+
+def _inside(folder: Path, path: str) -> bool:
+    """Whether ``path`` resolves to a file below ``folder`` (symlinks resolved first)."""
+    real_folder = os.path.realpath(folder)
+    return os.path.realpath(path).startswith(real_folder.rstrip(os.sep) + os.sep)

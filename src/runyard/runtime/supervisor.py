@@ -36,7 +36,7 @@ from runyard.executors.local import LocalExecutor
 from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
 from runyard.runtime.creation import create_task
-from runyard.runtime.deletion import LogReferences, delete_tasks
+from runyard.runtime.deletion import delete_tasks
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.heldends import HeldEnds
 from runyard.runtime.kubemarks import forget_mark, read_mark
@@ -104,7 +104,6 @@ class Supervisor:
         # called with a task id after its run ended and was recorded (continuous sync)
         self.on_finished: Callable[[str], object] | None = None
         # which logs remaining tasks still name, from an index (None: deletion reads them)
-        self.log_references: LogReferences | None = None
         # called with a task id and the record files that changed, when a worker on
         # another node wrote them (no inotify event reaches this host); else on_change
         self.on_records: Callable[[str, set[str]], object] | None = None
@@ -526,7 +525,7 @@ class Supervisor:
             held = [task_id for task_id in task_ids if self._held.holds(task_id)]
         deleted = [task_id for task_id in held if self._held.delete(task_id)]
         rest = [task_id for task_id in task_ids if task_id not in held]
-        deleted += delete_tasks(self.workspace, rest, self.log_references)
+        deleted += delete_tasks(self.workspace, rest)
         for task_id in deleted:
             forget_submitter(self.workspace, task_id)
             forget_mark(self.workspace, task_id)

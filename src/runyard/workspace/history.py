@@ -209,6 +209,23 @@ def remove_history(workspace: Workspace, task_id: str) -> bool:
     return True
 
 
+def remove_task_logs(workspace: Workspace, task_id: str) -> bool:
+    """Remove the log folder of ``task_id`` (every run's log); True if it existed.
+
+    The path comes from the validated id alone; the type folder is opened without
+    following a symlink and nothing below it is followed either.
+    """
+    tid = parse_task_id(task_id)
+    try:
+        parent = os.open(workspace.log_dir / tid.task_type, DIR_FLAGS)
+    except OSError:  # no such folder, or a symlink in its place: nothing of ours to remove
+        return False
+    with _opened(parent):
+        present = _exists(parent, task_id)
+        _remove_at(parent, task_id)
+    return present
+
+
 def remove_kept_runs(workspace: Workspace, task_id: str, run_ids: set[str]) -> list[str]:
     """Remove the kept runs ``run_ids`` of ``task_id`` (and leftover temp folders of
     crashed copies); the run ids that were there and went."""
