@@ -13,8 +13,13 @@ taken out last, so not even ``worker_env`` or an allow-list entry can hand them 
   the server, not the task, and carry its token (``RUNYARD_TOKEN``) and the tokens of its
   forwarding targets (``RUNYARD_TARGETS``); runyard sets the ones a worker reads itself;
 - ``RUNYARD_TOKEN`` whatever its origin;
-- any variable whose value is a token runyard holds: the server's token (configured or
-  generated) and each ``targets`` token — whatever the variable is called.
+- any variable whose value contains a token runyard holds: the server's token (configured
+  or generated) and each ``targets`` token — whatever the variable is called, and wherever
+  in the value the token sits (``AUTH=Bearer <token>``, a URL with it in its query).
+
+Run tokens are not among them: the server keeps only their hashes, makes a new one for
+each run and hands it to that run alone (``RUNYARD_API_TOKEN``, set after this filter), so
+no configured variable can hold one it knows.
 
 ``PWD`` and ``OLDPWD`` are not inherited either: they name the server's folder, not the
 task's.
@@ -58,12 +63,13 @@ def allowlisted(settings: Settings) -> dict[str, str]:
 
 
 def without_secrets(env: Mapping[str, str], settings: Settings) -> dict[str, str]:
-    """``env`` without ``RUNYARD_TOKEN`` and without any variable holding a runyard token."""
+    """``env`` without ``RUNYARD_TOKEN`` and without any variable whose value contains a
+    runyard token anywhere (``Bearer <token>`` as much as ``<token>``)."""
     secrets = runyard_secrets(settings)
     return {
         name: value
         for name, value in env.items()
-        if name != TOKEN_VARIABLE and value not in secrets
+        if name != TOKEN_VARIABLE and not any(secret in value for secret in secrets)
     }
 
 
