@@ -21,7 +21,7 @@ from pathlib import Path
 
 from runyard.repository import TaskRepository
 from runyard.repository.index import TaskIndex
-from runyard.repository.records import INSTANT, LOG, PARENTS, RAW
+from runyard.repository.records import INSTANT, PARENTS, RAW
 from runyard.workspace import Workspace
 
 
@@ -48,8 +48,12 @@ def deep_size(obj: object, seen: set[int]) -> int:
 def status_parts(index: TaskIndex, seen: set[int]) -> dict[str, int]:
     """The statuses dict taken apart: its table, the ids, and each field of the records."""
     parts = {"statuses: dict table": sys.getsizeof(index.statuses)}
-    fields = {"record tuples": None, "packed answer bytes": RAW, "sort instants": INSTANT}
-    fields |= {"parents": PARENTS, "log digests": LOG}
+    fields = {
+        "record tuples": None,
+        "packed answer bytes": RAW,
+        "sort instants": INSTANT,
+        "parents": PARENTS,
+    }
     for name in ["task ids", *fields]:
         parts[f"statuses: {name}"] = 0
     for task_id, record in index.statuses.items():
@@ -70,7 +74,6 @@ def structures(index: TaskIndex) -> dict[str, int]:
         ("children", index.children),
         ("buckets", index._buckets),
         ("whole order", index._order),
-        ("log references", index._log_refs),
         ("active set", index._active),
     ]
     for name, value in others:

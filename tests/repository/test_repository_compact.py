@@ -20,11 +20,8 @@ from runyard.repository.records import (
     META_PARENTS,
     PARENTS,
     STATE,
-    FolderRecords,
     StatusRecord,
-    absolute_path,
     list_task_folders,
-    log_key,
     parse_status,
     sort_instant,
     status_json,
@@ -129,27 +126,6 @@ def test_list_results_reads_the_metadata_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path",
-    [
-        "/logs/base/base#demo#t1/run.log",
-        "/logs//base/run.log",
-        "//logs/run.log",
-        "/logs/./run.log",
-        "/logs/x/../run.log",
-        "/logs/.hidden/run.log",
-        "/logs/dir/",
-        "/logs/run.log/.",
-        "relative/run.log",
-        "./run.log",
-        "../up/run.log",
-        "/",
-    ],
-)
-def test_absolute_path_is_abspath(path: str) -> None:
-    assert absolute_path(path) == os.path.abspath(path)
-
-
-@pytest.mark.parametrize(
     "extra",
     [
         {},
@@ -177,7 +153,7 @@ def test_the_kept_bytes_are_the_answer_of_status(extra: dict[str, object]) -> No
 
 
 def status_record(task_id: str, instant: int, state: str) -> StatusRecord:
-    return (instant, f"t{instant}", (), b"{}", state, None)
+    return (instant, f"t{instant}", (), b"{}", state)
 
 
 def test_buckets_of_ids_stay_in_order_through_random_changes() -> None:
@@ -208,21 +184,6 @@ def test_buckets_of_ids_stay_in_order_through_random_changes() -> None:
         assert paged == expected
         running = [(kind, "running") for kind in ("base", "etl")]
         assert index.ids(running) == [t for t in expected if truth[t][4] == "running"]
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
-def test_logs_named_in_the_helpers_half_are_known_as_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The scan helper is another interpreter, its string hashes seeded otherwise."""
-    monkeypatch.setenv("PYTHONHASHSEED", "2" if os.environ.get("PYTHONHASHSEED") == "1" else "1")
-    ws = make_workspace(tmp_path)
-    logs = [str(tmp_path / "logs" / f"run{i}.log") for i in range(40)]
-    for i, log in enumerate(logs):
-        put_status(ws, f"base#job#n{i:02d}", created=i, log_path=log)
-    index = TaskIndex()
-    index.load(scan_all(list_task_folders(ws.root), parallel_min=1))
-    assert index.referenced_logs([*logs, str(tmp_path / "logs" / "other.log")]) == set(logs)
 
 
 def test_a_status_that_stood_for_the_metadata_leaves_it_its_values(tmp_path: Path) -> None:
@@ -275,29 +236,6 @@ def test_long_listings_below_a_cursor_follow_the_order() -> None:
                 assert last == (
                     (truth[below[limit - 1]][INSTANT], below[limit - 1]) if more else None
                 )
-
-
-def test_a_log_is_named_while_some_status_names_it(tmp_path: Path) -> None:
-    logs = [str(tmp_path / f"run{i}.log") for i in range(3)]
-
-    def named(task_id: str, log: str, state: str = "succeeded") -> StatusRecord:
-        return (7, None, (), b"{}", state, log_key(log))
-
-    index = TaskIndex()
-    index.load([("base#job#a", FolderRecords(True, named("base#job#a", logs[0]), None))])
-    index.apply("base#job#b", status=named("base#job#b", logs[0]), exists=True)
-    index.apply("base#job#c", status=named("base#job#c", logs[1]), exists=True)
-    assert index.referenced_logs(logs) == {logs[0], logs[1]}
-    index.apply("base#job#a", status=None, exists=False)
-    assert index.referenced_logs(logs) == {logs[0], logs[1]}  # b still names it
-    index.apply("base#job#b", status=named("base#job#b", logs[2]), exists=True)
-    assert index.referenced_logs(logs) == {logs[1], logs[2]}
-    index.apply("base#job#c", status=named("base#job#c", logs[1], "failed"), exists=True)
-    index.apply("base#job#c", status=named("base#job#c", logs[1], "running"), exists=True)
-    assert index.referenced_logs(logs) == {logs[1], logs[2]}
-    index.apply("base#job#c", status=None, exists=False)
-    index.apply("base#job#b", status=None, exists=False)
-    assert index.referenced_logs(logs) == set()
 
 
 def test_the_listing_is_every_real_task_folder_with_its_path_and_inode(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import marshal
 import os
 import secrets
 import struct
@@ -242,6 +243,63 @@ def test_a_bad_snapshot_is_refused_and_the_files_are_read(
         assert (tmp_path / "aside").read_bytes()[: len(MAGIC)] == MAGIC
 
 
+def previous_format(ws: Workspace) -> None:
+    """Rewrite the snapshot as format 2 wrote it (both numbers 2), signed with the right
+    key: each status record ended with its log's digest (an int), and the arrangement
+    with the sorted digests after its buckets."""
+    store = SnapshotStore(ws.root)
+    key = store.key(create=False)
+    chunks = list(store.load(key))
+    *columns, arranged = chunks
+    assert isinstance(arranged, Arrangement)
+    digests: list[int] = []
+    body = bytearray(MAGIC)
+    layout = (int(sys.byteorder == "little"), array("I").itemsize)
+    body += struct.pack(">HHHBBBB", 2, 2, marshal.version, *sys.version_info[:2], *layout)
+    info = os.stat(ws.root)
+    identity = marshal.dumps((str(ws.root), info.st_dev, info.st_ino))
+    body += struct.pack(">Q", len(identity)) + identity
+    for chunk in columns:
+        assert isinstance(chunk, Columns)
+        statuses, metadata = [], []
+        for status, meta in zip(chunk.statuses, chunk.metadata, strict=True):
+            old = None if status is None else (*status, 1 << 40 | len(digests))
+            if old is not None:
+                digests.append(old[-1])
+            statuses.append(old)
+            metadata.append(old if meta is not None and meta is status else meta)
+        data = marshal.dumps((chunk.ids, chunk.stamps, statuses, metadata))
+        body += struct.pack(">Q", len(data)) + data
+    buckets = [(kind, state, ids.tobytes()) for (kind, state), ids in arranged.buckets.items()]
+    logs = array("q", sorted(digests)).tobytes()
+    data = marshal.dumps((arranged.order.tobytes(), buckets, logs))
+    body += struct.pack(">Q", len(data)) + data
+    resign(ws, bytes(body))
+
+
+def test_a_snapshot_of_the_previous_format_is_refused_and_the_next_one_is_taken(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Format 2 kept a log digest in every status record: its header names it, so it is
+    refused whole (one warning), every folder is read, and the stop writes this format."""
+    ws = workspace(tmp_path)
+    run_once(ws)
+    previous_format(ws)
+    rewrite_in_place(ws, SNEAKY)
+    with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
+        assert states(repo)[SNEAKY] == "cancelled"  # read, not taken from the snapshot
+        assert len(repo) == len(TASKS)
+        assert repo.get_metadata("base#demo#t1") is not None
+    warnings = [r.getMessage() for r in caplog.records if "snapshot" in r.getMessage()]
+    assert len(warnings) == 1 and "of another format (2, 2," in warnings[0]
+    caplog.clear()
+    rewrite_in_place(ws, "base#demo#t4")
+    with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
+        assert states(repo)["base#demo#t4"] == "succeeded"  # taken from the new snapshot
+        assert states(repo)[SNEAKY] == "cancelled"
+    assert "snapshot" not in caplog.text
+
+
 def test_the_snapshot_folder_and_files_are_the_servers_alone(tmp_path: Path) -> None:
     ws = workspace(tmp_path)
     run_once(ws)
@@ -311,7 +369,7 @@ def test_records_that_do_not_fit_the_index_are_not_used(
     if misfit == "lengths":
         columns = columns._replace(statuses=[None], metadata=[])
     everyone = array("I", range(len(folders)))  # an arrangement that fits the entries
-    arranged = Arrangement(everyone, {("base", "succeeded"): everyone}, array("q"))
+    arranged = Arrangement(everyone, {("base", "succeeded"): everyone})
     store.write(key, [columns], lambda: arranged)
     with caplog.at_level(logging.WARNING, logger="runyard.repository"), restarted(ws) as repo:
         assert states(repo) == {task_id: "succeeded" for task_id in TASKS}

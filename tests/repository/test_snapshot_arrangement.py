@@ -73,7 +73,7 @@ def index_of_files(ws: Workspace) -> TaskIndex:
 
 
 def state_of(index: TaskIndex) -> dict[str, object]:
-    """Everything the index holds (its lists and log keys are private: compared whole)."""
+    """Everything the index holds (its lists are private: compared whole)."""
     buckets = [(kind, state) for kind in TYPES for state in STATES]
     return {
         "statuses": index.statuses,
@@ -84,7 +84,6 @@ def state_of(index: TaskIndex) -> dict[str, object]:
         "counts": index.counts(),
         "active": index.active_ids(),
         "children": index.children,
-        "logs": list(index._log_refs),
         "whole order": list(index._order),
     }
 
@@ -225,7 +224,7 @@ def test_an_arrangement_that_does_not_hold_the_statuses_is_not_used(
     if short != "order":
         bucket = next(key for key, positions in buckets.items() if left_out in positions)
         buckets[bucket] = array("I", [at for at in buckets[bucket] if at != left_out])
-    arranged = Arrangement(order, buckets, whole.logs)
+    arranged = Arrangement(order, buckets)
     store.write(key, chunks, lambda: arranged)
     with caplog.at_level(logging.WARNING, logger="runyard.repository"):
         index = restart_index(ws)

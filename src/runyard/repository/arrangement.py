@@ -1,15 +1,15 @@
 """Where the index keeps a snapshot's entries, saved with them so a start takes it as is.
 
 Building the index sorts every status by ``(instant, task_id)`` and sorts each
-``(task_type, state)`` bucket and the log keys: at a million tasks, seconds of a start
-spent finding again an order the last server had. The snapshot writer
-(:mod:`runyard.repository.keeper`) feeds each entry it writes to an :class:`Arranger`,
-which then says where the entries with a status sit (:class:`Arrangement`): their
-positions in list order, each bucket's positions in the same order, and their log keys,
-sorted. A start keeps the entries whose folders did not change, and :func:`take` builds
-the index from them by filtering the arrangement: the records are not read again, but for
-lineage (the children of each parent) and a sample whose shape is checked. The folders
-read again are then added to it (:meth:`runyard.repository.index.TaskIndex.add_folders`).
+``(task_type, state)`` bucket: at a million tasks, seconds of a start spent finding again
+an order the last server had. The snapshot writer (:mod:`runyard.repository.keeper`)
+feeds each entry it writes to an :class:`Arranger`, which then says where the entries with
+a status sit (:class:`Arrangement`): their positions in list order, and each bucket's
+positions in the same order. A start keeps the entries whose folders did not change, and
+:func:`take` builds the index from them by filtering the arrangement: the records are not
+read again, but for lineage (the children of each parent) and a sample whose shape is
+checked. The folders read again are then added to it
+(:meth:`runyard.repository.index.TaskIndex.add_folders`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import NamedTuple, TypeVar, cast
 
 from runyard.repository.records import (
     INSTANT,
-    LOG,
     META_PARENTS,
     STATE,
     MetadataRecord,
@@ -40,11 +39,10 @@ OUT_OF_ORDER = 100  # entries out of list order (one in so many) that a write pu
 
 class Arrangement(NamedTuple):
     """Positions (among a snapshot's entries) of those with a status, in list order, and
-    of each bucket's in the same order; the statuses' log keys, sorted."""
+    of each bucket's in the same order."""
 
     order: array[int]
     buckets: dict[Bucket, array[int]]
-    logs: array[int]
 
 
 class Kept(NamedTuple):
@@ -67,7 +65,6 @@ class Parts(NamedTuple):
     buckets: dict[Bucket, list[str]]
     active: set[str]
     children: dict[str, tuple[str, ...]]
-    logs: array[int]
 
 
 class Arranger:
@@ -100,8 +97,7 @@ class Arranger:
             if found is None:
                 found = buckets[key] = array(POSITION)
             found.append(position)
-        logs = map(itemgetter(LOG), self._statuses)
-        return Arrangement(order, buckets, array("q", sorted(filter(_is_log, logs))))
+        return Arrangement(order, buckets)
 
     def in_order(self) -> list[int]:
         """Every position, those with a status first in list order (the order to write
@@ -112,10 +108,6 @@ class Arranger:
         for position in self._order:
             ranked[position] = 1
         return [*self._order, *compress(range(self.count), map(not_, ranked))]
-
-
-def _is_log(log: int | None) -> bool:
-    return log is not None
 
 
 def ascending(instants: list[int], ids: list[str]) -> list[int]:
@@ -174,7 +166,6 @@ def take(kept: Kept) -> Parts:
         buckets,
         active,
         _children(kept_ids, kept_statuses, kept_metadata),
-        _logs(arrangement.logs, compress(statuses, map(not_, keep))),
     )
 
 
@@ -211,45 +202,23 @@ def _children(
     return {parent: tuple(sorted(tasks)) for parent, tasks in children.items()}
 
 
-def _logs(logs: array[int], dropped: Iterable[StatusRecord | None]) -> array[int]:
-    """``logs`` (sorted) without those of the ``dropped`` statuses, in one pass."""
-    gone = sorted(log for log in _logs_of(dropped) if log is not None)
-    if not gone:
-        return logs
-    remaining = array("q")
-    start = 0
-    for log in gone:
-        at = bisect_left(logs, log, start)
-        if at == len(logs) or logs[at] != log:
-            raise ValueError("the snapshot's log keys do not hold its statuses'")
-        remaining += logs[start:at]
-        start = at + 1
-    remaining += logs[start:]
-    return remaining
-
-
-def _logs_of(statuses: Iterable[StatusRecord | None]) -> Iterator[int | None]:
-    return (status[LOG] for status in statuses if status is not None)
-
-
 def _check_shapes(
     statuses: list[StatusRecord | None], metadata: list[MetadataRecord | None]
 ) -> None:
     """Records of another shape (a records format changed without its number) fail here,
     as they would have failed while an index was filled from them one by one."""
     for status in [status for status in statuses[:SAMPLE] if status is not None]:
-        instant, created_at, parents, packed, state, log = status
+        instant, created_at, parents, packed, state = status
         if not (
             type(instant) is int
             and (created_at is None or type(created_at) is str)
             and type(parents) is tuple
             and type(packed) is bytes
             and type(state) is str
-            and (log is None or type(log) is int)
         ):
             raise ValueError("the snapshot's statuses are not of the index's shape")
     for meta in [meta for meta in metadata[:SAMPLE] if meta is not None]:
-        if type(meta) is not tuple or len(meta) not in (3, 6) or type(meta[INSTANT]) is not int:
+        if type(meta) is not tuple or len(meta) not in (3, 5) or type(meta[INSTANT]) is not int:
             raise ValueError("the snapshot's metadata are not of the index's shape")
 
 
@@ -267,17 +236,4 @@ def merged(ids: list[str], new: list[str], key: Callable[[str], tuple[int, str]]
         out.append(task_id)
         start = at
     out += ids[start:]
-    return out
-
-
-def merged_logs(logs: array[int], new: list[int]) -> array[int]:
-    """:func:`merged` of log keys."""
-    out = array("q")
-    start = 0
-    for log in sorted(new):
-        at = bisect_left(logs, log, start)
-        out += logs[start:at]
-        out.append(log)
-        start = at
-    out += logs[start:]
     return out

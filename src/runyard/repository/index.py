@@ -16,25 +16,22 @@ import base64
 import binascii
 import heapq
 import threading
-from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Final
 
 from runyard.errors import InvalidInput
-from runyard.repository.arrangement import Kept, merged, merged_logs, take
+from runyard.repository.arrangement import Kept, merged, take
 from runyard.repository.records import (
     CREATED_AT,
     INSTANT,
-    LOG,
     META_PARENTS,
     PARENTS,
     STATE,
     FolderRecords,
     MetadataRecord,
     StatusRecord,
-    path_digest,
     shared,
 )
 from runyard.workspace.identity import is_task_id
@@ -82,9 +79,6 @@ class TaskIndex:
         self._buckets: dict[tuple[str, str], list[str]] = {}
         self._order: list[str] = []  # every id of ``statuses``, ascending like a bucket
         self._active: set[str] = set()
-        # the log_key of every status that names a log, sorted, once per status: whether a
-        # log is still named is a bisection (8 bytes a task; a dict of counts took 52)
-        self._log_refs = array("q")
 
     def __len__(self) -> int:
         with self.lock:
@@ -127,7 +121,7 @@ class TaskIndex:
         with self.lock:
             parts = take(kept)
             self.statuses, self.metadata, self._order, self._buckets = parts[:4]
-            self._active, self.children, self._log_refs = parts[4:]
+            self._active, self.children = parts[4:]
             self.add_folders(read)
         release_free_memory()
 
@@ -136,7 +130,6 @@ class TaskIndex:
         they enter is merged with them in one pass (not one insertion each)."""
         with self.lock:
             ordered: list[str] = []
-            logs: list[int] = []
             for task_id, found in folders:
                 if self._has(task_id):
                     self.apply_folder(task_id, found)
@@ -145,8 +138,6 @@ class TaskIndex:
                 if status is not None:
                     self.statuses[task_id] = status
                     ordered.append(task_id)
-                    if status[LOG] is not None:
-                        logs.append(status[LOG])
                 if meta is not None:
                     self.metadata[task_id] = meta if status is None else shared(meta, status)
                 self._relink(task_id, (), self.parents_of(task_id))
@@ -157,15 +148,12 @@ class TaskIndex:
                 added.setdefault(_bucket(task_id, self.statuses[task_id]), []).append(task_id)
             for key, ids in added.items():
                 self._buckets[key] = merged(self._buckets.get(key, []), ids, self._key)
-            if logs:
-                self._log_refs = merged_logs(self._log_refs, logs)
 
     def _has(self, task_id: str) -> bool:
         return task_id in self.statuses or task_id in self.metadata or task_id in self._active
 
     def _fill(self, folders: Iterable[tuple[str, FolderRecords]]) -> None:
         children: dict[str, list[str]] = {}
-        logs: list[int] = []
         for task_id, (exists, status, meta) in folders:
             parents: tuple[str, ...] = ()
             if status is not None:
@@ -173,8 +161,6 @@ class TaskIndex:
                 key = (task_id[: task_id.find("#")], status[STATE])
                 self._buckets.setdefault(key, []).append(task_id)
                 parents = status[PARENTS]
-                if status[LOG] is not None:
-                    logs.append(status[LOG])
                 if status[STATE] not in TERMINAL_STATES:
                     self._active.add(task_id)
             if meta is not None:
@@ -188,8 +174,6 @@ class TaskIndex:
         for bucket in self._buckets.values():
             self._sort(bucket, instants.__getitem__)
         self._order = self._sort(list(self.statuses), instants.__getitem__)
-        logs.sort()
-        self._log_refs = array("q", logs)
         self.children = {parent: tuple(sorted(tasks)) for parent, tasks in children.items()}
 
     def _sort(self, ids: list[str], instant_of: Callable[[str], int] | None = None) -> list[str]:
@@ -217,11 +201,6 @@ class TaskIndex:
         """Tasks not finished yet, and folders that have no valid record yet."""
         with self.lock:
             return set(self._active)
-
-    def referenced_logs(self, paths: Iterable[str]) -> set[str]:
-        """Which of ``paths`` (absolute) some indexed status names as its ``log_path``."""
-        with self.lock:
-            return {path for path in paths if self._names_log(path_digest(path))}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """How many statuses each ``(task_type, state)`` bucket holds (cost: the buckets)."""
@@ -300,13 +279,10 @@ class TaskIndex:
     def _set_status(self, task_id: str, record: StatusRecord | None) -> None:
         old = self.statuses.get(task_id)
         moved = old is None or record is None or old[INSTANT] != record[INSTANT]
-        relog = old is None or record is None or old[LOG] != record[LOG]
         if old is not None:  # removed while ``old`` is still the indexed record (the keys)
             self._remove(self._buckets[_bucket(task_id, old)], task_id, old)
             if moved:
                 self._remove(self._order, task_id, old)
-            if relog:
-                self._log_ref(old[LOG], -1)
         meta = self.metadata.get(task_id)
         if old is not None and meta is old:  # it stood for the metadata too: keep its values
             values = (old[INSTANT], old[CREATED_AT], old[PARENTS])
@@ -315,8 +291,6 @@ class TaskIndex:
             self.statuses.pop(task_id, None)
             return
         self.statuses[task_id] = record
-        if relog:
-            self._log_ref(record[LOG], +1)
         insort(self._buckets.setdefault(_bucket(task_id, record), []), task_id, key=self._key)
         if moved:
             insort(self._order, task_id, key=self._key)
@@ -325,18 +299,6 @@ class TaskIndex:
         at = bisect_left(ids, (record[INSTANT], task_id), key=self._key)
         if at < len(ids) and ids[at] == task_id:
             del ids[at]
-
-    def _names_log(self, key: int) -> bool:
-        at = bisect_left(self._log_refs, key)
-        return at < len(self._log_refs) and self._log_refs[at] == key
-
-    def _log_ref(self, key: int | None, delta: int) -> None:
-        if key is None:
-            return
-        if delta > 0:
-            insort(self._log_refs, key)
-        elif self._names_log(key):
-            del self._log_refs[bisect_left(self._log_refs, key)]
 
     def _set_metadata(self, task_id: str, record: MetadataRecord | None) -> None:
         if record is None:

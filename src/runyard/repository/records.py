@@ -15,7 +15,6 @@ import re
 from array import array
 from collections.abc import Callable, Container, Iterable
 from datetime import UTC, datetime, timedelta
-from hashlib import blake2b
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -46,12 +45,12 @@ TASK_ID_RE = re.compile(
 # Index records are plain tuples of immutable values: the cyclic GC stops tracking such
 # tuples, so 100,000 of them add nothing to the cost of a collection (instances of a
 # NamedTuple or a slotted class would stay tracked and make every full collection slower).
-StatusRecord = tuple[int, str | None, tuple[str, ...], bytes, str, int | None]
-"""``(instant, created_at, parents, packed, state, log)`` of a valid status: ``packed`` is
+StatusRecord = tuple[int, str | None, tuple[str, ...], bytes, str]
+"""``(instant, created_at, parents, packed, state)`` of a valid status: ``packed`` is
 the status as answers carry it (``TaskStatus.to_json`` as compact JSON, so a full list is
 written out without building a model), packed by :func:`keptbytes.pack` (read it with
 :func:`status_json`); ``created_at`` is None when it is the text runyard writes for
-``instant`` (see :func:`created_at_text`); ``log`` the :func:`log_key` of its ``log_path``."""
+``instant`` (see :func:`created_at_text`)."""
 MetadataValues = tuple[int, str | None, tuple[str, ...]]
 MetadataRecord = MetadataValues | StatusRecord
 """``(instant, created_at, parents)`` of a valid metadata file: what lineage needs; the
@@ -64,14 +63,13 @@ CREATED_AT: Final = 1
 PARENTS: Final = 2
 RAW: Final = 3
 STATE: Final = 4
-LOG: Final = 5
 META_INSTANT: Final = 0
 META_CREATED_AT: Final = 1
 META_PARENTS: Final = 2
 # The shape and encoding of the two records above, saved with every index snapshot
 # (runyard.repository.snapshot): raise it whenever either changes, so a snapshot written
 # by another version is refused and the folders are read again.
-RECORDS_FORMAT: Final = 2
+RECORDS_FORMAT: Final = 3
 
 
 def status_json(record: StatusRecord) -> bytes | None:
@@ -184,32 +182,8 @@ def status_record(status: TaskStatus, task_id: str) -> StatusRecord | None:
     instant = sort_instant(status.created_at)
     created_at = kept_created_at(instant, status.created_at)
     parents = parse_parents(status.config.get("source_tasks"), task_id)
-    log = log_key(status.log_path)
     packed = keptbytes.pack(wire_bytes(status))
-    return (instant, created_at, parents, packed, status.state.value, log)
-
-
-def log_key(log_path: str) -> int | None:
-    """What the index keeps of a status's log path: a 60-bit digest of its absolute form
-    (None without one; 60 bits make a 32-byte int, 64 a 48-byte one), a quarter of the
-    path's size; the same in every process (the scan helper's records join this one's,
-    where ``hash`` is seeded anew). Two paths of equal digest (odds about 1 in 10**12 among
-    a million logs) would keep a log that could have gone, never remove one that a status
-    still names."""
-    return path_digest(absolute_path(log_path)) if log_path else None
-
-
-def path_digest(path: str) -> int:
-    digest = blake2b(path.encode(errors="surrogateescape"), digest_size=8).digest()
-    return int.from_bytes(digest) >> 4
-
-
-def absolute_path(path: str) -> str:
-    """``os.path.abspath``, without its work for a path that is already normal (the usual
-    log path: absolute, no ``.``, ``..`` or doubled separators)."""
-    if path.startswith("/") and "/." not in path and "//" not in path and path[-1] != "/":
-        return path
-    return os.path.abspath(path)
+    return (instant, created_at, parents, packed, status.state.value)
 
 
 def wire_bytes(status: TaskStatus) -> bytes:

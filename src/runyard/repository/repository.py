@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -325,15 +325,6 @@ class TaskRepository:
         with index.lock:
             active = index.active_ids()
             return sorted(t for t in active if t not in index.statuses and t not in index.metadata)
-
-    def referenced_logs(self, gone: Iterable[str], paths: set[str]) -> set[str] | None:
-        """Which of ``paths`` (absolute) a status still names as its log, once the ``gone``
-        tasks were read again; None while the index is not built (ask the files then)."""
-        if not self._started:
-            return None
-        for task_id in gone:
-            self.refresh(task_id)
-        return self._index.referenced_logs(paths)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Tasks with a valid status by ``(task_type, state)``, from the index."""

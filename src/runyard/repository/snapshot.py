@@ -69,7 +69,7 @@ SNAPSHOT_FILE = "snapshot"
 KEY_FILE = "key"
 KEY_BYTES = 32
 MAGIC = b"runyard index snapshot\n"
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 RACY = 0
 RACY_NS = 2_000_000_000
 CHUNK_ENTRIES = 10_000
@@ -367,18 +367,15 @@ def _framed(mac: hmac.HMAC, data: bytes) -> Iterator[bytes]:
     yield data
 
 
-def _encoded_arrangement(
-    arrangement: Arrangement,
-) -> tuple[bytes, list[tuple[str, str, bytes]], bytes]:
+def _encoded_arrangement(arrangement: Arrangement) -> tuple[bytes, list[tuple[str, str, bytes]]]:
     buckets = [(kind, state, ids.tobytes()) for (kind, state), ids in arrangement.buckets.items()]
-    return arrangement.order.tobytes(), buckets, arrangement.logs.tobytes()
+    return arrangement.order.tobytes(), buckets
 
 
-def _decoded(order: bytes, buckets: list[tuple[str, str, bytes]], logs: bytes) -> Arrangement:
+def _decoded(order: bytes, buckets: list[tuple[str, str, bytes]]) -> Arrangement:
     return Arrangement(
         _array(POSITION, order),
         {(kind, state): _array(POSITION, ids) for kind, state, ids in buckets},
-        _array("q", logs),
     )
 
 
