@@ -246,6 +246,53 @@ def test_a_task_that_rewrites_its_status_gains_nothing(
     assert "top-secret" not in main.call("read_task_log", task_id=task_id)["answer"]["content"]
 
 
+FORGE_RUN_SCRIPT = """
+import json, os, signal
+status = json.load(open("status.json"))
+status.update(run_id=RUN_ID, state=STATE, log_path=SECRET, result={"forged": True})
+json.dump(status, open("forged.tmp", "w"))
+os.replace("forged.tmp", "status.json")
+os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "run_id", "state"),
+    [("pathid", "../../../../PWNED", "running"), ("otherid", "f" * 32, "succeeded")],
+)
+def test_a_task_that_forges_its_run_id_is_recorded_from_the_servers_copy(
+    servers: tuple[ServerProcess, ServerProcess], tmp_path: Path, name: str, run_id: str,
+    state: str,
+) -> None:
+    """A status that is not its run's any more (a run id that is a path, or another run's
+    id claiming success) does not stay: the run ends ``failed`` from the server's copy, with
+    its own run id and the derived log, and deleting it removes no file the forgery named."""
+    main, _ = servers
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top-secret-host-file\n")
+    script = FORGE_RUN_SCRIPT.replace("SECRET", json.dumps(str(secret)))
+    script = script.replace("RUN_ID", json.dumps(run_id)).replace("STATE", json.dumps(state))
+    encoded = base64.b64encode(script.encode()).decode()
+    command = f"python3 -c \"import base64; exec(base64.b64decode('{encoded}'))\""
+    task_id = f"base#command#{name}"
+    with api(main, timeout=120) as client:
+        session = new_session(client)
+        calls = [
+            job("submit", task="command", task_name=name, command=command),
+            job("stream_task", task_id=task_id),
+            job("delete_tasks", task_ids=[task_id]),
+        ]
+        a = run_probe(client, session, calls)
+    submitted = a["submit"]["body"]["answer"]["run_id"]
+    ended = a["stream_task"]["body"]["answer"]
+    assert ended["state"] == "failed" and ended["run_id"] == submitted, ended
+    assert "rewritten from inside its sandbox" in ended["error"]
+    assert ended["result"] == {}
+    assert a["delete_tasks"]["body"]["answer"] == [task_id]
+    assert secret.read_text() == "top-secret-host-file\n"
+    assert not list(main.workspace.parent.rglob("PWNED*"))
+
+
 def test_run_token_over_tcp_reads_no_other_task_files(
     servers: tuple[ServerProcess, ServerProcess],
 ) -> None:

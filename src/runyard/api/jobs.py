@@ -33,7 +33,7 @@ from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.runtime.liveness import settle
-from runyard.runtime.submitters import trusted_log_path
+from runyard.runtime.submitters import own_status, trusted_log_path
 from runyard.runtime.supervisor import TaskHandle
 from runyard.tasks.base import TaskDefinition
 from runyard.workspace.identity import parse_task_id
@@ -65,6 +65,7 @@ def current_status(services: Services, task_id: str, scope: RunScope | None = No
 
 
 def _current(services: Services, task_id: str, status: TaskStatus | None) -> TaskStatus:
+    status = own_status(services.workspace, task_id, status)  # never one the task forged
     if status is None:
         raise TaskNotFound(task_id)
     if status.state == "running":

@@ -244,7 +244,7 @@ def _write_queued(
         log_path=os.path.abspath(workspace.run_log_path(task_id, run_id)),
         submitted_by=submitted_by,
     )
-    record_submitter(workspace, task_id, run_id, submitted_by)
+    record_submitter(workspace, task_id, run_id, submitted_by, status)
     _place(workspace, status, key)
     return status
 

@@ -19,7 +19,7 @@ from runyard.errors import RunMismatch, RunyardError, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.pidwatch import watching
 from runyard.runtime.kubemarks import on_kubernetes
-from runyard.runtime.submitters import trusted_log_path
+from runyard.runtime.submitters import server_copy, trusted_log_path
 from runyard.runtime.workerlock import (
     holding_if_free,
     lock_held,
@@ -35,6 +35,10 @@ from runyard.workspace.space import UNWRITTEN_NOTE, is_space_error
 
 TAIL_BYTES = 2048
 CANCEL_FILE = ".cancel"
+REWRITTEN = (
+    "the run's status was rewritten from inside its sandbox: its end is recorded from the "
+    "server's copy"
+)
 
 
 class RecordUnwritten(RunyardError):
@@ -102,11 +106,15 @@ def end_dead_run(
     raises :class:`RecordUnwritten` carrying the final record (see :func:`write_final`).
     """
     current = workspace.read_status(task_id)
-    if current is None or current.run_id != run_id or current.terminal:
+    rewritten = server_copy(workspace, task_id, run_id, current)
+    if rewritten is None and (current is None or current.run_id != run_id or current.terminal):
         return current  # the usual end (the worker wrote it): final, so no lock to take
     with holding_if_free(workspace.lock_path(task_id)) as free:
         current = workspace.read_status(task_id)
-        if not free or current is None or current.run_id != run_id or current.terminal:
+        rewritten = server_copy(workspace, task_id, run_id, current)
+        if rewritten is not None:  # a sandboxed task replaced its status: the server's copy
+            current, error = rewritten, error or REWRITTEN
+        elif not free or current is None or current.run_id != run_id or current.terminal:
             return current
         cancelled = cancelled or cancel_requested(workspace, task_id, run_id)
         if error is None and not cancelled:  # the real log's tail, never a path the task wrote
@@ -124,7 +132,9 @@ def write_final(workspace: Workspace, held: RecordUnwritten) -> None:
     with holding_if_free(workspace.lock_path(final.task_id)) as free:
         current = workspace.read_status(final.task_id)
         same_run = current is not None and current.run_id == final.run_id
-        if free and same_run and current is not None and not current.terminal:
+        if server_copy(workspace, final.task_id, final.run_id, current) is not None:
+            _record_final(workspace, final, with_event=not held.event_written)
+        elif free and same_run and current is not None and not current.terminal:
             _record_final(workspace, final, with_event=not held.event_written)
 
 

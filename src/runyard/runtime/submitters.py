@@ -25,7 +25,7 @@ from typing import Any
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
 from runyard.workspace.identity import is_run_id, parse_task_id
 from runyard.workspace.layout import Workspace
-from runyard.workspace.records import TaskStatus
+from runyard.workspace.records import TaskState, TaskStatus, status_from_dict
 
 ADMIN = "admin"
 SUBMITTERS_DIR = ".submitters"
@@ -44,16 +44,40 @@ def submitter_path(workspace: Workspace, task_id: str) -> Path:
 
 
 def record_submitter(
-    workspace: Workspace, task_id: str, run_id: str, submitted_by: Submitter
+    workspace: Workspace,
+    task_id: str,
+    run_id: str,
+    submitted_by: Submitter,
+    queued: TaskStatus | None = None,
 ) -> None:
-    """Record who submitted run ``run_id`` (call under the task's claim, before its status)."""
+    """Record who submitted run ``run_id`` (call under the task's claim, before its status),
+    with the server's copy of its ``queued`` status: what its end is recorded from when the
+    task rewrote its own status (see :func:`server_copy`)."""
     path = submitter_path(workspace, task_id)
     if not isinstance(submitted_by, dict):
         path.unlink(missing_ok=True)
         return
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    record = {"task_id": task_id, "run_id": run_id, "submitted_by": dict(submitted_by)}
+    record: dict[str, Any] = {
+        "task_id": task_id, "run_id": run_id, "submitted_by": dict(submitted_by),
+    }  # fmt: skip
+    if queued is not None:
+        record["queued"] = queued.to_json()
     write_json_atomic(path, record, sync_dir=True)
+
+
+def server_copy(
+    workspace: Workspace, task_id: str, run_id: str, current: TaskStatus | None
+) -> TaskStatus | None:
+    """The server's copy of run ``run_id`` of a run-submitted task when the status in its
+    folder is not that run's any more (rewritten by the task, made unreadable, given
+    another run id); None when the status is the run's own, or the task is an admin's."""
+    if current is not None and current.run_id == run_id:
+        return None
+    record = read_submitter(workspace, task_id)
+    if record is None or record["run_id"] != run_id:
+        return None
+    return status_from_dict(record.get("queued"), task_id)
 
 
 def read_submitter(workspace: Workspace, task_id: str) -> dict[str, Any] | None:
@@ -122,6 +146,21 @@ def session_of(workspace: Workspace, task_id: str) -> str | None:
     """The session that submitted ``task_id`` according to the server's record."""
     record = read_submitter(workspace, task_id)
     return None if record is None else str(record["submitted_by"]["session_id"])
+
+
+def own_status(workspace: Workspace, task_id: str, status: TaskStatus | None) -> TaskStatus | None:
+    """``status`` as readers may take it: for a run-submitted task whose folder holds a status
+    that is not its recorded run's (the task rewrote it), the server's copy of that run,
+    ``running`` once launched, until its end is recorded; anything else as it is."""
+    record = read_submitter(workspace, task_id)
+    if record is None or (status is not None and status.run_id == record["run_id"]):
+        return status
+    kept = status_from_dict(record.get("queued"), task_id)
+    if kept is None or kept.run_id != record["run_id"]:
+        return status
+    if isinstance(record.get("pid"), int):
+        return kept.model_copy(update={"state": TaskState.RUNNING})
+    return kept
 
 
 def trusted_log_path(workspace: Workspace, status: TaskStatus) -> str:
