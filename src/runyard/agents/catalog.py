@@ -32,6 +32,7 @@ from runyard.agents.errors import (
     SessionClosed,
     UploadTooLarge,
 )
+from runyard.agents.ids import check_agent_id
 from runyard.agents.layout import AgentLayout, Ownership
 from runyard.agents.models import (
     Access,
@@ -95,6 +96,7 @@ class Catalog:
         return session
 
     def session(self, session_id: str, scope: RunScope | None = None) -> Session:
+        check_agent_id(session_id, "session")
         check_scope(scope, session_id)
         session = self.store.get_session(session_id)
         if session is None:
@@ -181,7 +183,7 @@ class Catalog:
         )
 
     def artifact(self, artifact_id: str, scope: RunScope | None = None) -> Artifact:
-        artifact = self.store.get_artifact(artifact_id)
+        artifact = self.store.get_artifact(check_agent_id(artifact_id, "artifact"))
         if artifact is None or not visible(scope, artifact.session_id):
             raise AgentNotFound("artifact", artifact_id)
         return artifact
@@ -224,7 +226,7 @@ class Catalog:
         return grant
 
     def grant(self, grant_id: str, scope: RunScope | None = None) -> MountGrant:
-        grant = self.store.get_grant(grant_id)
+        grant = self.store.get_grant(check_agent_id(grant_id, "mount grant"))
         if grant is None or not visible(scope, grant.session_id):
             raise AgentNotFound("mount grant", grant_id)
         return grant

@@ -31,6 +31,7 @@ from typing import Any
 
 from runyard.agents.catalog import Catalog, check_limit, check_scope
 from runyard.agents.errors import AgentForbidden, AgentInvalid, AgentNotFound
+from runyard.agents.ids import check_agent_id
 from runyard.agents.layout import AgentLayout, Ownership, _open
 from runyard.agents.models import (
     Artifact,
@@ -109,7 +110,7 @@ class Checkpoints:
 
     def _checkpointed_run(self, session_id: str, run_id: str, scope: RunScope | None) -> Run:
         self.catalog.session(session_id, scope)
-        run = self.store.get_run(run_id)
+        run = self.store.get_run(check_agent_id(run_id, "run"))
         if run is None or run.session_id != session_id:
             raise AgentNotFound("run", run_id)
         checkpoint = run.checkpoint or {}

@@ -11,6 +11,7 @@ AgentError (runyard.errors)
 │   └── RunActive
 ├── AgentForbidden         a run token outside its own session
 ├── AgentInvalid           bad names, paths, grants, packages
+│   ├── InvalidAgentId     an id that is not one path component (``..``, ``a/b``)
 │   └── BadRequest         a malformed request (multipart, JSON, Last-Event-ID)
 └── UploadTooLarge         an upload over ``upload_max_bytes``
 """
@@ -72,6 +73,16 @@ class AgentForbidden(AgentError):
 
 class AgentInvalid(AgentError):
     """Bad names, paths, grants or packages; the message says the rule."""
+
+
+class InvalidAgentId(AgentInvalid):
+    """A session, run, artifact or grant id that breaks the id rule (runyard.agents.ids)."""
+
+    def __init__(self, kind: str, ident: object, rule: str) -> None:
+        self.kind = kind
+        self.ident = ident
+        shown = repr(ident) if len(repr(ident)) <= 80 else repr(ident)[:77] + "..."
+        super().__init__(f"Invalid {kind} id {shown}: {rule}")
 
 
 class BadRequest(AgentInvalid):

@@ -33,6 +33,11 @@ hard links are neither listed nor served (a run can link a file it may read but 
 hand out, e.g. ``ln /workspace/in/x out/y``).
 
 A run's ``out/final-answer.md`` is read bounded, never through a symlink.
+
+Every path here is built from ids the layout checks first (:mod:`runyard.agents.ids`): a
+session or run id that is not one path component (``..``, ``a/b``) raises
+:class:`InvalidAgentId` before any path is made, whoever passed it (a request, a stored
+record, a restored backup).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
+from runyard.agents.ids import check_agent_id, check_stored_name
 from runyard.errors import ConfigError, NoSuchFile, UnsafePath
 from runyard.workspace.safefs import FileEntry, OpenedFile, open_under, walk_files
 
@@ -163,7 +169,7 @@ class AgentLayout:
         return self.root / "session-state"
 
     def run_dir(self, run_id: str) -> Path:
-        return self.workspaces / run_id
+        return self.workspaces / check_agent_id(run_id, "run")
 
     def run_subdir(self, run_id: str, name: str) -> Path:
         return self.run_dir(run_id) / name
@@ -173,13 +179,13 @@ class AgentLayout:
 
     def log_path(self, run_id: str) -> Path:
         """A run's stdout and stderr: ``<log_dir>/agent/<run-id>.log``."""
-        return self.log_dir / "agent" / f"{run_id}.log"
+        return self.log_dir / "agent" / f"{check_agent_id(run_id, 'run')}.log"
 
     def state_dir(self, session_id: str) -> Path:
-        return self.session_states / session_id
+        return self.session_states / check_agent_id(session_id, "session")
 
     def upload_path(self, stored_name: str) -> Path:
-        return self.uploads / stored_name
+        return self.uploads / check_stored_name(stored_name)
 
     def socket_path(self) -> Path:
         """``sock/api.sock``, or ``/tmp/runyard-<hash>/api.sock`` when that is too long."""
@@ -239,6 +245,7 @@ class AgentLayout:
     def ensure_state_dirs(self, session_id: str, owner: Ownership) -> Path:
         """The session's state folder and its subfolders, owned by the run user; a
         subfolder an earlier run replaced by a symlink or a file is made a folder again."""
+        check_agent_id(session_id, "session")
         states_fd = open_folder(self.session_states)
         try:
             state_fd = _subfolder(states_fd, session_id, owner)

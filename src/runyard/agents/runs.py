@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, check_still_granted, visible
 from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.errors import AgentInvalid, AgentNotFound, RunActive
+from runyard.agents.ids import check_agent_id
 from runyard.agents.layout import AgentLayout, read_exit_file, read_final_answer
 from runyard.agents.models import HistoryEntry, Page, Run, RunScope, Session, new_id
 from runyard.agents.packages import resolve_package
@@ -148,7 +149,7 @@ class RunManager:
 
     # queries
     def run(self, run_id: str, scope: RunScope | None = None) -> Run:
-        run = self.store.get_run(run_id)
+        run = self.store.get_run(check_agent_id(run_id, "run"))
         if run is None or not visible(scope, run.session_id):
             raise AgentNotFound("run", run_id)
         return run
@@ -189,7 +190,7 @@ class RunManager:
             return [artifact.id for artifact in self._all(self.store.list_artifacts, session_id)]
         _refuse_duplicates(ids, "artifactIds")
         for artifact_id in ids:
-            artifact = self.store.get_artifact(artifact_id)
+            artifact = self.store.get_artifact(check_agent_id(artifact_id, "artifact"))
             if artifact is None:
                 raise AgentInvalid(f"Unknown artifact {artifact_id!r}")
             if artifact.session_id != session_id:
@@ -202,7 +203,7 @@ class RunManager:
             ids = [grant.id for grant in grants if not grant.revoked]
         _refuse_duplicates(ids, "mountGrantIds")
         for grant_id in ids:
-            grant = self.store.get_grant(grant_id)
+            grant = self.store.get_grant(check_agent_id(grant_id, "mount grant"))
             if grant is None:
                 raise AgentInvalid(f"Unknown mount grant {grant_id!r}")
             if grant.session_id != session_id:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from runyard.agents.errors import AgentConflict, AgentNotFound
+from runyard.agents.ids import check_agent_id
 from runyard.agents.layout import DIR_FLAGS, NOT_A_FOLDER, Ownership, open_folder
 from runyard.agents.placement import FICLONE, NO_CLONE, _copy_fds
 from runyard.workspace.records import utcnow
@@ -98,10 +99,10 @@ class Snapshots:
         self.keep_last = keep_last
 
     def session_dir(self, session_id: str) -> Path:
-        return self.root / session_id
+        return self.root / check_agent_id(session_id, "session")
 
     def snapshot_dir(self, session_id: str, run_id: str) -> Path:
-        return self.root / session_id / run_id
+        return self.session_dir(session_id) / check_agent_id(run_id, "run")
 
     def files_dir(self, session_id: str, run_id: str) -> Path:
         return self.snapshot_dir(session_id, run_id) / FILES
@@ -124,7 +125,7 @@ class Snapshots:
     def _take(self, state_fd: int, session_id: str, run_id: str) -> dict[str, Any]:
         self.root.mkdir(mode=SNAPSHOT_MODE, exist_ok=True)
         self.session_dir(session_id).mkdir(mode=SNAPSHOT_MODE, exist_ok=True)
-        staging = self.session_dir(session_id) / f"{STAGING}{run_id}"
+        staging = self.session_dir(session_id) / f"{STAGING}{check_agent_id(run_id, 'run')}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(mode=SNAPSHOT_MODE)
         try:

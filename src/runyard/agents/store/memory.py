@@ -1,4 +1,8 @@
-"""An in-process store with the same contract as the SQLite one (for tests and embedding)."""
+"""An in-process store with the same contract as the SQLite one (for tests and embedding).
+
+Its records come only through its own methods, so checking what is added is enough: a
+record whose ids are not one path component is refused (``require_valid``) and logged.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from runyard.agents.models import (
 )
 from runyard.agents.store.base import AgentStore, state_event
 from runyard.agents.store.sqlite import parse_cursor
+from runyard.agents.store.validity import require_valid
 from runyard.wire import TaskState
 
 
@@ -60,6 +65,7 @@ class MemoryStore(AgentStore):
 
     # sessions
     def create_session(self, session: Session) -> None:
+        require_valid(session)
         with self._lock:
             self._sessions[session.id] = copy.deepcopy(session)
             self._remember(session.id)
@@ -82,6 +88,7 @@ class MemoryStore(AgentStore):
             return copy.deepcopy(session)
 
     def append_history(self, session_id: str, entry: HistoryEntry) -> bool:
+        require_valid(entry)
         with self._lock:
             session = self._sessions[session_id]
             if entry.run_id is not None and any(
@@ -94,6 +101,7 @@ class MemoryStore(AgentStore):
 
     # artifacts
     def add_artifact(self, artifact: Artifact) -> None:
+        require_valid(artifact)
         with self._lock:
             mine = artifact.relative_path
             for other in self._artifacts.values():
@@ -126,6 +134,7 @@ class MemoryStore(AgentStore):
 
     # mount grants
     def add_grant(self, grant: MountGrant) -> None:
+        require_valid(grant)
         with self._lock:
             for other in self._grants.values():
                 if (other.session_id, other.name, other.revoked) == (
@@ -156,6 +165,7 @@ class MemoryStore(AgentStore):
 
     # runs
     def add_run(self, run: Run, *, exclusive: bool) -> None:
+        require_valid(run)
         with self._lock:
             if exclusive:
                 for other in self._runs.values():
@@ -265,6 +275,7 @@ class MemoryStore(AgentStore):
 
     # session state
     def ensure_session_state(self, state: SessionState) -> SessionState:
+        require_valid(state)
         with self._lock:
             stored = self._states.setdefault(state.session_id, replace(state))
             return replace(stored)

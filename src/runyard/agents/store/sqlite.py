@@ -1,4 +1,9 @@
-"""The SQLite store: ``<workspace>/agent/state.db`` in WAL mode, one transaction per call."""
+"""The SQLite store: ``<workspace>/agent/state.db`` in WAL mode, one transaction per call.
+
+Rows are read back through :func:`runyard.agents.store.validity.read_record`: a row whose
+ids are not one path component (a restored or edited database) is left out with a
+warning, and a record with such ids is refused when added.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from runyard.agents.models import (
 )
 from runyard.agents.store import schema
 from runyard.agents.store.base import AgentStore, state_event
+from runyard.agents.store.validity import read_record, require_valid, usable
 from runyard.faults import fault_point
 from runyard.wire import TaskState
 
@@ -98,11 +104,12 @@ class SQLiteStore(AgentStore):
             found = self._conn.execute(sql, (*params, limit + 1)).fetchall()
         more = len(found) > limit
         found = found[:limit]
-        items = [convert(_without_rowid(row)) for row in found]
+        items = usable(read_record(convert, _without_rowid(row), table) for row in found)
         return Page(items, str(found[-1]["_rowid"]) if more else None)
 
     # sessions
     def create_session(self, session: Session) -> None:
+        require_valid(session)
         with self._tx() as conn:
             conn.execute(
                 f"INSERT INTO sessions ({schema.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -117,7 +124,7 @@ class SQLiteStore(AgentStore):
         with self._lock:
             sql = f"SELECT {schema.SESSION_COLUMNS} FROM sessions WHERE id = ?"
             row = self._one(sql, (session_id,))
-            return None if row is None else self._with_history(row)
+            return None if row is None else read_record(self._with_history, row, "sessions")
 
     def _with_history(self, row: dict[str, Any]) -> Session:
         turns = self._conn.execute(
@@ -144,11 +151,13 @@ class SQLiteStore(AgentStore):
         return self.get_session(session_id)
 
     def append_history(self, session_id: str, entry: HistoryEntry) -> bool:
+        require_valid(entry)
         with self._tx() as conn:
             return _append_history(conn, session_id, entry)
 
     # artifacts
     def add_artifact(self, artifact: Artifact) -> None:
+        require_valid(artifact)
         with self._tx() as conn:
             if artifact.relative_path:
                 _refuse_overlap(conn, artifact)
@@ -162,7 +171,7 @@ class SQLiteStore(AgentStore):
     def get_artifact(self, artifact_id: str) -> Artifact | None:
         sql = f"SELECT {schema.ARTIFACT_COLUMNS} FROM artifacts WHERE id = ?"
         row = self._one(sql, (artifact_id,))
-        return None if row is None else schema.artifact_from_row(row)
+        return None if row is None else read_record(schema.artifact_from_row, row, "artifacts")
 
     def list_artifacts(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
         return self._page(
@@ -177,6 +186,7 @@ class SQLiteStore(AgentStore):
 
     # mount grants
     def add_grant(self, grant: MountGrant) -> None:
+        require_valid(grant)
         with self._tx() as conn:
             try:
                 conn.execute(
@@ -194,7 +204,7 @@ class SQLiteStore(AgentStore):
     def get_grant(self, grant_id: str) -> MountGrant | None:
         sql = f"SELECT {schema.GRANT_COLUMNS} FROM mount_grants WHERE id = ?"
         row = self._one(sql, (grant_id,))
-        return None if row is None else schema.grant_from_row(row)
+        return None if row is None else read_record(schema.grant_from_row, row, "mount_grants")
 
     def list_grants(self, session_id: str, limit: int, cursor: str | None = None) -> Page:
         return self._page(
@@ -209,6 +219,7 @@ class SQLiteStore(AgentStore):
 
     # runs
     def add_run(self, run: Run, *, exclusive: bool) -> None:
+        require_valid(run)
         with self._tx() as conn:
             if exclusive:
                 active = conn.execute(
@@ -226,7 +237,7 @@ class SQLiteStore(AgentStore):
 
     def get_run(self, run_id: str) -> Run | None:
         row = self._one(f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
-        return None if row is None else schema.run_from_row(row)
+        return None if row is None else read_record(schema.run_from_row, row, "runs")
 
     def list_runs(self, session_id: str | None, limit: int, cursor: str | None = None) -> Page:
         where, params = ("session_id = ?", (session_id,)) if session_id else ("", ())
@@ -239,14 +250,14 @@ class SQLiteStore(AgentStore):
             found = self._conn.execute(
                 f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE state IN {ACTIVE} ORDER BY rowid"
             ).fetchall()
-        return [schema.run_from_row(row) for row in found]
+        return usable(read_record(schema.run_from_row, row, "runs") for row in found)
 
     def run_by_token_hash(self, token_hash: str) -> Run | None:
         if not token_hash:
             return None
         sql = f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE token_hash = ?"
         row = self._one(sql, (token_hash,))
-        return None if row is None else schema.run_from_row(row)
+        return None if row is None else read_record(schema.run_from_row, row, "runs")
 
     def prepare_run(
         self, run_id: str, *, token_hash: str, isolation: str, prompt: HistoryEntry
@@ -330,6 +341,7 @@ class SQLiteStore(AgentStore):
 
     # session state
     def ensure_session_state(self, state: SessionState) -> SessionState:
+        require_valid(state)
         with self._tx() as conn:
             conn.execute(
                 f"INSERT OR IGNORE INTO session_state ({schema.STATE_COLUMNS}) "
@@ -338,7 +350,8 @@ class SQLiteStore(AgentStore):
                  state.last_run_id, state.run_count),
             )  # fmt: skip
         stored = self.get_session_state(state.session_id)
-        assert stored is not None
+        if stored is None:  # a stored row that is left out (see the log)
+            raise AgentConflict(f"The state record of session {state.session_id} is not usable")
         return stored
 
     def touch_session_state(self, session_id: str, run_id: str, now: str) -> None:
@@ -353,7 +366,7 @@ class SQLiteStore(AgentStore):
         row = self._one(
             f"SELECT {schema.STATE_COLUMNS} FROM session_state WHERE session_id = ?", (session_id,)
         )
-        return None if row is None else schema.state_from_row(row)
+        return None if row is None else read_record(schema.state_from_row, row, "session_state")
 
 
 def _dict_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> dict[str, Any]:
@@ -402,9 +415,10 @@ def _run_session(conn: sqlite3.Connection, run_id: str) -> str:
 
 def _load_run(conn: sqlite3.Connection, run_id: str) -> Run:
     row = conn.execute(f"SELECT {schema.RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None:
+    run = None if row is None else read_record(schema.run_from_row, row, "runs")
+    if run is None:
         raise AgentNotFound("run", run_id)
-    return schema.run_from_row(row)
+    return run
 
 
 def _event(
