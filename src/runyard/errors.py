@@ -14,7 +14,8 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   ├── UnsafePath                   a path that would leave its folder
     │   ├── InvalidLimit                 a row or item count outside its allowed range
     │   ├── BadIdempotencyKey            an Idempotency-Key header that breaks its rule
-    │   └── NotParquet                   a file to preview that Parquet cannot read
+    │   ├── NotParquet                   a file to preview that Parquet cannot read
+    │   └── PreviewTooLarge              a preview past its decoded-bytes budget (413)
     ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
     │   └── NoTaskFolder                 no folder (or none the caller may see) for it
@@ -89,6 +90,21 @@ class BadIdempotencyKey(InvalidInput):
 
 class NotParquet(InvalidInput):
     """A file asked for as a table that is not a Parquet file that can be read."""
+
+
+class PreviewTooLarge(InvalidInput):
+    """A preview that would decode more than its budget: ``decoded`` bytes of ``part``
+    (its row groups, its metadata) of the file at ``path``, checked before decoding."""
+
+    def __init__(self, path: str, decoded: int, budget: int, part: str) -> None:
+        self.path = path
+        self.decoded = decoded
+        self.budget = budget
+        self.part = part
+        super().__init__(
+            f"{path} is too large to preview ({part}: {decoded} bytes once decoded, the "
+            f"preview budget is {budget} bytes); download it instead"
+        )
 
 
 class NoSuchFile(RunyardError, FileNotFoundError):
