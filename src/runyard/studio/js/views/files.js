@@ -18,6 +18,10 @@ const PARQUET_ROWS = 100;
 const MARKDOWN_IMAGES = 50;
 const MARKDOWN_EXTENSIONS = new Set(["md", "markdown"]);
 const TASK_FILE_URL = /^\/api\/v1\/tasks\/[^/]+\/files\//;
+// Markdown image targets refused once decoded: a scheme, a rooted path, a backslash (a
+// separator to some parsers), a NUL; and the folders image targets may resolve below
+const UNSAFE_TARGET = /^[a-z][a-z0-9+.-]*:|^\/|[\\\0]/i;
+const FILES_BASE = /^\/api\/v1\/(?:tasks|runs)\/[^/]+\/files\/$/;
 
 const IMAGE_TYPES = {
   png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", gif: "image/gif", webp: "image/webp",
@@ -253,8 +257,9 @@ class Preview {
       const url = siblingUrl(file, src);
       if (!url || !(extension(src) in IMAGE_TYPES) || budget-- <= 0) return null;
       const response = await fetchFile(url, { signal });
-      const blob = new Blob([await response.blob()], { type: IMAGE_TYPES[extension(src)] });
-      if (blob.size > IMAGE_CAP || signal.aborted) return null;
+      const { bytes, truncated } = await readCapped(response, IMAGE_CAP + 1);
+      if (truncated || bytes.length > IMAGE_CAP || signal.aborted) return null;
+      const blob = new Blob([bytes], { type: IMAGE_TYPES[extension(src)] });
       const objectUrl = URL.createObjectURL(blob);
       this.objectUrls.push(objectUrl);
       return objectUrl;
@@ -273,27 +278,47 @@ class Preview {
   }
 }
 
-/** The download URL of `src` relative to `file` in the same folder tree, or null when it is
- * absolute, has a scheme, or climbs out of the tree. */
+/**
+ * The URL of the image `src` names, relative to `file`, when it is one of the same task's or
+ * run's files; null for anything else. A Markdown file is written by code the server does
+ * not trust and the Studio fetches with its token, so `src` is percent-decoded first, then
+ * its `.`/`..` resolved from the file's folder: a target with a scheme, an absolute path, a
+ * backslash, a bad escape, or one climbing above the task's or run's files is refused.
+ */
 export function siblingUrl(file, src) {
-  const path = String(file.path || "");
-  const ownPath = encodePath(path);
-  if (!path || !String(file.url).endsWith(ownPath) || /^[a-z][a-z0-9+.-]*:|^\/|^\\/i.test(src)) return null;
-  const parts = path.split("/").slice(0, -1);
-  for (const part of String(src).split(/[?#]/)[0].split("/")) {
+  const base = filesBase(file);
+  const target = decodeTarget(String(src).split(/[?#]/)[0]);
+  if (base === null || target === null || UNSAFE_TARGET.test(target)) return null;
+  const parts = String(file.path).split("/").slice(0, -1);
+  for (const part of target.split("/")) {
     if (part === "..") {
       if (!parts.length) return null;
       parts.pop();
-    } else if (part && part !== ".") parts.push(decodeURIComponentSafe(part));
+    } else if (part && part !== ".") parts.push(part);
   }
-  return parts.length ? String(file.url).slice(0, -ownPath.length) + encodePath(parts.join("/")) : null;
+  if (!parts.length) return null;
+  const url = base + encodePath(parts.join("/"));
+  // what the browser will ask for, after its own URL parsing, must still be a file below
+  return new URL(url, location.origin).pathname.startsWith(base) ? url : null;
 }
 
-function decodeURIComponentSafe(part) {
+/** "/api/v1/tasks/<id>/files/" (or a run's) that `file.url` is `file.path` below; null when
+ * the file is not a task's or run's file (an upload, a forged URL). */
+function filesBase(file) {
+  const path = String(file.path || "");
+  const url = String(file.url || "");
+  const ownPath = encodePath(path);
+  if (!path || !url.endsWith(ownPath)) return null;
+  const base = url.slice(0, -ownPath.length);
+  if (!FILES_BASE.test(base) || new URL(base, location.origin).pathname !== base) return null;
+  return base;
+}
+
+function decodeTarget(text) {
   try {
-    return decodeURIComponent(part);
+    return decodeURIComponent(text);
   } catch {
-    return part;
+    return null;
   }
 }
 
