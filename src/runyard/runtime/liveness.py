@@ -132,9 +132,9 @@ def write_final(workspace: Workspace, held: RecordUnwritten) -> None:
     with holding_if_free(workspace.lock_path(final.task_id)) as free:
         current = workspace.read_status(final.task_id)
         same_run = current is not None and current.run_id == final.run_id
-        if server_copy(workspace, final.task_id, final.run_id, current) is not None:
-            _record_final(workspace, final, with_event=not held.event_written)
-        elif free and same_run and current is not None and not current.terminal:
+        unfinished = free and same_run and current is not None and not current.terminal
+        rewritten = server_copy(workspace, final.task_id, final.run_id, current) is not None
+        if unfinished or rewritten:
             _record_final(workspace, final, with_event=not held.event_written)
 
 
