@@ -19,11 +19,21 @@ from runyard.backup import BackupError, create_backup, restore_backup, verify_ba
 BIG = 200 << 20
 
 
+def status_record(task_id: str, **changes: object) -> dict[str, object]:
+    """A valid ``status.json`` of a finished task, with ``changes`` over it."""
+    task_type, task, name = task_id.split("#")
+    record = {
+        "task_id": task_id, "run_id": "f" * 32, "task_type": task_type, "task_name": task,
+        "state": "succeeded", "config": {"task_name": name}, "created_at": "2026-01-01T00:00:00Z",
+    }  # fmt: skip
+    return {**record, **changes}
+
+
 def small_workspace(root: Path) -> tuple[Path, Path]:
     ws, logs = root / "ws", root / "logs"
     task = ws / "base" / "base#demo#a"
     task.mkdir(parents=True)
-    (task / "status.json").write_text(json.dumps({"state": "succeeded"}))
+    (task / "status.json").write_text(json.dumps(status_record("base#demo#a")))
     (task / "result.txt").write_bytes(b"0123456789" * 1000)
     (logs / "base").mkdir(parents=True)
     (logs / "base" / "a.log").write_text("hello\n")

@@ -6,9 +6,12 @@ Each folder must not exist yet or be empty; anything else is refused before a by
 written. Members are checked one by one (see :mod:`runyard.backup.members`), written with
 ``O_CREAT | O_EXCL | O_NOFOLLOW`` under folders opened ``O_NOFOLLOW``, and hashed as
 they are written; the manifest (the last member) is then checked against what was
-written. On any failure the restore folders are emptied again (and removed if the restore
-created them), so a failed restore leaves nothing half-done. After a good restore the
-records are adjusted to their new home (:mod:`runyard.backup.fixups`).
+written. The records inside are checked as a server would read them
+(:mod:`runyard.backup.records`: ids one path component, task records true to their
+folders, mount grants inside ``allowed_mount_roots``) before anything acts on them. On any
+failure the restore folders are emptied again (and removed if the restore created them),
+so a failed restore leaves nothing half-done. After a good restore the records are
+adjusted to their new home (:mod:`runyard.backup.fixups`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 import shutil
 import stat
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from runyard.backup.errors import BackupError
@@ -33,6 +36,7 @@ from runyard.backup.members import (
     read_manifest,
     safe_parts,
 )
+from runyard.backup.records import RecordCheck, Sink
 from runyard.backup.walk import DIR_FLAGS
 from runyard.workspace.layout import WORKSPACE_FORMAT
 
@@ -45,8 +49,10 @@ KEPT_MODE_BITS = 0o2777
 def restore_backup(
     archive: Path, workspace_dir: Path, log_dir: Path,
     progress: Callable[[str, int], None] | None = None,
+    allowed_mount_roots: Sequence[Path] = (),
 ) -> Manifest:  # fmt: skip
-    """Restore ``archive`` into ``workspace_dir`` and ``log_dir``; its manifest."""
+    """Restore ``archive`` into ``workspace_dir`` and ``log_dir``; its manifest. Active
+    mount grants must lie inside ``allowed_mount_roots`` (the new server's setting)."""
     roots = {
         WORKSPACE_PREFIX: Path(os.path.abspath(workspace_dir)),
         LOGS_PREFIX: Path(os.path.abspath(log_dir)),
@@ -55,7 +61,8 @@ def restore_backup(
     try:
         for root in roots.values():
             root.mkdir(mode=NEW_DIR_MODE, parents=True, exist_ok=True)
-        manifest = _extract(archive, roots, progress)
+        with RecordCheck(allowed_mount_roots) as records:
+            manifest = _extract(archive, roots, progress, records)
         adopt_restored(manifest, roots[WORKSPACE_PREFIX], roots[LOGS_PREFIX])
     except BaseException:
         _undo(roots.values(), created)
@@ -94,8 +101,9 @@ def _undo(roots: Iterable[Path], created: list[Path]) -> None:
 
 
 def _extract(
-    archive: Path, roots: dict[str, Path], progress: Callable[[str, int], None] | None
-) -> Manifest:
+    archive: Path, roots: dict[str, Path], progress: Callable[[str, int], None] | None,
+    records: RecordCheck,
+) -> Manifest:  # fmt: skip
     seen: dict[str, Digest] = {}
     dir_modes: dict[tuple[str, ...], int] = {}
     manifest: Manifest | None = None
@@ -105,15 +113,20 @@ def _extract(
                 manifest = read_manifest(tar, member)
                 continue
             parts = safe_parts(member)
+            records.name(parts)
             if member.isdir():
                 _close(_open_dirs(roots[parts[0]], parts[1:]))
                 dir_modes[parts] = member.mode & KEPT_MODE_BITS
                 continue
-            seen[member.name] = _write_member(tar, member, roots[parts[0]], parts)
+            seen[member.name] = _write_member(
+                tar, member, roots[parts[0]], parts, records.open(parts)
+            )
+            records.close(parts)
             if progress is not None:
                 progress(member.name, member.size)
     _check_manifest(manifest, seen)
     assert manifest is not None
+    records.finish(manifest)
     _apply_dir_modes(roots, dir_modes)
     return manifest
 
@@ -132,8 +145,9 @@ def _check_manifest(manifest: Manifest | None, seen: dict[str, Digest]) -> None:
 
 
 def _write_member(
-    tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, parts: tuple[str, ...]
-) -> Digest:
+    tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, parts: tuple[str, ...],
+    also: Sink | None,
+) -> Digest:  # fmt: skip
     if len(parts) < 2:
         raise BackupError(f"unsafe archive member {member.name!r}: a file in place of a root")
     parent = _open_dirs(root, parts[1:-1])
@@ -146,10 +160,19 @@ def _write_member(
     source = tar.extractfile(member)
     assert source is not None
     with os.fdopen(fd, "wb") as out:
-        digest = copy_hashing(source, out.write)
+        write = out.write if also is None else _both(out.write, also)
+        digest = copy_hashing(source, write)
         out.flush()
         os.fsync(out.fileno())
     return digest
+
+
+def _both(first: Sink, second: Sink) -> Sink:
+    def write(chunk: bytes) -> None:
+        first(chunk)
+        second(chunk)
+
+    return write
 
 
 def _open_dirs(root: Path, parts: tuple[str, ...]) -> int:

@@ -68,23 +68,43 @@ def create(
     )
 
 
+def _mount_roots(config: Path | None) -> list[Path]:
+    """``allowed_mount_roots`` of the settings a server here would read (config, env)."""
+    from runyard.config import Settings
+
+    try:
+        settings, _ = Settings.load_with_origins(config_file=config)
+    except RunyardError as exc:
+        fail(str(exc))
+    return list(settings.allowed_mount_roots)
+
+
 @app.command()
-def verify(file: FileArg) -> None:
-    """Re-check every file of an archive against its manifest."""
+def verify(file: FileArg, config: ConfigOpt = None) -> None:
+    """Re-check every file of an archive against its manifest, and its records: ids that
+    are one path component, task records true to their folders, mount grants inside
+    allowed_mount_roots."""
     from runyard.backup import verify_backup
 
+    roots = _mount_roots(config)
     with _progress("verifying") as advance:
-        manifest = verify_backup(file, advance)
-    console.print(f"{file} is intact: {len(manifest.files)} files match the manifest")
+        manifest = verify_backup(file, advance, roots)
+    console.print(
+        f"{file} is intact: {len(manifest.files)} files match the manifest, its records are valid"
+    )
 
 
 @app.command()
-def restore(file: FileArg, workspace_dir: NewWorkspaceOpt, log_dir: NewLogDirOpt) -> None:
-    """Restore an archive into empty or new folders; runs it interrupted become failed."""
+def restore(
+    file: FileArg, workspace_dir: NewWorkspaceOpt, log_dir: NewLogDirOpt, config: ConfigOpt = None
+) -> None:
+    """Restore an archive into empty or new folders; runs it interrupted become failed.
+    An archive whose records fail verify's checks restores nothing."""
     from runyard.backup import restore_backup
 
+    roots = _mount_roots(config)
     with _progress("restoring") as advance:
-        manifest = restore_backup(file, workspace_dir, log_dir, advance)
+        manifest = restore_backup(file, workspace_dir, log_dir, advance, roots)
     console.print(
         f"restored {len(manifest.files)} files into {workspace_dir} and {log_dir}; "
         f"{len(manifest.running_tasks)} task(s) marked failed (interrupted)"
