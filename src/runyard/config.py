@@ -50,10 +50,14 @@ class Target(BaseModel):
 
 
 class ResourceLimits(BaseModel):
-    """Hard limits for one run or task: memory (MiB), processes, CPUs (fractions allowed).
+    """Hard limits for one run or task: memory (MiB), processes, CPUs (fractions allowed),
+    and disk (MiB; agent runs only).
 
-    ``None`` leaves that resource unlimited. Enforced by a cgroup (v2, or v1 where only
-    that exists), else by setrlimit; what was enforced, and how, is recorded with the run.
+    ``None`` leaves that resource unlimited. Memory, processes and CPUs are enforced by a
+    cgroup (v2, or v1 where only that exists), else by setrlimit; what was enforced, and
+    how, is recorded with the run. ``disk_mb`` bounds what an agent run and its tasks hold
+    in the folders they may write, checked about once a second while they run
+    (:mod:`runyard.runtime.diskquota`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -61,6 +65,7 @@ class ResourceLimits(BaseModel):
     memory_mb: int | None = Field(None, ge=16)
     pids: int | None = Field(None, ge=8)
     cpu: float | None = Field(None, gt=0)
+    disk_mb: int | None = Field(None, ge=1)
 
     @property
     def empty(self) -> bool:
@@ -137,6 +142,9 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(default_factory=list)
     targets: dict[str, Target] = Field(default_factory=dict)
     max_concurrent_tasks: int = Field(8, ge=1, le=1024)
+    # of those, what the tasks of one agent run (of its session) may hold at once; its
+    # further tasks wait queued without holding up anyone else's
+    agent_task_slots: int = Field(2, ge=1, le=1024)
     cancel_grace_seconds: float = Field(5.0, gt=0)
     # plain tasks get the server's environment minus runyard's secrets ("inherit"), or only
     # env_allowlist ("strict"); agent runs and their tasks always get the allow-list only
@@ -171,7 +179,7 @@ class Settings(BaseSettings):
     kubernetes: KubernetesSettings | None = None
     agent_python: Path | None = None
     agent_limits: ResourceLimits = Field(
-        default_factory=lambda: ResourceLimits(memory_mb=2048, pids=512, cpu=None)
+        default_factory=lambda: ResourceLimits(memory_mb=2048, pids=512, cpu=None, disk_mb=10240)
     )
     task_limits: ResourceLimits = Field(
         default_factory=lambda: ResourceLimits(memory_mb=None, pids=None, cpu=None)
@@ -185,6 +193,15 @@ class Settings(BaseSettings):
         )
     )
     sync: SyncSettings | None = None
+
+    @model_validator(mode="after")
+    def _disk_quota_for_agent_runs(self) -> Settings:
+        if self.task_limits.disk_mb is not None:
+            raise ValueError(
+                "task_limits.disk_mb is not supported: a disk quota applies to agent runs and "
+                "their tasks (agent_limits.disk_mb)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _kubernetes_configured(self) -> Settings:

@@ -11,7 +11,8 @@ states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.c
 ``upload.finalise``, ``submit.staged`` (a staged task folder before its rename),
 ``idempotency.answer`` (a keyed request's work done, its answer not yet kept),
 ``history.staged`` / ``history.kept`` (a replaced run's records copied to a temp folder /
-renamed into ``.history``, its task folder not yet replaced).
+renamed into ``.history``, its task folder not yet replaced), ``run.settle`` (an agent
+run's final state, before the store is asked to keep it).
 
 ``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
@@ -40,6 +41,7 @@ POINTS = (
     "idempotency.answer",
     "history.staged",
     "history.kept",
+    "run.settle",
 )
 
 _KILL_AT = os.environ.get(KILL_VAR) or None

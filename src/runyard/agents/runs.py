@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from runyard.agents.catalog import MAX_PAGE, Catalog, check_limit, check_still_granted, visible
 from runyard.agents.checkpoints import Checkpoints
 from runyard.agents.errors import AgentInvalid, AgentNotFound, RunActive
+from runyard.agents.heldsettles import HeldSettles, RunEnd, retryable
 from runyard.agents.ids import check_agent_id
 from runyard.agents.layout import AgentLayout, read_exit_file, read_final_answer
 from runyard.agents.models import HistoryEntry, Page, Run, RunScope, Session, new_id
@@ -29,6 +30,7 @@ from runyard.agents.packages import resolve_package
 from runyard.agents.snapshots import skipped
 from runyard.agents.store import AgentStore
 from runyard.config import Settings
+from runyard.faults import fault_point
 from runyard.wire import TaskState
 from runyard.workspace.records import CANCEL_EXIT_CODE, utcnow
 
@@ -36,6 +38,7 @@ log = logging.getLogger("runyard.agents")
 MAX_PROMPT_CHARS = 1_000_000
 CANCELLED = "cancelled"  # why a run was stopped: on request...
 TIMED_OUT = "timeout"  # ...or past agent_run_timeout_seconds
+DISK_QUOTA = "disk quota exceeded"  # ...or over agent_limits.disk_mb (the reason says more)
 UNKNOWN_EXIT = -1000  # what an earlier store may hold for "ended unwatched"
 
 
@@ -51,7 +54,7 @@ class RunHost(Protocol):
 
     def adopt(
         self, run_id: str, session_id: str, record: dict[str, Any], exit_file: Path,
-        deadline: float,
+        deadline: float, folders: tuple[Path, ...] = (),
     ) -> bool: ...  # fmt: skip
 
     def claim(self, run_id: str) -> tuple[int | None, str] | None: ...
@@ -60,7 +63,7 @@ class RunHost(Protocol):
 
     def release(self, run_id: str) -> None: ...  # after the claimed end is recorded
 
-    def cancel(self, run_id: str, reason: str = CANCELLED) -> bool: ...
+    def cancel(self, run_id: str, reason: str = CANCELLED, grace: float | None = None) -> bool: ...
 
 
 class RunLauncher(Protocol):
@@ -93,6 +96,8 @@ def outcome(
         return TaskState.CANCELLED, CANCEL_EXIT_CODE, "Cancelled on request"
     if reason == TIMED_OUT:
         return TaskState.FAILED, code, f"Timed out after {timeout:g} s (agent_run_timeout_seconds)"
+    if reason.startswith(DISK_QUOTA):
+        return TaskState.FAILED, code, reason
     if code is None or code == UNKNOWN_EXIT:
         return TaskState.FAILED, None, "The run ended unwatched by a server and left no exit status"
     if code == 0 and answer is not None:
@@ -134,6 +139,8 @@ class RunManager:
         self._stopping = threading.Event()
         self._locks_guard = threading.Lock()
         self._snapshot_locks: dict[str, threading.Lock] = {}
+        # ends the store refused (a full disk): served as ended, written again until taken
+        self._held = HeldSettles(self._write_held, self._held_written)
         if checkpoints is not None:
             checkpoints.quiet = self.quiet
 
@@ -152,7 +159,11 @@ class RunManager:
         run = self.store.get_run(check_agent_id(run_id, "run"))
         if run is None or not visible(scope, run.session_id):
             raise AgentNotFound("run", run_id)
-        return run
+        return self._held.shown(run)
+
+    def ended_unrecorded(self, run_id: str) -> bool:
+        """Whether the run ended and only its record waits for the store (a full disk)."""
+        return self._held.holds(run_id)
 
     def list_runs(
         self, session_id: str | None, limit: int | None, cursor: str | None, scope: RunScope | None
@@ -162,7 +173,8 @@ class RunManager:
             session_id = session_id or scope.session_id
         if session_id is not None:
             self.catalog.session(session_id, scope)
-        return self.store.list_runs(session_id, check_limit(limit), cursor)
+        page = self.store.list_runs(session_id, check_limit(limit), cursor)
+        return Page([self._held.shown(run) for run in page.items], page.next_cursor)
 
     # creation
     def create(self, request: RunRequest, scope: RunScope | None = None) -> Run:
@@ -298,11 +310,32 @@ class RunManager:
         self._snapshot(run_id)
         now = utcnow()
         answer = HistoryEntry("assistant", answer_text, run_id, now) if answer_text else None
+        end = RunEnd(state, now, exit_code, error, answer)
+        try:
+            self._record_end(run_id, end)
+        except Exception as exc:
+            if not retryable(exc):
+                raise
+            log.warning("Cannot record the end of run %s yet (held, retried): %s", run_id, exc)
+            self._held.hold(run_id, end)
+
+    def _record_end(self, run_id: str, end: RunEnd) -> None:
+        fault_point("run.settle")
         finished = self.store.finish_run(
-            run_id, state=state, finished_at=now, exit_code=exit_code, error=error, answer=answer
-        )
+            run_id, state=end.state, finished_at=end.finished_at, exit_code=end.exit_code,
+            error=end.error, answer=end.answer,
+        )  # fmt: skip
         if finished is not None:
             self.layout.clear_tmp(run_id)
+
+    def _write_held(self, run_id: str, end: RunEnd) -> None:
+        with self._lock:
+            self._record_end(run_id, end)
+
+    def _held_written(self, run_id: str) -> None:
+        with self._lock:
+            self._dispatch_all()
+        self.notify()
 
     def _snapshot(self, run_id: str) -> None:
         """The session's state as the run left it, kept before the run is seen as ended;
@@ -318,7 +351,15 @@ class RunManager:
                 self.checkpoints.after_run(run)
             except Exception as exc:  # a failed snapshot must not keep the run from ending
                 log.exception("snapshot of the state after run %s failed", run_id)
-                self.store.set_checkpoint(run_id, skipped(f"The snapshot failed: {exc}"))
+                self._note_skipped(run_id, f"The snapshot failed: {exc}")
+
+    def _note_skipped(self, run_id: str, why: str) -> None:
+        try:
+            self.store.set_checkpoint(run_id, skipped(why))
+        except Exception as exc:  # a full disk: the run still ends, without the note
+            if not retryable(exc):
+                raise
+            log.warning("Cannot note the skipped snapshot of run %s: %s", run_id, exc)
 
     def _snapshot_lock(self, session_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -353,6 +394,7 @@ class RunManager:
 
     def stop(self) -> None:
         self._stopping.set()
+        self._held.stop()  # an end still held is settled by the next start, from its exit file
 
     def reconcile(self) -> None:
         """Adopt runs a previous server left running; settle the ones that ended meanwhile."""
@@ -367,7 +409,11 @@ class RunManager:
     def _adopt_or_settle(self, run: Run) -> None:
         exit_file = self.layout.exit_file(run.id)
         deadline = _deadline(run.started_at, self.settings.agent_run_timeout_seconds)
-        if self.host.adopt(run.id, run.session_id, run.handle, exit_file, deadline):
+        writable = (
+            self.layout.run_subdir(run.id, "out"), self.layout.run_subdir(run.id, "tmp"),
+            self.layout.state_dir(run.session_id),
+        )  # fmt: skip
+        if self.host.adopt(run.id, run.session_id, run.handle, exit_file, deadline, writable):
             if not self._claim(run.id):  # it ended just now: settled before anyone asks
                 log.info("adopted run %s (%s)", run.id, run.handle)
             return

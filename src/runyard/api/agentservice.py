@@ -159,7 +159,7 @@ class AgentService:
         if not looks_like_run_token(token):
             return None
         run = self.store.run_by_token_hash(hash_token(token))
-        if run is None or run.state.terminal:
+        if run is None or run.state.terminal or self.runs.ended_unrecorded(run.id):
             return None
         return RunScope(run.id, run.session_id)
 

@@ -4,6 +4,7 @@
     watched = runs.launch(run_id, session_id, spec, exit_file, timeout)
     runs.watch(watched)                 # once its record says it runs
     runs.cancel(run_id, CANCELLED)      # the whole group (and cgroup), or the pod
+    runs.quota_folders()                # {run_id: what counts against agent_limits.disk_mb}
     runs.claim(run_id)                  # (code, reason) once it ended, exactly once
     runs.exit_reason(run_id)            # a claimed pod's end in Kubernetes' words
     runs.release(run_id)                # its end recorded: remove its Job or cgroup
@@ -73,6 +74,7 @@ class WatchedRun:
     handle: Handle | None = None
     reason: str = ""
     exit: ExitInfo | None = None
+    folders: tuple[Path, ...] = ()  # what it may write: counted against its disk quota
     # one claimer at a time asks the executor (a pod: the API), without holding up the rest
     claiming: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -130,22 +132,30 @@ class AgentRuns:
         with self._lock:
             return run_id in self._runs
 
+    def quota_folders(self) -> dict[str, tuple[Path, ...]]:
+        """The folders each watched run may write, by run id (for its disk quota)."""
+        with self._lock:
+            return {run.run_id: run.folders for run in self._runs.values() if run.folders}
+
     # -- launch and adopt ----------------------------------------------------------------
 
     def launch(
-        self, run_id: str, session_id: str, spec: LaunchSpec, exit_file: Path, timeout: float
-    ) -> WatchedRun:
-        """Launch ``spec`` (ExecutorError when it cannot start); :meth:`watch` it next."""
+        self, run_id: str, session_id: str, spec: LaunchSpec, exit_file: Path, timeout: float,
+        folders: tuple[Path, ...] = (),
+    ) -> WatchedRun:  # fmt: skip
+        """Launch ``spec`` (ExecutorError when it cannot start); :meth:`watch` it next.
+        ``folders``: what the run may write, held to ``agent_limits.disk_mb``."""
         handle = self.executor.launch(spec)
         pid = handle.pid
         start_time = None if pid is None else process_start_time(pid)
         return WatchedRun(
-            run_id, session_id, pid, start_time, exit_file, deadline_after(timeout), handle
-        )
+            run_id, session_id, pid, start_time, exit_file, deadline_after(timeout), handle,
+            folders=folders,
+        )  # fmt: skip
 
     def adopt(
         self, run_id: str, session_id: str, record: dict[str, Any], exit_file: Path,
-        deadline: float,
+        deadline: float, folders: tuple[Path, ...] = (),
     ) -> bool:  # fmt: skip
         """Watch a run an earlier server started; False when it is gone (its exit file
         then tells how it ended)."""
@@ -158,7 +168,9 @@ class AgentRuns:
             return False
         if pid is None and handle is None:
             return False
-        self.watch(WatchedRun(run_id, session_id, pid, start_time, exit_file, deadline, handle))
+        run = WatchedRun(run_id, session_id, pid, start_time, exit_file, deadline, handle)
+        run.folders = folders
+        self.watch(run)
         return True
 
     def watch(self, run: WatchedRun) -> None:
@@ -299,15 +311,16 @@ class AgentRuns:
             target=self.cancel, args=(run_id, TIMED_OUT), name=f"timeout-{run_id}", daemon=True
         ).start()
 
-    def cancel(self, run_id: str, reason: str = CANCELLED) -> bool:
-        """Stop the run's whole process group (SIGTERM, SIGKILL after the grace) and sweep
-        its cgroup, or delete its pod; False when it is not watched here."""
+    def cancel(self, run_id: str, reason: str = CANCELLED, grace: float | None = None) -> bool:
+        """Stop the run's whole process group (SIGTERM, SIGKILL after the grace, by default
+        ``cancel_grace_seconds``) and sweep its cgroup, or delete its pod; False when it is
+        not watched here."""
         with self._lock:
             run = self._runs.get(run_id)
             if run is None:
                 return False
             run.reason = run.reason or reason
-        grace = self.settings.cancel_grace_seconds
+        grace = self.settings.cancel_grace_seconds if grace is None else grace
         try:
             if run.handle is not None:
                 self.executor.cancel(run.handle, grace)

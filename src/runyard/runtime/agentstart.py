@@ -196,7 +196,10 @@ class RunStarter:
         timeout = ctx.settings.agent_run_timeout_seconds
         shell = ctx.settings.kubernetes.stdin_shell if ctx.settings.kubernetes else None
         spec = launch_spec(plan, choice, ctx.owner, timeout, shell)
-        watched = ctx.runs.launch(run.id, run.session_id, spec, plan.exit_file, timeout)
+        writable = (plan.run_dir / "out", plan.run_dir / "tmp", plan.state_dir)
+        watched = ctx.runs.launch(
+            run.id, run.session_id, spec, plan.exit_file, timeout, folders=writable
+        )
         started = ctx.store.mark_running(run.id, started_at=utcnow(), handle=watched.record())
         ctx.runs.watch(watched)  # only now: its end is settled after it is seen running
         return started

@@ -8,7 +8,9 @@
 
 A ``queued`` status on disk IS the queue, so queued work survives a restart. ``start()``
 adopts live workers (started by an earlier supervisor, or by ``runyard run``) and records
-dead ones as failed. One monitor thread notices exits at once (pidfds) and does all
+dead ones as failed. The tasks of one agent run's session hold at most ``agent_task_slots``
+of the slots; the queue passes over their further tasks (:mod:`runyard.runtime.fairqueue`)
+instead of waiting behind them. One monitor thread notices exits at once (pidfds) and does all
 launching, so ``submit`` returns as soon as the records are durable. ``cancel`` and ``delete``
 also work on a supervisor that was never started (the CLI uses them that way); a cancel
 there waits for the worker to end.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +39,9 @@ from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
+from runyard.runtime.diskquota import MIB, Account, DiskQuotas
 from runyard.runtime.executor import WorkerExecutor, make_executor
+from runyard.runtime.fairqueue import FairQueue
 from runyard.runtime.heldends import HeldEnds
 from runyard.runtime.kubemarks import forget_mark, read_mark
 from runyard.runtime.kubetasks import KubernetesTasks, choose_executor
@@ -52,7 +56,13 @@ from runyard.runtime.liveness import (
 from runyard.runtime.orphans import reconcile_orphans
 from runyard.runtime.reconcile import KnownTasks, unfinished_statuses
 from runyard.runtime.sandboxed import task_sandbox_problem
-from runyard.runtime.submitters import ADMIN, Submitter, forget_submitter, launch_scope
+from runyard.runtime.submitters import (
+    ADMIN,
+    Submitter,
+    forget_submitter,
+    launch_scope,
+    slot_owner,
+)
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
@@ -87,7 +97,7 @@ class Supervisor:
         self.registry = registry
         self._on_change = on_change
         self._lock = threading.RLock()
-        self._queue: deque[tuple[str, str]] = deque()
+        self._queue = FairQueue()  # local task runs; the Kubernetes ones below
         self._active: dict[str, ActiveRun] = {}
         self._monitor: ExitMonitor | None = None
         self._agent_runs: AgentRuns | None = None
@@ -99,11 +109,14 @@ class Supervisor:
         self._kube_executor: KubernetesExecutor | None = None
         self._sandbox_problem: str | None = None
         self._sandbox_probed = False
+        # the tasks each agent run submitted (seen here): their folders count against its
+        # disk quota, and they stop with it when it is over
+        self._run_tasks: dict[str, set[str]] = {}
+        self._quotas: DiskQuotas | None = None
         # final statuses a full disk kept from being written: served, retried
         self._held = HeldEnds(workspace, self._lock, self._changed, self.exit_monitor)
         # called with a task id after its run ended and was recorded (continuous sync)
         self.on_finished: Callable[[str], object] | None = None
-        # which logs remaining tasks still name, from an index (None: deletion reads them)
         # called with a task id and the record files that changed, when a worker on
         # another node wrote them (no inotify event reaches this host); else on_change
         self.on_records: Callable[[str, set[str]], object] | None = None
@@ -153,6 +166,10 @@ class Supervisor:
             if self._monitor is None:
                 self._monitor = ExitMonitor(self._on_exit)
                 self._monitor.start()
+            disk_mb = self.settings.agent_limits.disk_mb
+            if self._quotas is None and disk_mb is not None:
+                self._quotas = DiskQuotas(disk_mb * MIB, self._quota_accounts, self._over_quota)
+                self._quotas.start()
             return self._monitor
 
     def exit_monitor(self) -> ExitMonitor | None:
@@ -171,6 +188,7 @@ class Supervisor:
         with self._lock:
             monitor, executor = self._monitor, self._executor
             kube, kube_executor = self._kube, self._kube_executor
+            quotas, self._quotas = self._quotas, None
             self._monitor = self._executor = None
             self._kube, self._kube_executor = None, None
             self._queue.clear()
@@ -180,6 +198,8 @@ class Supervisor:
             self._active.clear()
         if monitor is not None:
             monitor.stop()
+        if quotas is not None:
+            quotas.stop()
         if executor is not None:
             executor.close()
         if kube is not None:
@@ -285,8 +305,11 @@ class Supervisor:
             self._held.discard(status.task_id)  # an earlier run's held end: replaced
         self._created(status)
         with self._lock:
-            queue = self._kube_queue if on_kubernetes else self._queue
-            queue.append((status.task_id, status.run_id))
+            if on_kubernetes:
+                self._kube_queue.append((status.task_id, status.run_id))
+            else:
+                self._queue.append(status.task_id, status.run_id, slot_owner(submitted_by))
+                self._note_run_task(submitted_by, status.task_id)
             if self._monitor is not None:  # launch from the monitor thread: submit returns now
                 self._monitor.call_later(0.0, self._pump)
         return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
@@ -307,8 +330,11 @@ class Supervisor:
 
     def _pump(self) -> None:
         with self._lock:
-            while self._executor is not None and self._queue and self._has_slot():
-                self._launch(*self._queue.popleft())
+            while self._executor is not None and self._has_slot():
+                queued = self._queue.pop_next(self._capped_owners())
+                if queued is None:
+                    break
+                self._launch(*queued)
             while self._executor is not None and self._kube_queue:
                 kube = self.kubernetes_tasks()
                 if not kube.has_slot():
@@ -328,6 +354,11 @@ class Supervisor:
 
     def _has_slot(self) -> bool:
         return len(self._active) < self.settings.max_concurrent_tasks
+
+    def _capped_owners(self) -> set[str | None]:
+        """The sessions whose tasks hold ``agent_task_slots`` slots already."""
+        held = Counter(act.owner for act in self._active.values() if act.owner is not None)
+        return {owner for owner, n in held.items() if n >= self.settings.agent_task_slots}
 
     def _launch(self, task_id: str, run_id: str) -> None:
         status = self.workspace.read_status(task_id)
@@ -353,6 +384,8 @@ class Supervisor:
             self._changed(task_id)
             return
         act = launched(self.workspace, status, handle, executor, scope is not None, supervision)
+        act.owner = slot_owner(scope)
+        self._note_run_task(scope, task_id)
         self._active[run_id] = act
         self._monitor.watch(run_id, act.pid)
 
@@ -370,7 +403,8 @@ class Supervisor:
         if cgroup in cgroups:
             sweep(cgroup)  # what its ended worker left running
         if status.state is TaskState.QUEUED:
-            self._queue.append((status.task_id, status.run_id))
+            owner = slot_owner(launch_scope(self.workspace, status))
+            self._queue.append(status.task_id, status.run_id, owner)
         elif settle(self.workspace, status) is not status:
             self._changed(status.task_id)
 
@@ -392,6 +426,9 @@ class Supervisor:
         act = self._active.get(status.run_id)
         if act is None:
             act = ActiveRun(status.task_id, status.run_id, ref.pid, ref.start_time)
+            scope = launch_scope(self.workspace, status)
+            act.owner = slot_owner(scope)
+            self._note_run_task(scope, status.task_id)
         act.pid, act.start_time = ref.pid, ref.start_time
         if self._executor is not None and self._monitor is not None:  # tasks supervised here
             if act.supervision_fd is None:
@@ -416,7 +453,9 @@ class Supervisor:
         with self._lock:
             if self._active.get(run_id) is not act:
                 return  # stopped meanwhile
-            status = self._held.end(act.task_id, run_id, info, cancelled=act.cancelling)
+            status = self._held.end(
+                act.task_id, run_id, info, cancelled=act.cancelling, error=act.failure
+            )
             if status is not None and status.run_id == run_id and not status.terminal:
                 self._still_held(act, status)
                 return
@@ -452,6 +491,40 @@ class Supervisor:
             act.rechecks += 1
             self._monitor.call_later(delay, lambda: self._on_exit(act.run_id, None))
 
+    # -- disk quotas of agent runs ---------------------------------------------------------
+
+    def _note_run_task(self, submitted_by: Submitter | None, task_id: str) -> None:
+        if isinstance(submitted_by, dict) and submitted_by.get("run_id"):
+            self._run_tasks.setdefault(str(submitted_by["run_id"]), set()).add(task_id)
+
+    def _quota_accounts(self) -> list[Account]:
+        """Each agent run that runs, or whose tasks do: its folders and its tasks' folders
+        (runs with neither are forgotten)."""
+        agent_runs = self._agent_runs
+        folders = agent_runs.quota_folders() if agent_runs is not None else {}
+        with self._lock:
+            running = {act.task_id for act in self._active.values()}
+            live = set(folders) | {r for r, ids in self._run_tasks.items() if ids & running}
+            for run_id in set(self._run_tasks) - live:
+                del self._run_tasks[run_id]
+            tasks = {run_id: sorted(self._run_tasks.get(run_id, ())) for run_id in live}
+        return [
+            Account(run_id, [*folders.get(run_id, ()), *map(self.workspace.task_dir, ids)])
+            for run_id, ids in tasks.items()
+        ]
+
+    def _over_quota(self, run_id: str, message: str) -> None:
+        """Stop the run (it fails with ``message``) and its running tasks, killed at once."""
+        if self._agent_runs is not None:
+            self._agent_runs.cancel(run_id, message, grace=0.0)
+        with self._lock:
+            ids = self._run_tasks.get(run_id, set())
+            acts = [act for act in self._active.values() if act.task_id in ids]
+            for act in acts:
+                act.failure = message
+        for act in acts:
+            act.terminate(0.0)
+
     # -- cancel ------------------------------------------------------------------------
 
     def cancel(self, task_id: str) -> bool:
@@ -463,11 +536,13 @@ class Supervisor:
         with self._lock:
             if self._held.holds(task_id):  # it ended; only its record waits for space
                 return False
-            for queue in (self._queue, self._kube_queue):
-                queued = next((item for item in queue if item[0] == task_id), None)
+            queued = self._queue.take(task_id)
+            if queued is None:
+                queued = next((item for item in self._kube_queue if item[0] == task_id), None)
                 if queued is not None:
-                    queue.remove(queued)
-                    return self._cancel_queued(task_id, queued[1])
+                    self._kube_queue.remove(queued)
+            if queued is not None:
+                return self._cancel_queued(task_id, queued[1])
             status = self.workspace.read_status(task_id)  # an exiting earlier run may linger
             act = self._active.get(status.run_id) if status is not None else None
             kube = self._kube

@@ -59,6 +59,9 @@ class ActiveRun:
     ended: ExitInfo | None = None
     supervision_fd: int | None = None
     rechecks: int = 0
+    # the session whose agent run submitted it: its slot counts against agent_task_slots
+    owner: str | None = None
+    failure: str | None = None  # why the server stopped it (its run's disk quota), if it did
 
     def release(self) -> None:
         """Let go of the supervision lock held for the run."""
