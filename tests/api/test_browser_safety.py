@@ -6,6 +6,8 @@ origins get CORS answers."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,25 +129,138 @@ def test_state_changes_take_json_only(
         assert session.json()["error"]["code"] == "unsupported_media_type"
 
 
-def test_bodyless_state_changes_need_a_json_content_type(srv: ServerProcess) -> None:
+def test_bodyless_state_changes_need_no_content_type(srv: ServerProcess) -> None:
+    """``curl -X POST .../close``: no body, no content type, the token only. httpx sends
+    ``Content-Length: 0`` on a POST and no length at all on a DELETE; both pass."""
+    with srv.client() as client:
+        session_id = client.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
+        closed = client.post(f"/api/v1/sessions/{session_id}/close")
+        assert "content-type" not in closed.request.headers
+        assert closed.status_code == 200 and closed.json()["status"] == "CLOSED", closed.text
+        reopened = client.post(f"/api/v1/sessions/{session_id}/reopen")
+        assert reopened.status_code == 200 and reopened.json()["status"] == "OPEN"
+        assert client.post("/api/v1/runs/run-nope/cancel").status_code == 404
+        deleted = client.delete("/api/v1/mount-grants/grant-nope")
+        assert "content-length" not in deleted.request.headers
+        assert deleted.status_code == 404, deleted.text
+        json_type = {"content-type": "application/json"}
+        closed = client.post(f"/api/v1/sessions/{session_id}/close", headers=json_type)
+        assert closed.status_code == 200 and closed.json()["status"] == "CLOSED"
+        vendor = {"content-type": "application/vnd.api+json"}
+        assert client.post(f"/api/v1/sessions/{session_id}/reopen", headers=vendor).is_success
+
+
+def test_a_declared_type_is_held_to_json_even_without_a_body(srv: ServerProcess) -> None:
+    """A type a bodyless request declares is checked as a body's would be (the routes that
+    read an optional body check it too): ``curl -d ''`` sends a form type, and is 415."""
     with srv.client() as client:
         session_id = client.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
         for method, path in [
             ("POST", f"/api/v1/sessions/{session_id}/close"),
             ("POST", "/api/v1/runs/run-nope/cancel"),
             ("DELETE", "/api/v1/mount-grants/grant-nope"),
+            ("POST", "/jobs/list_task_ids"),
         ]:
-            for content_type in (None, "text/plain"):
-                headers = {"content-type": content_type} if content_type else {}
+            for content_type in ("text/plain", "application/x-www-form-urlencoded"):
+                headers = {"content-type": content_type}
                 refused = client.request(method, path, headers=headers)
                 assert refused.status_code == 415, (method, path, refused.text)
         assert client.get(f"/api/v1/sessions/{session_id}").json()["status"] == "OPEN"
-        json_type = {"content-type": "application/json"}
-        closed = client.post(f"/api/v1/sessions/{session_id}/close", headers=json_type)
-        assert closed.status_code == 200 and closed.json()["status"] == "CLOSED"
-        assert client.post("/api/v1/runs/run-nope/cancel", headers=json_type).status_code == 404
-        vendor = {"content-type": "application/vnd.api+json"}
-        assert client.post(f"/api/v1/sessions/{session_id}/reopen", headers=vendor).is_success
+
+
+def test_curl_closes_and_reopens_a_session_with_the_token_only(srv: ServerProcess) -> None:
+    """The real ``curl -X POST`` as the seed documents it: no body, no content type."""
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("no curl on this machine")
+    with srv.client() as client:
+        session_id = client.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
+    auth = ["-H", f"Authorization: Bearer {srv.token}"] if srv.token else []
+    for action, status in [("close", "CLOSED"), ("reopen", "OPEN")]:
+        url = f"{srv.url}/api/v1/sessions/{session_id}/{action}"
+        done = subprocess.run(
+            [curl, "-sS", "-X", "POST", *auth, "-w", "\n%{http_code}", url],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+        body, code = done.stdout.rsplit("\n", 1)
+        assert code == "200", done.stdout
+        assert json.loads(body)["status"] == status
+
+
+def test_a_body_still_needs_its_type(srv: ServerProcess) -> None:
+    """Bodyless means no body by the request's framing: a body sent chunked (even an empty
+    one) or with a length needs JSON, on the routes that read none too."""
+    with srv.client() as client:
+        session_id = client.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
+        close = f"/api/v1/sessions/{session_id}/close"
+        for content in (iter([b'{"arguments": {}}']), iter([]), b"{}"):
+            refused = client.post(close, content=content)
+            assert "content-type" not in refused.request.headers
+            assert refused.status_code == 415, refused.text
+            assert refused.json()["error"]["code"] == "unsupported_media_type"
+        chunked = client.post("/jobs/submit", content=iter([json.dumps(SUBMIT).encode()]))
+        assert chunked.request.headers["transfer-encoding"] == "chunked"
+        assert chunked.status_code == 415
+        plain = {"content-type": "text/plain"}
+        assert client.post(close, content=b"{}", headers=plain).status_code == 415
+        assert client.get(f"/api/v1/sessions/{session_id}").json()["status"] == "OPEN"
+    assert "pwned" not in " ".join(srv.call("list_task_ids")["answer"])
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site", "Cross-Site", "bogus", ""])
+@pytest.mark.parametrize("origin", [None, "{url}"])
+def test_cross_site_state_changes_are_refused(
+    srv: ServerProcess, site: str, origin: str | None
+) -> None:
+    """What a browser says of a page's request cannot be forged by the page: anything but
+    ``same-origin``/``none`` is refused, even beside an Origin that matches the Host."""
+    with srv.client() as client:
+        session_id = client.post("/api/v1/sessions", json={"title": "t"}).json()["id"]
+        before = snapshot(srv)
+        headers = {"sec-fetch-site": site}
+        if origin is not None:
+            headers["origin"] = origin.format(url=srv.url)
+        for reply in (
+            client.post(f"/api/v1/sessions/{session_id}/close", headers=headers),
+            client.post("/api/v1/sessions", json={}, headers=headers),
+            client.delete("/api/v1/mount-grants/grant-nope", headers=headers),
+        ):
+            assert reply.status_code == 403, reply.text
+            assert reply.json()["error"]["code"] == "forbidden_origin"
+        submitted = client.post("/jobs/submit", json=SUBMIT, headers=headers)
+        assert submitted.status_code == 403 and "Sec-Fetch-Site" in submitted.json()["detail"]
+        # reading is not a state change: a same-site page's GET is left to CORS
+        assert client.get(f"/api/v1/sessions/{session_id}", headers=headers).status_code == 200
+        assert client.get(f"/api/v1/sessions/{session_id}").json()["status"] == "OPEN"
+    assert snapshot(srv) == before
+
+
+@pytest.mark.parametrize("site", ["same-origin", "none", "SAME-ORIGIN"])
+def test_a_browsers_own_requests_pass(srv: ServerProcess, site: str) -> None:
+    with srv.client() as client:
+        for headers in ({"sec-fetch-site": site}, {"sec-fetch-site": site, "origin": srv.url}):
+            session = client.post("/api/v1/sessions", json={"title": "t"}, headers=headers)
+            assert session.status_code == 201, session.text
+            closed = client.post(f"/api/v1/sessions/{session.json()['id']}/close", headers=headers)
+            assert closed.status_code == 200 and closed.json()["status"] == "CLOSED"
+
+
+def test_a_same_origin_claim_does_not_excuse_a_foreign_origin(
+    srv: ServerProcess, unchanged: None
+) -> None:
+    """Without ``Sec-Fetch-Site`` (an older browser) the Origin decides, and it decides
+    with the header too: a foreign Origin is refused whatever the other header says."""
+    with srv.client() as client:
+        for site in (None, "same-origin", "none"):
+            headers = {"origin": "http://evil.example"}
+            if site is not None:
+                headers["sec-fetch-site"] = site
+            for reply in (
+                client.post("/api/v1/sessions", json={}, headers=headers),
+                client.post("/api/v1/sessions", headers=headers),  # bodyless: no type to stop it
+            ):
+                assert reply.status_code == 403, (site, reply.text)
+                assert reply.json()["error"]["code"] == "forbidden_origin"
 
 
 def test_uploads_take_multipart_only(srv: ServerProcess) -> None:
@@ -188,6 +303,20 @@ def test_allowed_hosts_and_origins(tmp_path: Path) -> None:
             assert preflight.headers["access-control-allow-origin"] == "https://app.example"
             other = {"origin": "https://other.example", "access-control-request-method": "POST"}
             assert client.options("/jobs/submit", headers=other).status_code == 403
+            # a trusted origin's page is cross-site by definition: its requests pass
+            for site in ("cross-site", "same-site"):
+                trusted = {**allowed, "sec-fetch-site": site}
+                reply = client.post("/api/v1/sessions", json={}, headers=trusted)
+                assert reply.status_code == 201, (site, reply.text)
+            untrusted = {"origin": "https://other.example", "sec-fetch-site": "cross-site"}
+            reply = client.post("/api/v1/sessions", json={}, headers=untrusted)
+            assert reply.status_code == 403
+            assert (
+                client.post(
+                    "/api/v1/sessions", json={}, headers={"sec-fetch-site": "cross-site"}
+                ).status_code
+                == 403
+            )
             text = {**allowed, "content-type": "text/plain"}
             assert client.post("/jobs/submit", content=b"{}", headers=text).status_code == 415
     finally:

@@ -1,5 +1,6 @@
 """A real Chromium on a page of another origin attacks the server: CSRF by no-cors fetch
-and auto-submitted text/plain forms, and DNS rebinding (a name of the attacker's that
+and auto-submitted text/plain forms, a bodyless POST (which needs no content type), and
+DNS rebinding (a name of the attacker's that
 resolves to 127.0.0.1). Nothing gets created, with a token and with ``--no-auth`` alike
 (there only the Origin, Host and content-type checks stand in the way)."""
 
@@ -40,6 +41,7 @@ const attempts = [
   fetch(target + "/jobs/submit", {method: "POST", mode: "no-cors", body: job("pwned-bare")}),
   fetch(target + "/api/v1/sessions", {method: "POST", mode: "no-cors",
     headers: {"Content-Type": "text/plain"}, body: JSON.stringify({title: "pwned-fetch"})}),
+  fetch(target + "/api/v1/sessions/SESSION/close", {method: "POST", mode: "no-cors"}),
   loaded("sink-task"), loaded("sink-session"),
 ];
 document.getElementById("f-task").submit();
@@ -77,7 +79,9 @@ def target(
 @pytest.fixture
 def attacker_site(target: ServerProcess) -> Iterator[str]:
     """Another origin: a second HTTP server on 127.0.0.1, another port."""
-    page = ATTACK_PAGE.replace("TARGET", target.url).encode()
+    with target.client() as client:
+        session_id = client.post("/api/v1/sessions", json={"title": "victim"}).json()["id"]
+    page = ATTACK_PAGE.replace("TARGET", target.url).replace("SESSION", session_id).encode()
     handler = type("AttackerSite", (_AttackerSite,), {"page": page})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -123,8 +127,13 @@ def test_a_page_of_another_origin_creates_nothing(
     page.wait_for_function("window.attackDone === true")
     page.wait_for_timeout(300)  # let any answer still on its way arrive
     posted = {url.removeprefix(target.url) for url, _ in answers}
-    assert posted == {"/jobs/submit", "/api/v1/sessions"}, answers  # the attacks were sent
+    closing = {p for p in posted if p.endswith("/close")}
+    assert posted - closing == {"/jobs/submit", "/api/v1/sessions"}, answers  # all were sent
+    assert len(closing) == 1, answers
     assert created(target) == ([], [])
+    with target.client() as client:
+        sessions = client.get("/api/v1/sessions", params={"limit": 1000}).json()["items"]
+    assert {s["status"] for s in sessions if s["title"] == "victim"} == {"OPEN"}
     assert {status for _, status in answers} <= {403, 415}, answers
 
 

@@ -2,7 +2,9 @@
 
 Any web page the user opens can make the browser send requests to the server (CSRF), and
 a page on a DNS name its author controls can point that name at 127.0.0.1 and then read
-the answers as its own (DNS rebinding). Three checks stop both, on every TCP listener:
+the answers as its own (DNS rebinding). Browsers are told apart from other clients as Go
+1.25's ``net/http.CrossOriginProtection`` does, by the headers only a browser sets; on
+every TCP listener:
 
 * ``Host`` must name this server: the bound address, ``localhost``/``127.0.0.1``/``[::1]``
   on a loopback bind, the machine's own name or any IP literal on a wildcard bind (an IP
@@ -10,20 +12,32 @@ the answers as its own (DNS rebinding). Three checks stop both, on every TCP lis
   ``name:port`` for one). Else 403. Own names are accepted at any port: rebinding works
   through a name, not a port, and tunnels and port mappings (``ssh -L 9000:localhost:8765``,
   ``docker -p``) show the client another port than the one bound.
-* An ``Origin`` header must be the server's own origin (``http(s)://`` + the accepted
-  Host) or an ``allowed_origins`` entry; ``Origin: null`` is foreign. No Origin (CLI,
-  curl) is fine. Else 403.
-* A state-changing request (POST/PUT/PATCH/DELETE) must declare ``application/json`` (or
-  ``+json``) — ``multipart/form-data`` on the upload route only — so a browser can never
-  send one cross-origin without a CORS preflight. Else 415, bodyless requests included.
-  One narrow exception: ``application/x-tar`` on the sync receive route
-  (``/api/v1/sync/tasks/...``), whose body is a task folder streamed as a tar. It is not
-  a CORS-safelisted type either, so a browser still cannot send it cross-origin without
-  a preflight; every other type there (``text/plain`` included) is still 415.
+* An ``Origin`` header, on any method, must be the server's own origin (``http(s)://`` +
+  the accepted Host) or an ``allowed_origins`` entry; ``Origin: null`` is foreign. Else
+  403 — a rebound page's reads are refused too.
+* A state-changing request (POST/PUT/PATCH/DELETE) whose ``Sec-Fetch-Site`` is anything
+  but ``same-origin`` or ``none`` (a browser's own navigation) is refused (403), even with
+  an Origin that matches the Host, unless its Origin is an ``allowed_origins`` entry (a
+  trusted site is cross-site by definition). Every browser since 2023 sends the header
+  and no page can forge it. An older browser sends none; the Origin check above is then
+  what refuses a page's request.
+* A request with neither ``Sec-Fetch-Site`` nor ``Origin`` is not from a browser (CLI,
+  curl, scripts, the client) and passes these checks.
 
-The agent-run Unix socket is reached only by runs; its listener marks its requests
-(:func:`agent_socket_channel`), which then skip the Host and Origin checks (a run says
-``Host: runyard``) but not the content type.
+Bodies are read as what their route expects, so a state-changing request with a body
+must declare ``application/json`` (or ``+json``); ``multipart/form-data`` on the upload
+route; ``application/x-tar`` on the sync receive route (``/api/v1/sync/tasks/...``),
+whose body is a task folder streamed as a tar. Else 415 (``text/plain`` included). A
+bodyless request (no ``Transfer-Encoding``, and no ``Content-Length`` or one of 0) to a
+JSON route needs no content type: ``curl -X POST .../sessions/<id>/close`` sends none, and
+there is no body to misread. A content type it does declare is still held to JSON, as the
+routes that read an optional body hold it (:mod:`runyard.api.requestbody`), so a route
+answers the same whether or not it reads its body. The upload and sync routes take their
+type always: their body is the point of the request.
+
+The agent-run Unix socket is reached only by runs, never by a browser; its listener marks
+its requests (:func:`agent_socket_channel`), which then skip the Host, Origin and
+``Sec-Fetch-Site`` checks (a run says ``Host: runyard``) but not the content type.
 
 >>> app = RequestGuard(app, HostPolicy.for_settings(settings), settings.allowed_origins)
 """
@@ -44,6 +58,8 @@ UPLOAD_PATH = "/api/v1/artifacts/upload"
 SYNC_RECEIVE_PREFIX = "/api/v1/sync/tasks/"
 TAR_MEDIA = "application/x-tar"
 AGENT_SOCKET_KEY = "runyard.agent_socket"
+# what a browser says of a request its own page (or the user, typing a URL) made
+OWN_FETCH_SITES = frozenset({"same-origin", "none"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
@@ -122,7 +138,8 @@ def _origin_key(origin: str) -> str:
 
 
 class RequestGuard:
-    """Refuses foreign ``Host``/``Origin`` (403) and non-JSON state changes (415)."""
+    """Refuses foreign ``Host``/``Origin`` and cross-site state changes (403), and bodies
+    of a type their route does not take (415)."""
 
     def __init__(
         self,
@@ -150,16 +167,32 @@ class RequestGuard:
 
     def _refusal(self, scope: Scope) -> RunyardError | None:
         headers = _headers(scope)
+        changes = scope["type"] == "http" and scope["method"] in STATE_CHANGING
         if not scope.get(AGENT_SOCKET_KEY):
-            host = headers.get("host")
-            if not self.hosts.accepts(host):
-                return ForeignHost(f"Host {host!r} does not name this server")
-            origin = headers.get("origin")
-            if origin is not None and not self._own_origin(origin, host or ""):
-                return ForeignOrigin(f"Requests from origin {origin!r} are refused")
-        if scope["type"] == "http" and scope["method"] in STATE_CHANGING:
-            return _content_type_refusal(scope["path"], headers.get("content-type", ""))
+            refusal = self._browser_refusal(headers, changes)
+            if refusal is not None:
+                return refusal
+        if changes:
+            return _content_type_refusal(scope["path"], headers)
         return None
+
+    def _browser_refusal(self, headers: dict[str, str], changes: bool) -> RunyardError | None:
+        host = headers.get("host")
+        if not self.hosts.accepts(host):
+            return ForeignHost(f"Host {host!r} does not name this server")
+        origin = headers.get("origin")
+        if origin is not None and not self._own_origin(origin, host or ""):
+            return ForeignOrigin(f"Requests from origin {origin!r} are refused")
+        site = headers.get("sec-fetch-site")
+        if changes and site is not None and not self._own_site(site, origin):
+            return ForeignOrigin(f"Cross-site requests are refused (Sec-Fetch-Site: {site!r})")
+        return None
+
+    def _own_site(self, site: str, origin: str | None) -> bool:
+        """What a browser says of the page behind a request: its own, or a trusted one."""
+        if site.strip().lower() in OWN_FETCH_SITES:
+            return True
+        return origin is not None and _origin_key(origin) in self.allowed_origins
 
     def _own_origin(self, origin: str, host: str) -> bool:
         key = _origin_key(origin)
@@ -169,8 +202,8 @@ class RequestGuard:
         return bool(sep) and scheme in ("http", "https") and netloc == host.strip().lower()
 
 
-def _content_type_refusal(path: str, content_type: str) -> UnsupportedMediaType | None:
-    media = content_type.split(";")[0].strip().lower()
+def _content_type_refusal(path: str, headers: dict[str, str]) -> UnsupportedMediaType | None:
+    media = headers.get("content-type", "").split(";")[0].strip().lower()
     if path == UPLOAD_PATH:
         if media == "multipart/form-data":
             return None
@@ -179,12 +212,20 @@ def _content_type_refusal(path: str, content_type: str) -> UnsupportedMediaType 
         if media == TAR_MEDIA:
             return None
         expected = f"a task as a tar stream ({TAR_MEDIA})"
-    elif _is_json(media):
+    elif _is_json(media) or not (media or _has_body(headers)):
         return None
     else:
         expected = "a JSON body (application/json)"
     got = repr(media) if media else "no content type"
     return UnsupportedMediaType(f"Expected {expected}, got {got}")
+
+
+def _has_body(headers: dict[str, str]) -> bool:
+    """Whether the request's framing announces a body (a malformed length counts as one)."""
+    if "transfer-encoding" in headers:
+        return True
+    length = headers.get("content-length")
+    return length is not None and not (length.strip().isdigit() and int(length) == 0)
 
 
 def _is_json(media: str) -> bool:
