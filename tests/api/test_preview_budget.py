@@ -106,6 +106,65 @@ def test_a_parquet_bomb_is_refused_before_decoding(server: ServerProcess, folder
     assert first.json()["total_rows"] == 1 + BOMB_GROUPS
 
 
+def varint(value: int, width: int = 0) -> bytes:
+    """``value`` as a Thrift varint, padded to ``width`` bytes with continuation bits (a
+    decoder takes the longer form as the same number)."""
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F)
+        value >>= 7
+        if not value:
+            break
+        out[-1] |= 0x80
+    while len(out) < width:
+        out[-1] |= 0x80
+        out.append(0)
+    return bytes(out)
+
+
+def understate_sizes(path: Path, real: int, claimed: int) -> None:
+    """Rewrite the footer so every size field that said ``real`` says ``claimed``, in place
+    (same length): the row groups' totals and their column chunks' uncompressed sizes."""
+    data = bytearray(path.read_bytes())
+    footer_at = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+    honest = varint(real << 1)  # zigzag of a positive i64
+    footer = bytes(data[footer_at:-8])
+    assert footer.count(honest) >= 2, "no size fields found to rewrite"
+    data[footer_at:-8] = footer.replace(honest, varint(claimed << 1, len(honest)))
+    path.write_bytes(bytes(data))
+
+
+def test_a_bomb_whose_footer_understates_its_sizes_is_refused(
+    server: ServerProcess, folder: Path
+) -> None:
+    """The footer's sizes are the writer's word: the page headers, which the decoder obeys,
+    are read before anything is decoded."""
+    path = folder / "liar.parquet"
+    write_bomb(path)
+    real = pq.ParquetFile(path).metadata.row_group(1).total_byte_size
+    understate_sizes(path, real, 1000)
+    group = pq.ParquetFile(path).metadata.row_group(1)
+    assert group.total_byte_size == group.column(0).total_uncompressed_size == 1000
+    peak_before = peak_rss_mib(server)
+    for limit in (20, 500):
+        message = assert_too_large(preview(server, "liar.parquet", limit=limit), "liar.parquet")
+        assert "row groups 0-1" in message and decoded(message) > BOMB_CELL, message
+    growth = peak_rss_mib(server) - peak_before
+    assert growth < FLAT_MIB, f"peak RSS grew by {growth:.0f} MiB on understated sizes"
+
+
+def test_run_length_encoding_counts_what_it_decodes_to(server: ServerProcess, folder: Path) -> None:
+    """Ten million equal integers take a few bytes of dictionary indices on disk and in
+    the footer's sizes, and 80 MB once decoded: the page headers' value counts say so."""
+    path = folder / "runs.parquet"
+    count = 10_000_000
+    pq.write_table(pa.table({"n": pa.repeat(pa.scalar(7, pa.int64()), count)}), path,
+                   row_group_size=count)  # fmt: skip
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    assert group.num_rows == count and group.total_byte_size < DECODED_BUDGET
+    assert_too_large(preview(server, "runs.parquet", limit=5), "runs.parquet")
+
+
 def test_one_huge_cell_in_the_first_group_is_refused(server: ServerProcess, folder: Path) -> None:
     schema = pa.schema([("s", pa.string())])
     data = pa.py_buffer(b"b" * (DECODED_BUDGET + MIB))

@@ -10,8 +10,9 @@ route answers 501.
 
 A task's files are written by code the server does not trust, so a preview decodes within
 :data:`DECODED_BUDGET` bytes, checked before anything is decoded: the footer's length
-(the file's last eight bytes), then the uncompressed size of every row group the first
-``limit`` rows touch, summed; only those row groups are read, one at a time. A file past
+(the file's last eight bytes), then the size of every row group the first ``limit`` rows
+touch, summed, each the larger of what the footer claims and what its page headers say
+(:mod:`runyard.api.parquet_pages`); only those row groups are read, one at a time. A file past
 the budget answers 413 (:class:`~runyard.errors.PreviewTooLarge`) naming the file, its
 decoded size and the budget, whatever its size on disk (27 KB of zstd can hold 768 MiB).
 
@@ -32,6 +33,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from runyard.api.parquet_pages import chunk_decoded_size
 from runyard.api.routes_files import open_task_file
 from runyard.api.services import Services
 from runyard.errors import InvalidLimit, NotParquet, PreviewTooLarge, PreviewUnavailable
@@ -43,6 +45,7 @@ MAX_COLUMNS = 200
 MAX_CELL_CHARS = 500
 MAX_BYTES_CELL = 32
 DECODED_BUDGET = 64 * 1024 * 1024  # bytes one preview may decode, footer and rows alike
+MAX_PAGES = 100_000  # page headers read to size one preview
 TRAILER = struct.Struct("<I4s")  # a Parquet file ends with its footer's length and b"PAR1"
 
 
@@ -82,7 +85,7 @@ def read_preview(opened: OpenedFile, limit: int) -> dict[str, Any]:
         _check_footer(handle, opened.relative)
         try:
             reader = parquet.ParquetFile(handle)
-            groups = groups_to_read(reader.metadata, limit, opened.relative)
+            groups = groups_to_read(reader.metadata, limit, opened.relative, opened.fd)
             names = reader.schema_arrow.names[:MAX_COLUMNS]
             rows = _read_rows(reader, groups, names, limit)
         except (NotParquet, PreviewTooLarge):
@@ -106,20 +109,22 @@ def _check_footer(handle: Any, relative: str) -> None:
     handle.seek(0)
 
 
-def groups_to_read(metadata: Any, limit: int, relative: str) -> list[int]:
+def groups_to_read(metadata: Any, limit: int, relative: str, fd: int) -> list[int]:
     """The row groups that hold the first ``limit`` rows, in order (empty ones skipped).
 
-    Raises PreviewTooLarge when their uncompressed size, summed, passes the budget: one
-    group alone past it is refused even if it holds a single row."""
+    Raises PreviewTooLarge when what they decode to, summed, passes the budget: one group
+    alone past it is refused even if it holds a single row."""
     chosen: list[int] = []
-    rows = decoded = 0
+    rows = decoded = pages = 0
     for index in range(metadata.num_row_groups):
         if rows >= limit:
             break
         group = metadata.row_group(index)
         if group.num_rows <= 0:
             continue
-        decoded += group_decoded_size(group)
+        from_pages, counted = pages_decoded_size(group, fd, MAX_PAGES - pages)
+        decoded += max(group_decoded_size(group), from_pages)
+        pages += counted
         if decoded > DECODED_BUDGET:
             raise PreviewTooLarge(relative, decoded, DECODED_BUDGET, f"row groups 0-{index}")
         chosen.append(index)
@@ -132,6 +137,23 @@ def group_decoded_size(group: Any) -> int:
     own total and the sum of its column chunks (a writer may fill in only one of them)."""
     chunks = sum(max(group.column(i).total_uncompressed_size, 0) for i in range(group.num_columns))
     return max(group.total_byte_size, chunks, 0)
+
+
+def pages_decoded_size(group: Any, fd: int, pages_left: int) -> tuple[int, int]:
+    """What a row group's pages decode to as their own headers tell it (the metadata may
+    understate it), and how many pages that took. Raises BadHeader (NotParquet)."""
+    decoded = pages = 0
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        start = chunk.data_page_offset
+        if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+            start = chunk.dictionary_page_offset
+        size, counted = chunk_decoded_size(
+            fd, start, chunk.total_compressed_size, pages_left - pages
+        )
+        decoded += size
+        pages += counted
+    return decoded, pages
 
 
 def _read_rows(reader: Any, groups: list[int], names: list[str], limit: int) -> list[Any]:
