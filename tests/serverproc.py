@@ -104,13 +104,16 @@ def start_server(
     workspace: Path | None = None,
     auth: bool = True,
     wait_ready: bool = True,
+    args: list[str] | None = None,
 ) -> ServerProcess:
     """Start ``runyard serve`` with its workspace, logs and config under ``root``.
 
-    Without ``token`` the server generates one; it is read from ``server.json`` into
-    ``server.token`` (so ``headers``, ``client()``, ``call()`` and ``cli_env()`` carry it).
-    ``auth=False`` serves with ``--no-auth``. It returns once ``/health`` says the start-up
-    is over (no ``indexing``); with ``wait_ready=False`` as soon as the port answers.
+    ``token`` is given in a file (``--token-file``, as the docs advise). Without one the
+    server reuses the token its ``server.json`` kept, or generates one; it is read from
+    ``server.json`` into ``server.token`` (so ``headers``, ``client()``, ``call()`` and
+    ``cli_env()`` carry it). ``auth=False`` serves with ``--no-auth``; ``args`` are more
+    options of ``serve``. It returns once ``/health`` says the start-up is over (no
+    ``indexing``); with ``wait_ready=False`` as soon as the port answers.
     """
     root.mkdir(parents=True, exist_ok=True)
     workspace = workspace or root / "ws"
@@ -123,9 +126,13 @@ def start_server(
         "--config", str(config_path),
     ]  # fmt: skip
     if token:
-        argv += ["--token", token]
+        token_file = root / ".server-token"
+        token_file.write_text(token + "\n")
+        token_file.chmod(0o600)
+        argv += ["--token-file", str(token_file)]
     if not auth:
         argv.append("--no-auth")
+    argv += args or []
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
     proc_env.update(env or {})
     proc = subprocess.Popen(

@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     port: int = Field(8765, ge=0, le=65535)
     token: str | None = None
     auth: bool = True
+    # how long the one-time code of a Studio login link (serve's banner, runyard studio) holds
+    login_link_seconds: float = Field(300.0, gt=0, le=3600)
+    # how long a Studio tab stays signed in by such a link (ended sooner by a server restart)
+    studio_session_hours: float = Field(12.0, gt=0, le=720)
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
     targets: dict[str, Target] = Field(default_factory=dict)

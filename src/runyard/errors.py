@@ -22,6 +22,8 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
     ├── TaskNameTaken (FileExistsError)  a fixed name a run token may not replace
     ├── Forbidden (PermissionError)      an action the caller's token may not take
+    ├── NotAuthenticated (PermissionError) no token that opens the route
+    │   └── LoginCodeRefused             a login link's code that is spent, expired or unknown
     ├── RunMismatch (ValueError)         a run_id that is not the folder's current run
     ├── ExecutorError                    a worker could not be launched or controlled
     ├── InsufficientStorage (OSError)    no room for new work (HTTP 507); nothing was made
@@ -161,6 +163,10 @@ class Forbidden(RunyardError, PermissionError):
 
 class NotAuthenticated(RunyardError, PermissionError):
     """A request to the server without a token that opens its route."""
+
+
+class LoginCodeRefused(NotAuthenticated):
+    """The code of a one-time login link that was spent, has expired or was never minted."""
 
 
 class ForeignHost(Forbidden):

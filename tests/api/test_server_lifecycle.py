@@ -24,7 +24,8 @@ def test_address_file_lives_as_long_as_the_server(tmp_path: Path, sig: int) -> N
     recorded = json.loads(address.read_text())
     assert recorded["url"] == srv.url and recorded["token"] == srv.token
     assert srv.stop(sig) == 0
-    assert not address.exists()
+    assert json.loads(address.read_text()) == {"token": srv.token}  # no address: the token
+    assert stat.S_IMODE(address.stat().st_mode) == 0o600
 
 
 def _loop_library_loaded(pid: int) -> bool:

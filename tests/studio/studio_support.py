@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from serverproc import ServerProcess
 
 SHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "studio"
@@ -45,9 +47,17 @@ def task_hash(task_id: str) -> str:
     return "#/tasks/" + task_id.replace("#", "%23")
 
 
+def login_link(server: ServerProcess) -> str:
+    """A fresh one-time login link of ``server``, minted as ``runyard studio`` mints it."""
+    reply = httpx.post(server.url + "/api/v1/login/codes", headers=server.headers, json={})
+    assert reply.status_code == 200, reply.text
+    return f"{server.url}/#login={reply.json()['code']}"
+
+
 def sign_in_by_link(page: Any, server: ServerProcess) -> None:
-    """Open the Studio by the link ``serve`` prints (``/#token=...``), then leave it: the
-    token stays in this tab's sessionStorage and the next ``goto`` loads a fresh page."""
-    page.goto(f"{server.url}/#token={server.token}")
-    page.wait_for_function("!location.href.includes('token=')")
+    """Open the Studio by a login link (``/#login=...``), then leave it: the session token it
+    was traded for stays in this tab's sessionStorage and the next ``goto`` loads a fresh
+    page."""
+    page.goto(login_link(server))
+    page.wait_for_function("sessionStorage.getItem('runyard.token') !== null")
     page.goto("about:blank")

@@ -1,9 +1,12 @@
-"""With a token configured the Studio asks for it and sends it only as a header."""
+"""With a token configured the Studio asks for it, trades it for a browser session token and
+sends that only as a header; an old ``#token=`` link still signs in the same way."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 from studio_support import screenshot
@@ -45,26 +48,40 @@ def test_token_prompt_on_401_and_header_only(locked, page):
     expect(page.locator("tr[data-task-id='base#demo#behind-auth']")).to_be_visible()
     expect(page.locator("#forget-token")).to_be_visible()
 
-    assert page.evaluate("sessionStorage.getItem('runyard.token')") == TOKEN
+    kept = page.evaluate("sessionStorage.getItem('runyard.token')")
+    assert kept and kept != TOKEN  # the typed token was traded, not kept
     assert all(TOKEN not in url for url, _ in requests)
     assert TOKEN not in page.url
     api_calls = [(url, auth) for url, auth in requests if "/jobs/" in url]
-    assert api_calls and api_calls[-1][1] == f"Bearer {TOKEN}"
+    assert api_calls and api_calls[-1][1] == f"Bearer {kept}"
+    minted = [auth for url, auth in requests if url.endswith("/api/v1/login/codes")]
+    assert minted[-1] == f"Bearer {TOKEN}"  # the only request that carried it
 
     page.click("#forget-token")
     expect(dialog).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('runyard.token')") is None
+    assert ended(locked, kept)  # forgetting ends the session on the server too
     page.click("#token-cancel")
     expect(page.locator(".alert-error")).to_contain_text("requires a token")
 
 
-def test_the_link_serve_prints_signs_in_and_leaves_no_trace(studio, chromium):
-    """``/#token=...`` (the banner's link): the task list loads with no prompt, the token
-    leaves the address bar and history at once, and it never goes over the wire but as a
-    header — the server never sees or logs the fragment."""
-    banner = next(line for line in studio.output if "#token=" in line)
-    link = banner.split("Studio: ", 1)[1].strip()
-    assert link == f"{studio.url}/#token={studio.token}"
+def ended(server: ServerProcess, session: str) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        reply = httpx.get(server.url + "/jobs", headers={"authorization": f"Bearer {session}"})
+        if reply.status_code == 401:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_an_old_token_link_still_signs_in_and_leaves_no_trace(studio, chromium):
+    """``/#token=...`` (what ``serve`` printed before login links): still accepted, since the
+    browser recorded the address before any script ran and refusing it would undo nothing.
+    The task list loads with no prompt, the token leaves the address bar and this history
+    entry at once, goes over the wire only as the header of the one request that trades it
+    for a session token, and the tab keeps the session token, not the server's."""
+    link = f"{studio.url}/#token={studio.token}"
     context = chromium.new_context()
     try:
         page = context.new_page()
@@ -79,15 +96,20 @@ def test_the_link_serve_prints_signs_in_and_leaves_no_trace(studio, chromium):
         page.go_forward()
         assert page.url == f"{studio.url}/"
         assert studio.token not in page.evaluate("location.href + document.referrer")
-        assert page.evaluate("sessionStorage.getItem('runyard.token')") == studio.token
-        page.reload()  # the tab keeps the token, the address stays clean
+        kept = page.evaluate("sessionStorage.getItem('runyard.token')")
+        assert kept and kept != studio.token
+        page.reload()  # the tab keeps its session, the address stays clean
         expect(page.locator("#tasks-table tbody tr.row-link").first).to_be_visible()
         assert studio.token not in page.url
     finally:
         context.close()
+    carried = []
     for url, headers in requests:
         assert studio.token not in url
         others = {k: v for k, v in headers.items() if k != "authorization"}
         assert studio.token not in str(others)
-    assert any(h.get("authorization") == f"Bearer {studio.token}" for _, h in requests)
-    assert "".join(studio.output).count(studio.token) == 1  # the banner only
+        if headers.get("authorization") == f"Bearer {studio.token}":
+            carried.append(url)
+    assert carried == [f"{studio.url}/api/v1/login/codes"]
+    assert any(h.get("authorization") == f"Bearer {kept}" for _, h in requests)
+    assert studio.token not in "".join(studio.output)  # the banner holds a code only

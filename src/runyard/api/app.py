@@ -29,6 +29,7 @@ from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_gc import mount_gc
 from runyard.api.routes_jobs import build_jobs_router
+from runyard.api.routes_login import build_login_router
 from runyard.api.routes_preview import build_preview_router
 from runyard.api.routes_runs import build_runs_router
 from runyard.api.routes_sync import mount_sync
@@ -97,6 +98,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(build_preview_router(services), prefix="/api/v1")
     app.include_router(build_runs_router(services), prefix="/api/v1")
     app.include_router(build_tasks_router(services), prefix="/api/v1")
+    app.include_router(build_login_router(services), prefix="/api/v1")
     mount_sync(app, services)
     if services.agents is not None:
         from runyard.api.agents import build_agents_router
@@ -111,7 +113,10 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.add_middleware(StartupGate, startup=startup)  # inside auth, as the next one
     app.add_middleware(PathLimits)  # inside auth: a stranger gets a 401 first
     app.add_middleware(
-        BearerAuth, token=settings.token, verify_run_token=run_token_verifier(services)
+        BearerAuth,
+        token=settings.token,
+        verify_run_token=run_token_verifier(services),
+        verify_browser_session=services.browser_sessions.valid,
     )
     _install_browser_safety(app, settings)
     app.state.metrics = install_metrics(app, services)  # outermost: times refusals too

@@ -1,19 +1,21 @@
 """Bearer-token authentication as pure ASGI middleware.
 
-* The configured server token (compared in constant time) opens every route.
+* The configured server token (compared in constant time) opens every route, and so does
+  the token of a Studio tab signed in by a login link (a browser session of the admin,
+  :mod:`runyard.api.login`).
 * A run token issued by the agent-run backend opens ``/jobs``, ``/api/v1`` and ``/mcp``
   only; the routes themselves narrow it to its own session (``request.state.run_scope``).
   ``/metrics`` is the server token's alone. The rule is the same on the TCP listener as on
   the agent-run socket — the same routes, the same scope, nothing more: a run reaches the
   TCP port when it is given one (a pod on a cluster, ``kubernetes.job_api_url``) and where
   its network allows.
-* ``/health`` and the Studio's static files are open: the Studio takes the token from the
-  ``#token=`` fragment of the link ``serve`` prints (a fragment never reaches a server) or
-  asks for it, and sends it only as a header.
+* ``/health`` and the Studio's static files are open, and ``POST /api/v1/login``, where the
+  Studio trades the one-time code of a login link (``serve`` and ``runyard studio`` print
+  ``/#login=<code>``) for a browser session token, which it sends only as a header.
 
 On the agent-run Unix socket (``require_run_token=True``) only run tokens are accepted —
 never the server (admin) token: the socket is reachable from inside runs, and a token that
-leaked into one must not turn into admin rights there.
+leaked into one must not turn into admin rights there (a browser session neither).
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from runyard.errors import NotAuthenticated
 # needs one, so a route added later is protected without being listed anywhere.
 OPEN_PATHS = frozenset({"/health", "/", "/index.html", "/favicon.svg", "/docs"})
 OPEN_STUDIO_PREFIXES = ("/css/", "/js/")
+LOGIN_PATH = "/api/v1/login"  # the code in its body is the credential
 RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/", "/mcp")
 
 RunTokenVerifier = Callable[[str], Any]
+SessionVerifier = Callable[[str], bool]
 
 
 class BearerAuth:
@@ -44,11 +48,13 @@ class BearerAuth:
         verify_run_token: RunTokenVerifier | None = None,
         *,
         require_run_token: bool = False,
+        verify_browser_session: SessionVerifier | None = None,
     ) -> None:
         self.app = app
         self.token = token.encode() if token else None
         self.verify_run_token = verify_run_token
         self.require_run_token = require_run_token
+        self.verify_browser_session = verify_browser_session
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -59,8 +65,8 @@ class BearerAuth:
         if not self.require_run_token and open_route:
             await self.app(scope, receive, send)
             return
-        presented = _bearer(scope)
-        if not self.require_run_token and self._is_server_token(presented):
+        presented = bearer_token(scope)
+        if not self.require_run_token and self._is_admin(presented):
             await self.app(scope, receive, send)
             return
         run_scope = self._run_scope(presented)
@@ -73,10 +79,13 @@ class BearerAuth:
         refusal = NotAuthenticated("Missing or invalid bearer token")
         await render(refusal, path)(scope, receive, send)
 
-    def _is_server_token(self, presented: str | None) -> bool:
+    def _is_admin(self, presented: str | None) -> bool:
         if not presented or self.token is None:
             return False
-        return hmac.compare_digest(presented.encode(), self.token)
+        if hmac.compare_digest(presented.encode(), self.token):
+            return True
+        verify = self.verify_browser_session
+        return verify is not None and verify(presented)
 
     def _run_scope(self, presented: str | None) -> Any:
         if not presented or self.verify_run_token is None:
@@ -85,16 +94,19 @@ class BearerAuth:
 
 
 def is_open_route(scope: Scope) -> bool:
-    """``/health`` and GET/HEAD of the Studio's static files; nothing else."""
+    """``/health``, GET/HEAD of the Studio's static files and the login POST; nothing else."""
     path: str = scope["path"]
     if path == "/health":
         return True
+    if path == LOGIN_PATH:
+        return scope.get("method") == "POST"
     if scope.get("method", "GET") not in ("GET", "HEAD") or ".." in path:
         return False
     return path in OPEN_PATHS or path.startswith(OPEN_STUDIO_PREFIXES)
 
 
-def _bearer(scope: Scope) -> str | None:
+def bearer_token(scope: Scope) -> str | None:
+    """The credentials of the request's ``Authorization: Bearer`` header, if any."""
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             scheme, _, credentials = value.decode("latin-1").partition(" ")

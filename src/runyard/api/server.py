@@ -1,10 +1,13 @@
 """Run the server: uvicorn on TCP (and on the agent-run Unix socket), record its address.
 
-Auth is on by default, as in Jupyter: without a configured token ``serve`` generates one.
-``--no-auth`` (``auth: false``) is an explicit opt-out, allowed on loopback only and
-warned about; off loopback it is refused at start, before anything is bound. The address
-and the token in force go to ``<workspace>/server.json`` (mode 0600) so the CLI and
+Auth is on by default, as in Jupyter: without a configured token ``serve`` reuses the one
+``<workspace>/server.json`` kept from the last start, or generates one (``--rotate-token``:
+always a new one). ``--no-auth`` (``auth: false``) is an explicit opt-out, allowed on
+loopback only and warned about; off loopback it is refused at start, before anything is
+bound. The address and the token in force go to ``server.json`` (mode 0600) so the CLI and
 ``Client.from_workspace`` of the same user find the server of the workspace and sign in.
+The banner's Studio link carries a one-time login code, never the token
+(:mod:`runyard.api.login`).
 
 The port listens before the app is built (api/front.py): what runs before it is only the
 settings, the checks above, the server lock and the log.
@@ -29,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 from runyard.api import serverlog
-from runyard.api.address import server_file, write_server_file
+from runyard.api.address import kept_token, leave_token, server_file, write_server_file
 from runyard.api.allocator import keep_freed_buffers
 from runyard.api.auth import BearerAuth
 from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
+from runyard.api.login import LoginCodes, lifetime_words
 from runyard.api.onewrite import OneWriteHttpProtocol
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
@@ -67,19 +71,34 @@ def check_binding(settings: Settings) -> None:
         )
 
 
-def with_token_in_force(settings: Settings) -> Settings:
-    """The settings the server runs with: a generated token when auth is on and none is
-    configured; no token at all with ``--no-auth``."""
+def with_token_in_force(
+    settings: Settings, kept: str | None = None, *, rotate: bool = False
+) -> Settings:
+    """The settings the server runs with: the configured token; else the ``kept`` one (the
+    last start's, from ``server.json``) unless ``rotate``; else a new one. No token at all
+    with ``--no-auth``."""
     if not settings.auth:
         return settings.model_copy(update={"token": None})
     if settings.token:
         return settings
+    if kept and not rotate:
+        return settings.model_copy(update={"token": kept})
     return settings.model_copy(update={"token": secrets.token_urlsafe(32)})
 
 
-def serve(settings: Settings) -> None:
+def check_rotation(settings: Settings, rotate: bool) -> None:
+    if rotate and (settings.token or not settings.auth):
+        given = "--no-auth serves without one" if not settings.auth else "a token is configured"
+        raise ConfigError(
+            f"--rotate-token makes a new token, but {given} (--token, --token-file, "
+            "RUNYARD_TOKEN or token: in the config): drop one of the two"
+        )
+
+
+def serve(settings: Settings, *, rotate_token: bool = False) -> None:
+    """Serve until SIGINT/SIGTERM; ``rotate_token``: a new token, not the kept one."""
     check_binding(settings)
-    settings = with_token_in_force(settings)
+    check_rotation(settings, rotate_token)
     if not settings.auth:
         print(
             "warning: auth is off (--no-auth): every local user and program can use this "
@@ -90,15 +109,20 @@ def serve(settings: Settings) -> None:
     loop_factory = event_loop_factory(settings.event_loop)
     set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
     keep_freed_buffers()  # request bodies without a page fault per piece
-    lock_fd = hold_server_lock(Path(settings.workspace_dir), server_file(settings))
+    address_file = server_file(settings)
+    lock_fd = hold_server_lock(Path(settings.workspace_dir), address_file)
+    kept = kept_token(address_file)  # read under the lock: no other start reads it now
+    settings = with_token_in_force(settings, kept, rotate=rotate_token)
     serverlog.configure(Path(settings.log_dir), settings.log_level, [settings.token or ""])
     tcp = _bind_tcp(settings.host, settings.port)  # listening: connections queue from now
     host, port = tcp.getsockname()[:2]
     url = f"http://{_url_host(host)}:{port}"
     record = {"url": url, "pid": os.getpid(), "token": settings.token, "started_at": utcnow()}
+    leave = settings.token or kept  # for the next start; with --no-auth the one kept before
+    codes = LoginCodes(settings.login_link_seconds)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            failure = runner.run(_run_all(tcp, settings, record))
+            failure = runner.run(_run_all(tcp, settings, record, codes, leave))
     finally:
         os.close(lock_fd)
     if failure is not None:  # the app could not be built: the error the start ends with
@@ -125,20 +149,25 @@ def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEve
     return uvloop.new_event_loop
 
 
-def _build(settings: Settings) -> tuple[Services, Any]:
+def _build(settings: Settings, codes: LoginCodes) -> tuple[Services, Any]:
     """The services and the app, in the front's thread while the port already answers."""
     from runyard.api.app import create_app  # FastAPI, the routes, the record models
     from runyard.api.services import Services
 
     fault_delay("serve.build")
-    services = Services.build(settings)
+    services = Services.build(settings, login_codes=codes)
     return services, create_app(settings, services)
 
 
 async def _run_all(
-    tcp: socket.socket, settings: Settings, record: dict[str, Any]
+    tcp: socket.socket,
+    settings: Settings,
+    record: dict[str, Any],
+    codes: LoginCodes,
+    leave: str | None,
 ) -> BaseException | None:
-    """Serve until asked to stop; the error of an app that could not be built, if any."""
+    """Serve until asked to stop; the error of an app that could not be built, if any.
+    ``leave``: the token ``server.json`` keeps once the server has stopped."""
     beside: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []  # the agent-run socket
     bound: list[_BoundSocket] = []  # its file, removed at the end
 
@@ -152,7 +181,7 @@ async def _run_all(
     def on_failed(exc: BaseException) -> None:
         main.should_exit = True
 
-    front = Front(settings, partial(_build, settings), on_built, on_failed)
+    front = Front(settings, partial(_build, settings, codes), on_built, on_failed)
     config = _uvicorn_config(AccessLog(front), settings, lifespan="on", timeout_graceful_shutdown=3)
     main = _Server(config)
     loop = asyncio.get_running_loop()
@@ -163,7 +192,7 @@ async def _run_all(
         await asyncio.sleep(0.01)
     if main.started:  # recorded, then announced: whoever reads the line finds the file
         write_server_file(server_file(settings), record)
-        _announce(settings, record)
+        _announce(settings, record, codes)
     try:
         await serving
     finally:
@@ -173,15 +202,19 @@ async def _run_all(
         for socket_file in bound:
             socket_file.remove()
         current = read_json_tolerant(server_file(settings))
-        if current and current.get("pid") == os.getpid():
-            server_file(settings).unlink(missing_ok=True)
+        if current and current.get("pid") == os.getpid():  # the address goes, the token stays
+            leave_token(server_file(settings), leave)
     return front.failure
 
 
-def _announce(settings: Settings, record: dict[str, Any]) -> None:
-    url, token = record["url"], record["token"]
-    # the token rides in the fragment: a browser never sends that part of a URL anywhere
-    studio = f"{url}/#token={token}" if token else f"{url}/"
+def _announce(settings: Settings, record: dict[str, Any], codes: LoginCodes) -> None:
+    url = record["url"]
+    # a one-time code, not the token: browsers keep every address they open (history,
+    # session restore, favicons), and what they keep of this one is spent within minutes
+    studio = f"{url}/"
+    if record["token"]:
+        lasts = lifetime_words(codes.ttl_seconds)
+        studio += f"#login={codes.issue()}  (one-time link, {lasts}; `runyard studio` for another)"
     # one write: start-up runs beside this, and a log line on stderr (often the same pipe)
     # must not land inside the banner, even with unbuffered output
     banner = (

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from runyard.api.idempotency import IdempotencyStore
+from runyard.api.login import BrowserSessions, LoginCodes
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.repository import TaskRepository
@@ -29,9 +30,12 @@ class Services:
     changes: ChangeHub = field(default_factory=ChangeHub)
     # The Idempotency-Key store, opened on the first keyed request (api/idempotent.py).
     idempotency: IdempotencyStore | None = None
+    # the Studio's sign-in (api/login.py): serve mints the banner's code before the app exists
+    login_codes: LoginCodes = field(default_factory=LoginCodes)
+    browser_sessions: BrowserSessions = field(default_factory=BrowserSessions)
 
     @classmethod
-    def build(cls, settings: Settings) -> Services:
+    def build(cls, settings: Settings, login_codes: LoginCodes | None = None) -> Services:
         workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
         workspace.ensure()
         registry = TaskRegistry.load()
@@ -40,7 +44,12 @@ class Services:
         supervisor.known_tasks = repository  # its start reads no folder the index has read
         supervisor.on_records = repository.take_changes  # Kubernetes workers' writes
         supervisor.on_created = repository.take_created  # a submit's folder, not read back
-        services = cls(settings, workspace, registry, repository, supervisor)
+        codes = login_codes or LoginCodes(settings.login_link_seconds)
+        sessions = BrowserSessions(settings.studio_session_hours * 3600)
+        services = cls(
+            settings, workspace, registry, repository, supervisor,
+            login_codes=codes, browser_sessions=sessions,
+        )  # fmt: skip
         services.agents = _build_agents(services)
         return services
 

@@ -53,7 +53,9 @@ READS_WITHOUT_INDEX = frozenset(
     )
     for suffix in ("", "/events")
 )
-OPEN_PATHS = frozenset({"/health", "/jobs", "/", "/index.html", "/favicon.svg", "/docs"})
+# the login routes need no index: a sign-in during a long start-up is not held back
+OPEN_PATHS = frozenset({"/health", "/jobs", "/", "/index.html", "/favicon.svg", "/docs",
+                        "/api/v1/login", "/api/v1/login/codes", "/api/v1/logout"})  # fmt: skip
 OPEN_PREFIXES = ("/css/", "/js/", "/docs/")
 
 

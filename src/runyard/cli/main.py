@@ -18,6 +18,7 @@ from runyard.cli.lazyapp import LazyTyper
 from runyard.cli.mcp import mcp
 from runyard.cli.runs import runs
 from runyard.cli.serve import serve
+from runyard.cli.studio import studio
 from runyard.cli.watch import watch
 
 app = LazyTyper(
@@ -56,6 +57,7 @@ def _root(
 
 
 app.command()(serve)
+app.command()(studio)
 for command in (
     tasks.run, tasks.submit, tasks.wait, tasks.status, tasks.ls, tasks.logs, tasks.graph,
     tasks.context, tasks.cancel, tasks.rm, tasks.defs,

@@ -1,10 +1,11 @@
 // Starts the vendored Swagger UI on /docs (the page has no inline script: the CSP forbids it).
 // The API description and "Try it out" requests carry this tab's token as a header, the same
-// token the Studio uses (from its sign-in or a `#token=` link); nothing is fetched elsewhere.
+// session token the Studio uses (from its sign-in or a link); nothing is fetched elsewhere.
 
-import { adoptLinkToken, getToken } from "./auth.js";
+import { adoptLinkToken, adoptLoginLink, getToken } from "./auth.js";
 
-adoptLinkToken();
+await adoptLinkToken();
+await adoptLoginLink();
 const note = document.getElementById("docs-note");
 if (getToken()) note.hidden = true;
 

@@ -1,7 +1,9 @@
 // The Studio shell: a hash router that mounts one view at a time into <main>.
 // Each view is `render(container, params, query) -> cleanup` and owns its timers/streams.
 
-import { adoptLinkToken, askToken, forgetToken, getToken, onTokenChange, signInDeclined } from "./auth.js";
+import {
+  adoptLinkToken, adoptLoginLink, askToken, forgetToken, getToken, onTokenChange, signInDeclined,
+} from "./auth.js";
 import { errorBox, h, replace } from "./dom.js";
 import { watchStorage } from "./storage.js";
 import { setTitle } from "./ui.js";
@@ -76,8 +78,26 @@ function syncTokenButtons() {
   document.getElementById("sign-in").hidden = !signInDeclined();
 }
 
-function start() {
-  adoptLinkToken(); // first: before any request, and before the router reads the hash
+/** The page a login link that failed leaves: what happened and how to get a new link. */
+function showFailedLogin({ expired, message }) {
+  setTitle("Sign-in link expired");
+  const main = document.getElementById("main");
+  const title = expired ? "This sign-in link has expired or was already used." : "Sign-in failed.";
+  replace(main,
+    h("div", { class: "alert alert-error", role: "alert", id: "login-failed" },
+      h("strong", {}, title), " ",
+      h("span", { class: "alert-text" }, expired
+        ? "A link signs in once, within a few minutes. Run "
+        : `${message} Run `,
+      h("code", {}, "runyard studio"), " on the server's machine for a new one.")),
+    h("p", {}, "Or ", h("a", { href: "#/tasks" }, "sign in with the access token"), "."));
+}
+
+async function start() {
+  // first: before any other request, and before the router reads the hash (each link
+  // leaves the address before its own request)
+  await adoptLinkToken();
+  const login = await adoptLoginLink();
   const forget = document.getElementById("forget-token");
   forget.addEventListener("click", () => {
     forgetToken();
@@ -93,7 +113,8 @@ function start() {
   onTokenChange(syncTokenButtons);
   syncTokenButtons();
   window.addEventListener("hashchange", route);
-  route();
+  if (login && !login.ok && !getToken()) showFailedLogin(login);
+  else route();
   watchStorage();
 }
 
