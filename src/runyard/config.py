@@ -116,13 +116,15 @@ class Retention(BaseModel):
 
 
 class SyncSettings(BaseModel):
-    """Continuous sync: push each finished task of ``task_types`` (all when empty) to the
-    configured ``targets`` entry ``target``, through an outbox that survives restarts."""
+    """Task sync. Sending: with ``target`` set, push each finished task of ``task_types``
+    (all when empty) to that ``targets`` entry, through an outbox that survives restarts.
+    Receiving: a task whose tar would write more than ``max_task_mb`` MiB is refused (413)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    target: str = Field(min_length=1)
+    target: str | None = Field(None, min_length=1)
     task_types: list[str] = Field(default_factory=list)
+    max_task_mb: int = Field(10240, ge=1)
 
 
 class Settings(BaseSettings):
@@ -196,7 +198,9 @@ class Settings(BaseSettings):
             max_age_days=None, keep_last_per_task=None, keep_runs=None, interval_seconds=3600.0
         )
     )
-    sync: SyncSettings | None = None
+    sync: SyncSettings = Field(
+        default_factory=lambda: SyncSettings(target=None, task_types=[], max_task_mb=10240)
+    )
 
     @model_validator(mode="after")
     def _disk_quota_for_agent_runs(self) -> Settings:

@@ -99,10 +99,18 @@ BAD_MEMBERS = [
     _member("task/status.json"),  # a second copy of a member
     _member("task/fifo", tarfile.FIFOTYPE),
     _member("elsewhere.txt"),
+    _member("task/chr", tarfile.CHRTYPE),
+    _member("task/blk", tarfile.BLKTYPE),
+    _member("task/contiguous", tarfile.CONTTYPE),
+    _member("log", tarfile.SYMTYPE, link="/etc/shadow"),
+    _member("task/./dot.txt"),
+    _member("task/" + "n" * 300),  # one name past 255 bytes
+    _member("task/" + "d/" * 40 + "f"),  # 41 levels, well under 4096 bytes
+    _member("task/" + "d/" * 2000 + "f"),  # 2,000 levels
 ]
 
 
-@pytest.mark.parametrize("member", BAD_MEMBERS, ids=lambda m: m.name)
+@pytest.mark.parametrize("member", BAD_MEMBERS, ids=lambda m: m.name[:40])
 def test_a_bad_tar_member_refuses_the_whole_task(
     receiver: ServerProcess, member: tarfile.TarInfo
 ) -> None:

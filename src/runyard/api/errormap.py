@@ -160,8 +160,9 @@ API_TABLE: dict[type[BaseException], Rule] = {
     UploadTooLarge: Rule(413, "too_large"),
 }
 
-# the refusals a receiver answers 409 (the rules refuse it); the rest (members, hashes) 422
-SYNC_CONFLICTS = frozenset({"active", "newer"})
+# the refusals a receiver answers 409 (the rules refuse it) or 413 (larger than
+# sync.max_task_mb); the rest (members, hashes) 422
+SYNC_STATUS = {"active": 409, "newer": 409, "too_large": 413}
 
 ROUTE_TABLE: dict[str, dict[type[BaseException], Rule]] = {
     "list_tasks": {InvalidInput: Rule(400, "invalid_query")},
@@ -236,7 +237,7 @@ def api_error_response(exc: BaseException, route: str | None = None) -> JSONResp
     status = rule.status
     if isinstance(exc, SyncRefused):
         code = exc.code
-        status = 409 if exc.code in SYNC_CONFLICTS else rule.status
+        status = SYNC_STATUS.get(exc.code, rule.status)
     if status >= 500 and status != 507:
         log.error("%s answered %d: %s", type(exc).__name__, status, exc)
     return api_error(status, code, str(exc), rule.headers)

@@ -8,10 +8,12 @@ see :mod:`runyard.api.guard`) and answers ``{task_id, action, replaced_run, byte
 ``POST /api/v1/sync/held`` ``{source}`` lists the tasks that source sent here, and
 ``POST /api/v1/sync/delete`` ``{source, task_ids}`` deletes those of them that are
 finished here (``runyard sync push --delete``; see :mod:`runyard.sync.deletion`);
-409 when the rules refuse it (active here, newer here), 422 when its members or hashes
-are wrong. A run token gets 403 on both: a run may not write other sessions' tasks.
-With ``sync:`` configured, :func:`mount_sync` also runs the continuous-sync outbox
-(:mod:`runyard.sync.outbox`) from the server's start to its shutdown.
+409 when the rules refuse it (active here, newer here), 413 when it is larger than
+``sync.max_task_mb``, 422 when its members or hashes are wrong, 507 when it would leave
+less than ``min_free_mb`` free; a refused task leaves nothing behind. A run token gets
+403 on both: a run may not write other sessions' tasks. With ``sync.target`` configured,
+:func:`mount_sync` also runs the continuous-sync outbox (:mod:`runyard.sync.outbox`) from
+the server's start to its shutdown.
 
 The body is read from ``request.stream()`` by a worker thread through a small blocking
 reader, so the tar is parsed as it arrives and memory stays flat at any size.
@@ -34,7 +36,7 @@ from runyard.errors import ConfigError, Forbidden, InvalidInput
 from runyard.sync.deletion import MAX_DELETES, delete_synced, held_from
 from runyard.sync.diff import diff, parse_candidates
 from runyard.sync.outbox import SyncOutbox
-from runyard.sync.receiver import apply_task_stream
+from runyard.sync.receiver import ReceiveLimits, apply_task_stream
 from runyard.sync.sender import Receiver
 from runyard.workspace.identity import parse_task_id
 
@@ -90,13 +92,17 @@ def build_sync_router(services: Services) -> APIRouter:
         parse_task_id(task_id)
         origin = {"server": source[:MAX_SOURCE_CHARS] or "unknown"}
         body = BlockingBody(request.stream().__aiter__())
-        # a SyncRefused answers 409 or 422 with its own code (api/errormap.py)
+        settings = services.settings
+        limits = ReceiveLimits(settings.sync.max_task_mb << 20, settings.min_free_mb)
+        # a SyncRefused answers 409, 413 or 422 with its own code (api/errormap.py), a
+        # task that would leave less than min_free_mb free 507
         outcome = await run_in_threadpool(
             apply_task_stream,
             services.workspace,
             task_id,
             body,  # type: ignore[arg-type]
             origin,
+            limits,
         )
         services.repository.refresh(task_id)
         return {
@@ -151,9 +157,9 @@ def _id_list(value: Any) -> bool:
 
 
 def build_outbox(services: Services) -> SyncOutbox | None:
-    """The continuous-sync outbox of the ``sync`` setting, or None when it is not set."""
+    """The continuous-sync outbox of ``sync.target``, or None when no target is set."""
     sync = services.settings.sync
-    if sync is None:
+    if sync.target is None:
         return None
     target = services.settings.targets.get(sync.target)
     if target is None:
