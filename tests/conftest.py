@@ -57,7 +57,9 @@ def _run_cgroups_under(root: Path) -> set[str]:
     for folder, dirs, files in os.walk(root):
         names.update(agent_cgroup_name(name) for name in dirs if name.startswith("run-"))
         if "status.json" in files:
-            with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+            with contextlib.suppress(
+                OSError, ValueError, AttributeError, TypeError, RecursionError
+            ):
                 run_id = json.loads(_regular_file_bytes(Path(folder, "status.json"))).get("run_id")
                 if isinstance(run_id, str):
                     names.add(task_cgroup_name(run_id))

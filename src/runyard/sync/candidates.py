@@ -6,9 +6,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from runyard.workspace.atomic import read_bytes_tolerant
 from runyard.workspace.identity import parse_task_id
@@ -45,6 +46,13 @@ class TaskFilter:
             return False
         return not (self.since and (status.finished_at or "") < self.since)
 
+    def matches_id(self, task_id: str) -> bool:
+        """What can be told from the id alone: its type and registered task."""
+        tid = parse_task_id(task_id)
+        if self.task_type and tid.task_type != self.task_type:
+            return False
+        return not (self.task and tid.task != self.task)
+
 
 def metadata_sha256(workspace: Workspace, task_id: str) -> str:
     data = read_bytes_tolerant(workspace.metadata_path(task_id))
@@ -60,7 +68,20 @@ def candidate_for(workspace: Workspace, status: TaskStatus) -> Candidate:
     )
 
 
-def _statuses(workspace: Workspace, task_filter: TaskFilter) -> Iterator[TaskStatus]:
+class Offer(NamedTuple):
+    """What a push considers: terminal ``candidates``; the ids that are ``unfinished``
+    (never offered: only terminal folders are copied); and the ids whose ``status.json``
+    is there but not a valid status of the task (``invalid``: never offered, since a
+    task can rewrite its own record, and the push says so)."""
+
+    candidates: list[Candidate]
+    unfinished: list[str]
+    invalid: list[str]
+
+
+def _statuses(
+    workspace: Workspace, task_filter: TaskFilter, invalid: list[str]
+) -> Iterator[TaskStatus]:
     if task_filter.task_ids:
         ids: Iterator[str] = iter(task_filter.task_ids)
     else:
@@ -70,20 +91,18 @@ def _statuses(workspace: Workspace, task_filter: TaskFilter) -> Iterator[TaskSta
         status = workspace.read_status(task_id)
         if status is not None:
             yield status
+        elif task_filter.matches_id(task_id) and os.path.lexists(workspace.status_path(task_id)):
+            invalid.append(task_id)
 
 
-def collect_candidates(
-    workspace: Workspace, task_filter: TaskFilter
-) -> tuple[list[Candidate], list[str]]:
-    """``(candidates, unfinished)``: terminal tasks matching the filter, and the matching
-    ids that are not finished (never offered: only terminal folders are copied)."""
-    candidates: list[Candidate] = []
-    unfinished: list[str] = []
-    for status in _statuses(workspace, task_filter):
+def collect_candidates(workspace: Workspace, task_filter: TaskFilter) -> Offer:
+    """The tasks matching the filter, sorted into an :class:`Offer`."""
+    offer = Offer([], [], [])
+    for status in _statuses(workspace, task_filter, offer.invalid):
         if not task_filter.matches(status):
             continue
         if status.terminal:
-            candidates.append(candidate_for(workspace, status))
+            offer.candidates.append(candidate_for(workspace, status))
         else:
-            unfinished.append(status.task_id)
-    return candidates, unfinished
+            offer.unfinished.append(status.task_id)
+    return offer

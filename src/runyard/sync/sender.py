@@ -25,7 +25,7 @@ import httpx
 from runyard.sync.candidates import Candidate, TaskFilter, collect_candidates
 from runyard.sync.deletion import MAX_DELETES, gone_here
 from runyard.sync.diff import MAX_CANDIDATES, REFUSE, SEND, SKIP
-from runyard.sync.errors import SyncError
+from runyard.sync.errors import SyncError, UnsendableTask
 from runyard.sync.tarstream import task_tar_stream
 from runyard.tls import client_verify
 from runyard.workspace.atomic import read_json_tolerant, write_json_atomic
@@ -37,6 +37,12 @@ HELD_PATH = "/api/v1/sync/held"
 DELETE_PATH = "/api/v1/sync/delete"
 TAR_TYPE = "application/x-tar"
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+# the receiver's refusals of one task (the rules, its size, its members): the push goes on
+TASK_REFUSALS = frozenset({409, 413, 422})
+INVALID_STATUS = (
+    "not sent: its status.json is not a valid status of this task (a task may rewrite "
+    "its own folder; a run_id must be 1-64 letters, digits, '_' or '-')"
+)
 
 
 @dataclass(frozen=True)
@@ -99,10 +105,12 @@ def push(
     here. Raises :class:`SyncError` when the receiver cannot be reached or answers
     something unexpected."""
     report = SyncReport()
-    candidates, unfinished = collect_candidates(workspace, task_filter)
+    candidates, unfinished, invalid = collect_candidates(workspace, task_filter)
     for task_id in unfinished:
         if task_id in task_filter.task_ids:  # named explicitly: say why it was not sent
             report.refuse(task_id, "not finished: only terminal tasks are synced")
+    for task_id in invalid:
+        report.refuse(task_id, INVALID_STATUS)
     source = source_id(workspace)
     try:
         with receiver.client() as client:
@@ -145,13 +153,18 @@ def _send_one(
     if status is None or not status.terminal:  # changed since the diff
         report.refuse(task_id, "no longer finished here")
         return
+    try:
+        stream = task_tar_stream(workspace, status)
+    except UnsendableTask as exc:
+        report.refuse(task_id, f"not sent: {exc.reason}")
+        return
     reply = client.post(
         TASK_PATH + quote(task_id, safe=""),
         params={"source": source},
-        content=task_tar_stream(workspace, status),
+        content=stream,
         headers={"content-type": TAR_TYPE},
     )
-    if reply.status_code in (409, 422):
+    if reply.status_code in TASK_REFUSALS:
         report.refuse(task_id, _error_message(reply))
         return
     answer = _json_or_fail(reply)

@@ -150,6 +150,6 @@ def read_json_tolerant(path: Path) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # json recurses once a nesting level
         return None
     return data if isinstance(data, dict) else None
