@@ -134,6 +134,9 @@ class Settings(BaseSettings):
 
     workspace_dir: Path = Path(".runyard")
     log_dir: Path = Path("logs")
+    # who may read the workspace and the logs: the server's user alone ("private": folders
+    # 0700, files 0600), or its group too ("group": 2770/0660); never other users
+    workspace_mode: Literal["private", "group"] = "private"
     # the server log's level (<log_dir>/server.log): access lines are "info"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     host: str = "127.0.0.1"

@@ -59,6 +59,10 @@ def test_runs_execute_as_the_run_user_in_its_group(root: Path, mode: str) -> Non
 
 
 def _check_folders(service: AgentService, run_id: str, session_id: str) -> None:
+    # the workspace is the server's alone; the run's group may only pass through it
+    layout = service.layout
+    for folder in (layout.root.parent, layout.root, layout.workspaces, layout.session_states):
+        assert owner_mode(folder) == (os.getuid(), RUN_GID, 0o710), folder
     run_dir = service.layout.run_dir(run_id)
     assert owner_mode(run_dir) == (os.getuid(), RUN_GID, 0o2750)
     for name in ("in", "out", "tmp"):

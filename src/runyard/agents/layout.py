@@ -14,6 +14,9 @@
 Folders a run writes are owned by the configured run UID/GID (``agent_run_uid`` /
 ``agent_run_gid``, else the server's own) with mode ``2770``: group-writable and setgid,
 so everything created inside stays in the run group. Nothing is ever made ``0777``.
+The workspace around them is the server's alone (``workspace_mode``); such runs are given
+passage through it, search permission for their group on the folders on the way
+(:meth:`AgentLayout.open_passage`).
 
 A run can write its ``in/``, ``out/``, ``tmp/`` and the session's state folder, and may
 leave symlinks there for the server to trip over. The server (often root) therefore never
@@ -59,6 +62,7 @@ from typing import Any
 from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
 from runyard.agents.ids import check_agent_id, check_stored_name
 from runyard.errors import ConfigError, NoSuchFile, UnsafePath
+from runyard.privacy import grant_passage, never_other
 from runyard.workspace.safefs import FileEntry, OpenedFile, open_under, walk_files
 
 RUN_DIR_MODE = 0o2770
@@ -200,7 +204,17 @@ class AgentLayout:
             folder.mkdir(parents=True, exist_ok=True)
         (self.log_dir / "agent").mkdir(parents=True, exist_ok=True)
         self.make_socket_folder()
-        os.chmod(self.uploads, 0o750)
+        never_other(self.uploads)
+
+    def open_passage(self, owner: Ownership, workspace_mode: str) -> None:
+        """Runs executing as another user reach their folders (and the socket's) through
+        the workspace: the runs' group gets passage on each folder on the way
+        (:func:`runyard.privacy.grant_passage`); nothing when runs are the server's."""
+        if not owner.differs:
+            return
+        way = (self.root.parent, self.root, self.workspaces, self.session_states)
+        for folder in (*way, self.make_socket_folder()):
+            grant_passage(folder, owner.effective_gid, workspace_mode)
 
     def make_socket_folder(self) -> Path:
         """Make the socket's folder; answers it.

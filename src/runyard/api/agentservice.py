@@ -32,6 +32,7 @@ from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.executors.local import LocalExecutor
+from runyard.privacy import make_folder
 from runyard.runtime.agentlaunch import choose_sandbox, user_prefix
 from runyard.runtime.agentstart import RunStarter, StartContext
 from runyard.runtime.executor import WorkerExecutor
@@ -55,7 +56,7 @@ class AgentService:
         self.settings = settings
         self.layout = layout
         self.store = store
-        self.owner = Ownership(settings.agent_run_uid, settings.agent_run_gid)
+        self.owner = _owner(settings)
         _check_ownership(self.owner)
         # run streams wait on it (api/run_stream.py); a server's is shared with task streams
         self.changes = changes if changes is not None else ChangeHub()
@@ -88,8 +89,7 @@ class AgentService:
         """The server's service: its runs are watched by the server's ``supervisor`` and
         reported to the server's change hub."""
         root = Path(os.path.abspath(workspace.root)) / "agent"
-        layout = AgentLayout(root, Path(workspace.log_dir))
-        layout.ensure()
+        layout = _prepared_layout(settings, AgentLayout(root, Path(workspace.log_dir)))
         store = SQLiteStore(layout.db_path)
         return cls(settings, layout, store, supervisor=supervisor, changes=changes)
 
@@ -97,8 +97,9 @@ class AgentService:
     def open(cls, settings: Settings) -> AgentService:
         """A service on ``settings.workspace_dir`` without the rest of the server."""
         root = Path(os.path.abspath(settings.workspace_dir)) / "agent"
+        make_folder(root.parent, settings.workspace_mode)
         layout = AgentLayout(root, Path(os.path.abspath(settings.log_dir)))
-        layout.ensure()
+        layout = _prepared_layout(settings, layout)
         return cls(settings, layout, SQLiteStore(layout.db_path))
 
     @property
@@ -175,6 +176,20 @@ def build_executor(settings: Settings, supervisor: Supervisor) -> WorkerExecutor
     if settings.agent_executor == "kubernetes":
         return supervisor.kubernetes_executor()
     return LocalExecutor()
+
+
+def _owner(settings: Settings) -> Ownership:
+    return Ownership(settings.agent_run_uid, settings.agent_run_gid)
+
+
+def _prepared_layout(settings: Settings, layout: AgentLayout) -> AgentLayout:
+    """``layout``'s folders made, and passage through the workspace for runs that execute
+    as another user (checked first: only a root server can start them)."""
+    layout.ensure()
+    owner = _owner(settings)
+    _check_ownership(owner)
+    layout.open_passage(owner, settings.workspace_mode)
+    return layout
 
 
 def _check_ownership(owner: Ownership) -> None:

@@ -10,7 +10,8 @@ The banner's Studio link carries a one-time login code, never the token
 (:mod:`runyard.api.login`).
 
 The port listens before the app is built (api/front.py): what runs before it is only the
-settings, the checks above, the server lock and the log.
+settings, the checks above, the workspace's modes (api/workspace_privacy.py), the server lock
+and the log.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from runyard.api.login import LoginCodes, lifetime_words
 from runyard.api.onewrite import OneWriteHttpProtocol
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
+from runyard.api.workspace_privacy import close_workspace, report_closed
 from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.faults import fault_delay
@@ -109,11 +111,13 @@ def serve(settings: Settings, *, rotate_token: bool = False) -> None:
     loop_factory = event_loop_factory(settings.event_loop)
     set_title("serve", str(settings.workspace_dir))  # what ps shows for this server
     keep_freed_buffers()  # request bodies without a page fault per piece
+    tightened = close_workspace(settings)  # the umask first: all made from now on has it
     address_file = server_file(settings)
     lock_fd = hold_server_lock(Path(settings.workspace_dir), address_file)
     kept = kept_token(address_file)  # read under the lock: no other start reads it now
     settings = with_token_in_force(settings, kept, rotate=rotate_token)
     serverlog.configure(Path(settings.log_dir), settings.log_level, [settings.token or ""])
+    report_closed(tightened, settings)
     tcp = _bind_tcp(settings.host, settings.port)  # listening: connections queue from now
     host, port = tcp.getsockname()[:2]
     url = f"http://{_url_host(host)}:{port}"

@@ -9,6 +9,7 @@ from runyard.api.idempotency import IdempotencyStore
 from runyard.api.login import BrowserSessions, LoginCodes
 from runyard.changes import ChangeHub
 from runyard.config import Settings
+from runyard.privacy import make_folder
 from runyard.repository import TaskRepository
 from runyard.runtime.supervisor import Supervisor
 from runyard.tasks.registry import TaskRegistry
@@ -37,6 +38,8 @@ class Services:
     @classmethod
     def build(cls, settings: Settings, login_codes: LoginCodes | None = None) -> Services:
         workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
+        for folder in (workspace.root, workspace.log_dir):  # whatever this process's umask
+            make_folder(folder, settings.workspace_mode)
         workspace.ensure()
         registry = TaskRegistry.load()
         repository = TaskRepository(workspace, snapshots=True)

@@ -99,10 +99,16 @@ def load_place(
 def _found(
     find: Callable[[dict[str, Any], Path | None], T], cli: dict[str, Any], config: Path | None
 ) -> T:
+    from runyard.privacy import PRIVATE, restrict_process
+
     try:
-        return find(cli, config)
+        found = find(cli, config)
     except RunyardError as exc:
         fail(str(exc))
+    # whatever this command writes in the workspace (file mode, backup, sync, mcp) is made
+    # with the mode's permissions; a Place is found only when nothing sets workspace_mode
+    restrict_process(getattr(found, "workspace_mode", PRIVATE))
+    return found
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

@@ -30,6 +30,7 @@ from runyard.config import Settings
 from runyard.errors import ConfigError
 from runyard.executors.base import LaunchSpec, Limits, Mount
 from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
+from runyard.privacy import grant_passage
 from runyard.runtime.environment import without_secrets
 from runyard.runtime.submitters import session_of
 from runyard.runtime.worker import WorkerPayload
@@ -57,13 +58,18 @@ def user_prefix(settings: Settings) -> list[str]:
 
 
 def prepare_task_dir(settings: Settings, task_dir: Path) -> None:
-    """Give the run user the task folder and the records its worker appends to or replaces.
+    """Give the run user the task folder and the records its worker appends to or replaces,
+    and passage to it through the workspace root and the type folder (its sandbox is made
+    as the run user, who must reach the folder to mount it).
 
     Nothing changes when runs execute as the server's own user.
     """
     uid, gid = settings.agent_run_uid, settings.agent_run_gid
     if uid is None and gid is None:
         return
+    passage_gid = os.getgid() if gid is None else gid
+    for folder in (task_dir.parent.parent, task_dir.parent):
+        grant_passage(folder, passage_gid, settings.workspace_mode)
     owner = (-1 if uid is None else uid, -1 if gid is None else gid)
     os.chown(task_dir, *owner, follow_symlinks=False)
     os.chmod(task_dir, 0o2770, follow_symlinks=False)
