@@ -73,19 +73,22 @@ def test_a_signed_in_browser_keeps_no_server_token_on_disk(
     try:
         context.set_default_timeout(15_000)
         page = context.pages[0] if context.pages else context.new_page()
+        sent: set[str] = set()  # what the tab signs its requests with
+        page.on("request", lambda request: sent.add(request.headers.get("authorization", "")))
         page.goto(link.group(1))
         page.wait_for_selector(ROW)  # data that needs auth: signed in
         assert page.url == f"{fresh.url}/" and code not in page.url
-        session = page.evaluate("sessionStorage.getItem('runyard.token')")
         page.goto(fresh.url + "/#/submit")  # a few more pages, as a user goes on
         page.goto(fresh.url + "/#/tasks")
         page.wait_for_selector(ROW)
     finally:
         context.close()  # the browser writes its databases out
-    assert session and session != fresh.token
     # the check can see: the browser did record the link it opened, code and all (spent)
     assert "Default/History" in files_holding(profile, code)
     assert files_holding(profile, fresh.token) == []
+    bearers = {value.removeprefix("Bearer ") for value in sent if value}
+    assert len(bearers) == 1 and fresh.token not in bearers
+    session = bearers.pop()
     lasting = [f for f in files_holding(profile, session) if f.split("/")[1:2] and
                f.split("/")[1] in OUTLIVES_THE_BROWSER]  # fmt: skip
     assert lasting == []
