@@ -59,5 +59,5 @@ def sign_in_by_link(page: Any, server: ServerProcess) -> None:
     was traded for stays in this tab's sessionStorage and the next ``goto`` loads a fresh
     page."""
     page.goto(login_link(server))
-    page.wait_for_function("sessionStorage.getItem('runyard.token') !== null")
+    page.wait_for_selector("#forget-token:not([hidden])")  # shown once the tab holds a token
     page.goto("about:blank")

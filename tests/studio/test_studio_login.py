@@ -77,7 +77,7 @@ def test_a_spent_link_says_how_to_get_a_new_one(fresh: ServerProcess, chromium: 
     link, code = banner_link(fresh)
     context, page, _, errors = open_tab(chromium)
     page.goto(link)  # spent by the test above, or here first: either way spent from now on
-    page.wait_for_function("!location.hash.includes('login=')")
+    page.wait_for_selector("#forget-token:not([hidden]), #login-failed")
     context.close()
     context, page, _, errors = open_tab(chromium)  # a tab that is not signed in
     try:

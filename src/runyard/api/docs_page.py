@@ -7,7 +7,7 @@ module of ours (``studio/js/docs.js``); its policy is the Studio's (``'self'`` o
 
 The page itself is open like the Studio's files: it holds no data. The API description
 (``/openapi.json``) still needs the token; the start module sends the one this tab holds
-(from the Studio, or a ``#token=`` link) as an ``Authorization`` header.
+(the Studio's sign-in, or a login link opened here) as an ``Authorization`` header.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ DOCS_HTML = """<!doctype html>
 </head>
 <body>
   <p class="docs-note" id="docs-note">The API description needs this server's token: open
-    this page from the Studio (the <a href="/">API</a> link) or by a link ending in
-    <code>#token=&lt;token&gt;</code>.</p>
+    this page from the Studio (the <a href="/">API</a> link) once signed in there
+    (<code>runyard studio</code> prints a sign-in link).</p>
   <div id="swagger-ui"></div>
 </body>
 </html>
