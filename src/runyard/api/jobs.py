@@ -33,7 +33,7 @@ from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.runtime.liveness import settle
-from runyard.runtime.submitters import own_status, trusted_log_path
+from runyard.runtime.submitters import log_to_read, own_status, trusted_log_path
 from runyard.runtime.supervisor import TaskHandle
 from runyard.tasks.base import TaskDefinition
 from runyard.workspace.identity import parse_task_id
@@ -179,7 +179,8 @@ async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub, scope: Sco
     status = await run_in_threadpool(current_status, s, args.task_id, scope)
     if args.run_id is not None and status.run_id != args.run_id:
         raise RunMismatch(args.task_id, args.run_id, status.run_id)
-    chunk = await run_in_threadpool(read_log_window, status.log_path, args.offset, args.limit)
+    log_path = log_to_read(s.workspace, status)
+    chunk = await run_in_threadpool(read_log_window, log_path, args.offset, args.limit)
     return chunk.model_dump(mode="json"), True
 
 

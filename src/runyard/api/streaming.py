@@ -37,6 +37,7 @@ from runyard.api.sse import (
 )
 from runyard.changes import ChangeHub
 from runyard.errors import BadEventId
+from runyard.runtime.submitters import log_to_read
 from runyard.workspace.events import read_events
 from runyard.workspace.logs import MAX_LIMIT
 from runyard.workspace.records import TaskStatus
@@ -107,9 +108,11 @@ async def stream_task_events(
     cursor.run_tag = run_tag(pinned)
     heartbeat = Heartbeat(services.settings.sse_heartbeat_seconds)
     events_path = services.workspace.events_path(task_id)
+    # the pinned run's log, derived from its ids (never a path its status names)
+    log_path = await run_in_threadpool(log_to_read, services.workspace, status)
     with hub.subscribe(task_id) as sub, sse_client("task"):
         while True:
-            for chunk in await run_in_threadpool(_drain, events_path, status, cursor):
+            for chunk in await run_in_threadpool(_drain, events_path, log_path, cursor):
                 yield chunk
                 heartbeat.sent()
             if status.terminal:
@@ -135,7 +138,7 @@ def _status_or_none(services: Services, task_id: str, scope: RunScope | None) ->
         return None
 
 
-def _drain(events_path: Any, status: TaskStatus, cursor: StreamCursor) -> list[bytes]:
+def _drain(events_path: Any, log_path: str, cursor: StreamCursor) -> list[bytes]:
     out: list[bytes] = []
     events, next_offset = read_events(events_path, cursor.events_offset)
     for index, (_, event) in enumerate(events):
@@ -145,7 +148,7 @@ def _drain(events_path: Any, status: TaskStatus, cursor: StreamCursor) -> list[b
         if event.get("kind") == "progress":
             out.append(format_event("progress", progress_data(event), cursor.event_id))
     cursor.events_offset = next_offset
-    while (chunk := next_log_window(status.log_path, cursor.log_offset, MAX_LIMIT)) is not None:
+    while (chunk := next_log_window(log_path, cursor.log_offset, MAX_LIMIT)) is not None:
         cursor.log_offset = chunk.next_offset
         data = log_data(chunk.model_dump(mode="json"))
         out.append(format_event("log", data, cursor.event_id))

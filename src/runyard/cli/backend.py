@@ -192,11 +192,11 @@ class LocalBackend:
         return settle(self.workspace, status)
 
     def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
-        from runyard.runtime.submitters import trusted_log_path
+        from runyard.runtime.submitters import log_to_read
         from runyard.workspace.logs import read_log_window
 
         status = self.status(task_id)
-        return read_log_window(trusted_log_path(self.workspace, status), offset, limit)
+        return read_log_window(log_to_read(self.workspace, status), offset, limit)
 
     def graph(self, task_id: str) -> TaskGraph:
         parse_task_id(task_id)

@@ -19,7 +19,7 @@ from runyard.errors import RunMismatch, RunyardError, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.pidwatch import watching
 from runyard.runtime.kubemarks import on_kubernetes
-from runyard.runtime.submitters import server_copy, trusted_log_path
+from runyard.runtime.submitters import log_to_read, server_copy
 from runyard.runtime.workerlock import (
     holding_if_free,
     lock_held,
@@ -118,7 +118,7 @@ def end_dead_run(
             return current
         cancelled = cancelled or cancel_requested(workspace, task_id, run_id)
         if error is None and not cancelled:  # the real log's tail, never a path the task wrote
-            error = _death_message(current, exit_info, trusted_log_path(workspace, current))
+            error = _death_message(current, exit_info, log_to_read(workspace, current))
         error = error or ""
         final = _final_status(current, exit_info, cancelled, error)
         _record_final(workspace, final, with_event=True)

@@ -164,21 +164,34 @@ def own_status(workspace: Workspace, task_id: str, status: TaskStatus | None) ->
 
 
 def trusted_log_path(workspace: Workspace, status: TaskStatus) -> str:
-    """Where the log of ``status`` really is, derived by the server from validated ids.
+    """The log path to tell of ``status``: the log of its run, derived from validated ids.
 
     The log of a run is ``<log_dir>/<task_type>/<task_id>/<run_id>.log``; for a
     run-submitted task the run is the recorded one, never one a status the task could have
-    rewritten names. ``status.log_path`` is only told, never followed, with one exception
-    kept for workspaces written by other tools: an admin task whose derived log does not
-    exist, whose status names a log inside the log folder.
+    rewritten names. An admin task whose derived log does not exist (a status written by
+    another tool) is told as its status says; what is *opened* is :func:`log_to_read`.
     """
-    record = read_submitter(workspace, status.task_id)
-    sandboxed = record is not None or isinstance(status.submitted_by, dict)
-    run_id = record["run_id"] if record is not None else status.run_id
-    derived = os.path.abspath(workspace.run_log_path(status.task_id, run_id))
+    derived, sandboxed = _derived_log(workspace, status)
+    if sandboxed or os.path.lexists(derived):
+        return derived
+    return status.log_path
+
+
+def log_to_read(workspace: Workspace, status: TaskStatus) -> str:
+    """The log file a reader opens for ``status``: the derived one, or — for an admin task
+    of another tool whose derived log does not exist — the one its status names when it
+    lies inside the log folder. Never a path outside it that a record names."""
+    derived, sandboxed = _derived_log(workspace, status)
     if sandboxed or not status.log_path or os.path.lexists(derived):
         return derived
     return status.log_path if _inside(workspace.log_dir, status.log_path) else derived
+
+
+def _derived_log(workspace: Workspace, status: TaskStatus) -> tuple[str, bool]:
+    record = read_submitter(workspace, status.task_id)
+    sandboxed = record is not None or isinstance(status.submitted_by, dict)
+    run_id = record["run_id"] if record is not None else status.run_id
+    return os.path.abspath(workspace.run_log_path(status.task_id, run_id)), sandboxed
 
 
 def _inside(folder: Path, path: str) -> bool:

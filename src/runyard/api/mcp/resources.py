@@ -34,6 +34,7 @@ from runyard.api.jobs import current_status
 from runyard.api.scopes import require_visible, scrub
 from runyard.api.services import Services
 from runyard.errors import RunyardError, TaskNotFound
+from runyard.runtime.submitters import log_to_read
 from runyard.workspace.logs import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, read_log_window
 from runyard.workspace.safefs import OpenedFile, open_under
 
@@ -133,7 +134,8 @@ async def _task_resource(
         offset, limit = _int(ref, "offset", -1), _int(ref, "limit", DEFAULT_LIMIT)
         if offset < -1 or not MIN_LIMIT <= limit <= MAX_LIMIT:
             raise ValueError(f"offset must be >= -1 and limit {MIN_LIMIT}..{MAX_LIMIT}")
-        chunk = await run_in_threadpool(read_log_window, status.log_path, offset, limit)
+        log_path = log_to_read(services.workspace, status)  # never a path a record names
+        chunk = await run_in_threadpool(read_log_window, log_path, offset, limit)
         return _json(uri, chunk.model_dump(mode="json"))
     if ref.rest.startswith("artifacts/"):
         path = unquote(ref.rest[len("artifacts/") :])
