@@ -13,6 +13,7 @@ from runyard.api.errormap import render
 from runyard.api.jsonbody import (
     MAX_DEPTH,
     BadJsonBody,
+    InvalidCodePoint,
     JsonTooDeep,
     MalformedJson,
     NonFiniteNumber,
@@ -135,3 +136,53 @@ def test_malformed_bodies_are_a_422(body: bytes) -> None:
     assert http_status(refused.value) == 422 and str(refused.value).startswith(
         "Malformed JSON body"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',
+        '"\\uDFFF"',
+        '{"\\udc00": 1}',
+        '{"a": [1, {"b": ["ok", "x\\udbffy"]}]}',
+        '[[[{"k": {"\\ud800\\ud800": null}}]]]',
+        '"\\ude00\\ud83d"',  # a pair in the wrong order is two lone halves
+        '"\\\\\\ud800"',  # an escaped backslash, then a real escape
+    ],
+)
+def test_lone_surrogate_escapes_are_a_422_in_keys_and_values_at_any_depth(text: str) -> None:
+    for body in (text.encode(), text):
+        with pytest.raises(InvalidCodePoint) as refused:
+            parse_json_body(body)
+        assert http_status(refused.value) == 422
+        assert "invalid code point" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'"\xed\xa0\x80"',  # an encoded surrogate: json.loads alone reads it as text
+        b'{"\xed\xbf\xbf": 1}',
+        b'["\xf4\x90\x80\x80"]',  # past U+10FFFF
+        b'"\xc0\xaf"',  # overlong
+        '"\ud800"'.encode("utf-16-le", "surrogatepass"),
+        '["\udc00"]'.encode("utf-32-be", "surrogatepass"),
+    ],
+)
+def test_bytes_that_are_not_unicode_text_are_a_422(body: bytes) -> None:
+    with pytest.raises(MalformedJson) as refused:
+        parse_json_body(body)
+    assert http_status(refused.value) == 422
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('"\\ud83d\\ude00"', "\U0001f600"),
+        ('{"\\uD83D\\uDE00": "\\\\ud800"}', {"\U0001f600": "\\ud800"}),  # escaped: six letters
+        ('"\\ufffe\\uffff\\u0000"', "\ufffe\uffff\x00"),  # scalar values, if odd ones
+    ],
+)
+def test_surrogate_pairs_and_other_scalar_values_are_kept(text: str, value: object) -> None:
+    assert parse_json_body(text.encode()) == value
+    assert parse_json_body(text.encode("utf-16")) == value

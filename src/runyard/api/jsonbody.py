@@ -1,4 +1,5 @@
-"""The one parser every JSON request body goes through: bounded nesting, finite numbers.
+"""The one parser every JSON request body goes through: bounded nesting, finite numbers,
+text of Unicode scalar values only.
 
 Python's ``json`` recurses once per nesting level, and so do pydantic and the encoder that
 echoes a body back in a 422: a body nested a thousand levels deep ends in a RecursionError
@@ -9,6 +10,12 @@ infinity), which the answer's JSON encoder then refuses. Both used to answer 500
   bytes that never recurses (:func:`nesting_exceeds`) — :class:`JsonTooDeep`;
 * a non-finite number is refused while parsing — :class:`NonFiniteNumber`; its message
   names the problem without repeating the value (which no JSON answer can carry);
+* a string or key holding a code point that is not a Unicode scalar value — a lone
+  surrogate escape such as ``"\\ud800"`` — is refused — :class:`InvalidCodePoint`. Python's
+  ``json`` reads it into a ``str`` that no UTF-8 encoder takes, so SQLite's insert, the
+  log and the answer's encoder each failed with a 500 further on. Bytes that are not valid
+  UTF-8 (an encoded surrogate ``ED A0 80`` among them, which ``json.loads`` lets through
+  on its own) are :class:`MalformedJson`;
 * anything else that is not JSON — :class:`MalformedJson`.
 
 Their HTTP answers are rows of :mod:`runyard.api.errormap` (a body nested too deeply is a
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from runyard.errors import InvalidInput
@@ -39,6 +47,10 @@ _NUMBER_SHAPE = bytes(
 # A finite double is below 1e309: a literal can overflow only with a three-digit exponent
 # or a run of at least 100 digits (below both, it stays under 1e100 * 1e99).
 _OVERFLOW_SHAPES = (b"e000", b"e+000", b"0" * 100)
+# After a strict decode, a surrogate can only come from an escape \\uD800..\\uDFFF; a pair
+# of them is joined into one character by the parser, so one left in a str stands alone.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class BadJsonBody(InvalidInput):
@@ -59,6 +71,16 @@ class NonFiniteNumber(BadJsonBody):
         )
 
 
+class InvalidCodePoint(BadJsonBody):
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(
+            f"JSON body holds an invalid code point in {where}: a lone UTF-16 surrogate "
+            "escape (\\ud800 to \\udfff not in a high-low pair); strings and keys must be "
+            "Unicode text"
+        )
+
+
 class MalformedJson(BadJsonBody):
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -73,7 +95,7 @@ def parse_json_body(body: bytes | bytearray | str, max_depth: int = MAX_DEPTH) -
     # the per-float check costs a call per float: only where one could overflow
     parse_float = _finite_float if _may_overflow(data) else None
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=parse_float)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=parse_float)
     except BadJsonBody:
         raise
     except RecursionError as exc:  # a net: the scan bounds what the parser can recurse into
@@ -84,6 +106,35 @@ def parse_json_body(body: bytes | bytearray | str, max_depth: int = MAX_DEPTH) -
         raise MalformedJson(f"not valid {exc.encoding} text at byte {exc.start}") from exc
     except ValueError as exc:  # e.g. an integer past Python's digit limit
         raise MalformedJson("a number is out of range") from exc
+    if _SURROGATE_ESCAPE.search(data):  # the walk costs a visit a value: only where needed
+        _refuse_surrogates(value)
+    return value
+
+
+def _refuse_surrogates(value: Any) -> None:
+    """Raise :class:`InvalidCodePoint` naming where ``value`` holds a lone surrogate.
+
+    Iterative (the nesting is bounded already, but the walk need not lean on it); keys are
+    checked as well as strings, at every depth.
+    """
+    stack: list[tuple[str, Any]] = [("$", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise InvalidCodePoint(f"the string at {path}")
+        elif isinstance(item, dict):
+            for index, (key, child) in enumerate(item.items()):
+                if _SURROGATE.search(key):
+                    raise InvalidCodePoint(f"key number {index + 1} of the object at {path}")
+                stack.append((f"{path}.{_shown(key)}", child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
+
+
+def _shown(key: str) -> str:
+    """A key fit for a message: valid text by now, cut short."""
+    return key if len(key) <= 40 else key[:40] + "…"
 
 
 def nesting_exceeds(data: bytes, limit: int) -> bool:
@@ -128,22 +179,27 @@ def _may_overflow(data: bytes) -> bool:
 
 
 def _utf8_view(body: bytes | bytearray | str) -> tuple[bytes, bytes | str]:
-    """The body as UTF-8 bytes to scan, and what to hand to ``json.loads``.
+    """The body as UTF-8 bytes to scan, and the text to hand to ``json.loads``.
 
     In UTF-8 no byte of a multi-byte character is ASCII, so brackets and quotes are found
-    byte-wise; a body in UTF-16/32 (which JSON allows) is re-encoded first.
+    byte-wise; a body in UTF-16/32 (which JSON allows) is re-encoded first. The bytes are
+    decoded strictly here: ``json.loads`` would decode them with ``surrogatepass``, letting
+    an encoded lone surrogate through as text.
     """
     if isinstance(body, str):
-        return body.encode("utf-8", "surrogatepass"), body
+        try:
+            return body.encode("utf-8"), body
+        except UnicodeEncodeError as exc:
+            raise MalformedJson(f"not Unicode text at character {exc.start}") from exc
     raw = bytes(body)
     encoding = json.detect_encoding(raw)
-    if encoding in ("utf-8", "utf-8-sig"):
-        return raw, raw
     try:
-        text = raw.decode(encoding, "surrogatepass")
+        text = raw.decode(encoding)
     except UnicodeDecodeError as exc:
         raise MalformedJson(f"not valid {encoding} text at byte {exc.start}") from exc
-    return text.encode("utf-8", "surrogatepass"), text
+    if encoding in ("utf-8", "utf-8-sig"):
+        return raw, text
+    return text.encode("utf-8"), text
 
 
 def _refuse_constant(name: str) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from runyard.agents.catalog import ReceivedUpload, UploadSink
-from runyard.agents.errors import AgentError, BadRequest
+from runyard.agents.errors import AgentError, AgentInvalid, BadRequest
 
 FLUSH_BYTES = 4 << 20
 WRITE_DEPTH = 8  # blocks handed to the writer and not yet written: about 32 MiB
@@ -139,10 +139,15 @@ class _Receiver:
 
 
 def _utf8(raw: bytes, what: str) -> str:
+    """``raw`` as text; bytes that are not UTF-8 (an encoded lone surrogate among them) are
+    a 422, as in a JSON body."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadRequest(f"The {what} is not valid UTF-8") from exc
+        raise AgentInvalid(
+            f"The {what} is not valid UTF-8 (byte {exc.start}); form fields must be "
+            "Unicode text"
+        ) from exc
 
 
 def multipart_boundary(content_type: str | None) -> bytes:
