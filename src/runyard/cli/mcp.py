@@ -16,7 +16,8 @@ def mcp(
     import asyncio
 
     from runyard.api.app import runyard_version
-    from runyard.api.mcp.stdio import relay, serve_files
+    from runyard.api.mcp.relay import relay
+    from runyard.api.mcp.stdio import serve_files
     from runyard.cli.backend import locate_server
     from runyard.client import Client
 
