@@ -12,7 +12,8 @@ states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.c
 ``idempotency.answer`` (a keyed request's work done, its answer not yet kept),
 ``history.staged`` / ``history.kept`` (a replaced run's records copied to a temp folder /
 renamed into ``.history``, its task folder not yet replaced), ``run.settle`` (an agent
-run's final state, before the store is asked to keep it).
+run's final state, before the store is asked to keep it), ``backup.partial`` (``backup
+create`` with its partial archive and SQLite copies half made).
 
 ``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
@@ -42,6 +43,7 @@ POINTS = (
     "history.staged",
     "history.kept",
     "run.settle",
+    "backup.partial",
 )
 
 _KILL_AT = os.environ.get(KILL_VAR) or None

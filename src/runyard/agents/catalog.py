@@ -197,17 +197,17 @@ class Catalog:
         self.session(session_id, scope)
         return self.store.list_artifacts(session_id, check_limit(limit), cursor)
 
-    def sweep_uploads(self) -> int:
+    def sweep_uploads(self) -> list[str]:
         """At start, before any upload: remove what a previous server left half-done —
-        temp files, and files whose record was never written."""
+        temp files, and files whose record was never written; their names."""
         recorded = self.store.stored_names()
-        removed = 0
+        removed = []
         for entry in os.scandir(self.layout.uploads):
             if entry.name not in recorded and entry.is_file(follow_symlinks=False):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
-                    removed += 1
-        return removed
+                    removed.append(entry.name)
+        return sorted(removed)
 
     # mount grants
     def create_grant(

@@ -97,7 +97,7 @@ class Checkpoints:
                 )
             cursor = page.next_cursor
 
-    def sweep(self) -> int:
+    def sweep(self) -> list[str]:
         return self.snapshots.sweep()
 
     # the index

@@ -221,19 +221,19 @@ class Snapshots:
     def remove(self, session_id: str, run_id: str) -> None:
         shutil.rmtree(self.snapshot_dir(session_id, run_id), ignore_errors=True)
 
-    def sweep(self) -> int:
-        """Remove the staging folders a killed server left; answers how many."""
-        removed = 0
+    def sweep(self) -> list[str]:
+        """Remove the staging folders a killed server left; their ``<session>/<name>``."""
+        removed: list[str] = []
         if not self.root.is_dir():
-            return 0
+            return removed
         for session in os.scandir(self.root):
             if not session.is_dir(follow_symlinks=False):
                 continue
             for entry in os.scandir(session.path):
                 if entry.name.startswith(STAGING):
                     shutil.rmtree(entry.path, ignore_errors=True)
-                    removed += 1
-        return removed
+                    removed.append(f"{session.name}/{entry.name}")
+        return sorted(removed)
 
 
 def present(run_id: str, created_at: str, taken: Taken) -> dict[str, Any]:

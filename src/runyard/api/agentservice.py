@@ -36,6 +36,7 @@ from runyard.privacy import make_folder
 from runyard.runtime.agentlaunch import choose_sandbox, user_prefix
 from runyard.runtime.agentstart import RunStarter, StartContext
 from runyard.runtime.executor import WorkerExecutor
+from runyard.runtime.leftovers import log_removed
 from runyard.runtime.supervisor import Supervisor
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import Workspace
@@ -129,12 +130,9 @@ class AgentService:
         )  # fmt: skip
 
     def start(self) -> None:
-        removed = self.catalog.sweep_uploads()
-        if removed:
-            log.info("removed %d unfinished uploads", removed)
-        swept = self.checkpoints.sweep()  # before any run is settled (and snapshotted) again
-        if swept:
-            log.info("removed %d unfinished state snapshots", swept)
+        log_removed("unfinished uploads", self.catalog.sweep_uploads())
+        # before any run is settled (and snapshotted) again
+        log_removed("unfinished state snapshots", self.checkpoints.sweep())
         self.sandbox  # noqa: B018 - probe before the first run, not during it
         self.supervisor.start_monitor()  # the server's supervisor has started it already
         self.runs.start()

@@ -23,6 +23,7 @@ from runyard.api.envelope import job_response
 from runyard.api.errormap import family_handler
 from runyard.api.exactroutes import ExactRoutes
 from runyard.api.guard import HostPolicy, RequestGuard
+from runyard.api.lifespan import run_beside
 from runyard.api.mcp_lazy import mount_lazy_mcp
 from runyard.api.metrics import install_metrics
 from runyard.api.pathlimits import PathLimits
@@ -40,6 +41,7 @@ from runyard.api.storage import health_answer
 from runyard.api.studio import mount_studio
 from runyard.config import Settings
 from runyard.errors import ConfigError, RunyardError
+from runyard.runtime.leftovers import LeftoverSweep
 
 
 def runyard_version() -> str:
@@ -105,6 +107,9 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
         app.include_router(build_agents_router(services), prefix="/api/v1")
     mount_gc(app, services)
+    # what crashes left in staging and temp names, once the start-up is over (in a thread)
+    sweep = LeftoverSweep(services.workspace, startup.ready)
+    run_beside(app, sweep.start, sweep.stop)
     app.state.mcp = mount_lazy_mcp(app, services, hub, runyard_version())  # SDK: imported later
     startup.when_ready(app.state.mcp.start_soon)  # its build would slow the start-up
     mount_docs(app)

@@ -10,7 +10,9 @@ bytes in the archive. SQLite stores (``agent/state.db``, ``.idempotency/keys.sql
 are copied through SQLite's online backup API, so they are consistent while the server
 writes. ``server.json`` (the server's token), ``server.lock``, the agent socket folder and
 ``.index`` (the index snapshot, keyed for this server) are left out. The archive is
-written beside ``target`` and renamed into place when done.
+written beside ``target`` and renamed into place when done; while it is written, it and the
+scratch folder of the SQLite copies are journaled in the workspace, so a server's start
+removes them if the backup is killed (:mod:`runyard.backup.partials`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from runyard.backup.manifest import (
     FileEntry,
     Manifest,
 )
+from runyard.backup.partials import PARTIALS_DIR, Journaled, record_partials
 from runyard.backup.walk import FILE_FLAGS, Found, kind_of, walk
+from runyard.faults import fault_point
 from runyard.workspace.identity import TASK_TYPES
 from runyard.workspace.layout import STATUS_FILE, WORKSPACE_FORMAT
 from runyard.workspace.records import utcnow
@@ -50,6 +54,7 @@ LEFT_OUT = {
     ".index": "the index snapshot and its key (a cache the server rebuilds from the records)",
     ".staging": "task folders of submits in progress (a task only once renamed into place)",
     ".claims": "the lock file of submits in progress",
+    PARTIALS_DIR: "the journal of archives being written (runyard.backup.partials)",
 }
 
 Progress = Callable[[str, int], None]
@@ -104,14 +109,22 @@ def create_backup(
     source = {"workspace_dir": str(workspace_dir), "log_dir": str(log_dir)}
     manifest = Manifest(runyard_version(), WORKSPACE_FORMAT, utcnow(), source)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    journaled = Journaled(None)
     try:
-        with open(partial, "xb") as out:
-            _write_archive(out, workspace_dir, log_dir, manifest, _mode_for(target), progress)
+        with (
+            open(partial, "xb") as out,
+            tempfile.TemporaryDirectory(prefix="runyard-backup-") as scratch,
+        ):
+            # a kill from here on leaves both: a server's start removes them by this entry
+            journaled = record_partials(workspace_dir, [partial, Path(scratch)])
+            mode = _mode_for(target)
+            _write_archive(out, workspace_dir, log_dir, manifest, mode, Path(scratch), progress)
             out.flush()
             os.fsync(out.fileno())
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+        journaled.close()
     return manifest
 
 
@@ -121,14 +134,12 @@ def _mode_for(target: Path) -> str:
 
 def _write_archive(
     out: io.BufferedWriter, workspace_dir: Path, log_dir: Path, manifest: Manifest,
-    mode: str, progress: Progress | None,
+    mode: str, scratch: Path, progress: Progress | None,
 ) -> None:  # fmt: skip
-    with (
-        tarfile.open(fileobj=out, mode=mode) as tar,  # type: ignore[call-overload]
-        tempfile.TemporaryDirectory(prefix="runyard-backup-") as scratch,
-    ):
+    with tarfile.open(fileobj=out, mode=mode) as tar:  # type: ignore[call-overload]
         writer = _Writer(tar, manifest, progress)
-        writer.add_sqlite_copies(workspace_dir, Path(scratch))
+        writer.add_sqlite_copies(workspace_dir, scratch)
+        fault_point("backup.partial")  # an archive and the SQLite copies half made
         ws_skip = _skip_rule(WORKSPACE_PREFIX, workspace_dir, log_dir, LOGS_PREFIX)
         for found in walk(workspace_dir, WORKSPACE_PREFIX, ws_skip, manifest):
             writer.add(found)

@@ -166,17 +166,38 @@ def claim(workspace: Workspace, task_id: str) -> Iterator[None]:
     removed per claim: each would cost an inode, and on ext4 without a journal every file
     made in the next minutes pays for each inode freed (see ``bench/floor.py``).
     """
-    path, offset = workspace.claim_slot(task_id)
-    try:
-        fd = os.open(path, CLAIMS_FLAGS, 0o644)
-    except FileNotFoundError:  # a workspace not made yet
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, CLAIMS_FLAGS, 0o644)
+    fd, offset = _claims_file(workspace, task_id)
     try:
         fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _byte_lock(fcntl.F_WRLCK, offset))
         yield
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def claim_if_free(workspace: Workspace, task_id: str) -> Iterator[bool]:
+    """:func:`claim` without waiting: True while it is held, False (and nothing held) when
+    another thread or process holds it now."""
+    fd, offset = _claims_file(workspace, task_id)
+    try:
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _byte_lock(fcntl.F_WRLCK, offset))
+        except (BlockingIOError, PermissionError):  # EAGAIN or EACCES: held
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def _claims_file(workspace: Workspace, task_id: str) -> tuple[int, int]:
+    """The claims file, open, and the byte of ``task_id`` in it."""
+    path, offset = workspace.claim_slot(task_id)
+    try:
+        return os.open(path, CLAIMS_FLAGS, 0o644), offset
+    except FileNotFoundError:  # a workspace not made yet
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, CLAIMS_FLAGS, 0o644), offset
 
 
 def _byte_lock(kind: int, offset: int) -> bytes:

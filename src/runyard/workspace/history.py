@@ -9,7 +9,8 @@ The task folder itself stays exactly as the seed has it. Copying is crash-safe: 
 are written into a hidden ``.tmp-*`` folder beside the entry, synced, and renamed to the
 run id; the old folder is removed only after that. A crash leaves either no entry (the
 old folder is still in place) or a whole one (which the next replace finds and keeps); a
-leftover ``.tmp-*`` folder is never listed and goes at the next prune.
+leftover ``.tmp-*`` folder is never listed; the server's start removes it
+(:mod:`runyard.runtime.leftovers`), and so does the next prune.
 
 A task can write its own folder, so records are read through :func:`open_under` (no
 symlink, no hard link, regular files only) and capped in size; the history folders are
@@ -187,7 +188,7 @@ def kept_runs(workspace: Workspace, task_id: str) -> list[TaskStatus]:
     return sorted(found, key=lambda s: s.created_at, reverse=True)
 
 
-def _entries(folder: Path) -> list[str]:
+def _entries(folder: Path | int) -> list[str]:
     try:
         with os.scandir(folder) as entries:
             return sorted(
@@ -245,9 +246,57 @@ def remove_kept_runs(workspace: Workspace, task_id: str, run_ids: set[str]) -> l
     return removed
 
 
-def _temp_names(folder: Path) -> list[str]:
+def _temp_names(folder: Path | int) -> list[str]:
     with os.scandir(folder) as entries:
         return [e.name for e in entries if e.name.startswith(TMP_PREFIX)]
+
+
+def tasks_with_temp_entries(workspace: Workspace) -> Iterator[str]:
+    """The task ids whose history folder holds a ``.tmp-*`` entry (a copy a crash cut
+    short). Walks ``.history/<type>/<task id>/`` only, each level opened without following
+    a symlink: one listing per task with kept runs, none of the task folders."""
+    try:
+        root = os.open(history_root(workspace), DIR_FLAGS)
+    except OSError:  # no history yet, or a link in its place: nothing of ours
+        return
+    with _opened(root):
+        for task_type in _entries(root):
+            with _opened_at(root, task_type) as type_fd:
+                for name in _entries(type_fd) if type_fd is not None else []:
+                    if not (name.startswith(f"{task_type}#") and is_task_id(name)):
+                        continue
+                    with _opened_at(type_fd, name) as folder:
+                        if folder is not None and _temp_names(folder):
+                            yield name
+
+
+def remove_temp_entries(workspace: Workspace, task_id: str) -> list[str]:
+    """Remove the ``.tmp-*`` entries of ``task_id``'s history folder; their names.
+
+    Call under the task's claim: the copy that makes one holds it (see
+    :func:`keep_current_run`), so an entry found then is no live writer's.
+    """
+    try:
+        fd = os.open(task_history_dir(workspace, task_id), DIR_FLAGS)
+    except OSError:
+        return []
+    with _opened(fd):
+        names = sorted(_temp_names(fd))
+        for name in names:
+            _remove_at(fd, name)
+    return names
+
+
+@contextlib.contextmanager
+def _opened_at(parent: int, name: str) -> Iterator[int | None]:
+    """``name`` under ``parent`` opened as a folder (no link followed), or None."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        yield None
+        return
+    with _opened(fd):
+        yield fd
 
 
 def history_task_ids(workspace: Workspace) -> list[str]:
