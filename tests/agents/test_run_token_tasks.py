@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,13 +261,15 @@ os.kill(os.getppid(), signal.SIGKILL)
     ("name", "run_id", "state"),
     [("pathid", "../../../../PWNED", "running"), ("otherid", "f" * 32, "succeeded")],
 )
-def test_a_task_that_forges_its_run_id_is_recorded_from_the_servers_copy(
+def test_a_task_that_forges_its_status_changes_no_record(
     servers: tuple[ServerProcess, ServerProcess], tmp_path: Path, name: str, run_id: str,
     state: str,
 ) -> None:
-    """A status that is not its run's any more (a run id that is a path, or another run's
-    id claiming success) does not stay: the run ends ``failed`` from the server's copy, with
-    its own run id and the derived log, and deleting it removes no file the forgery named."""
+    """The task's folder inside the sandbox holds no record of the server's: a status it
+    writes there (a run id that is a path, another run's id claiming success, a host file
+    as its log) is never read. The run ends as its worker did (killed before its end:
+    ``failed``, its own run id, no result), and deleting it removes nothing the forgery
+    named."""
     main, _ = servers
     secret = tmp_path / "secret.txt"
     secret.write_text("top-secret-host-file\n")
@@ -286,11 +289,54 @@ def test_a_task_that_forges_its_run_id_is_recorded_from_the_servers_copy(
     submitted = a["submit"]["body"]["answer"]["run_id"]
     ended = a["stream_task"]["body"]["answer"]
     assert ended["state"] == "failed" and ended["run_id"] == submitted, ended
-    assert "rewritten from inside its sandbox" in ended["error"]
-    assert ended["result"] == {}
+    assert ended["error"].startswith("Worker ended without a final status"), ended
+    assert ended["result"] == {} and "top-secret" not in json.dumps(ended)
     assert a["delete_tasks"]["body"]["answer"] == [task_id]
     assert secret.read_text() == "top-secret-host-file\n"
     assert not list(main.workspace.parent.rglob("PWNED*"))
+
+
+KEEPER_SCRIPT = """
+import json, os
+os.makedirs("plots", exist_ok=True)
+open("plots/a.txt", "w").write("made in the sandbox\\n")
+os.symlink("/etc/passwd", "link")
+json.dump({"task_id": "x", "run_id": "y", "state": "succeeded"}, open("status.json", "w"))
+json.dump({"forged": True}, open("metadata.json", "w"))
+print("records are the keeper's")
+"""
+
+
+def test_a_sandboxed_tasks_files_reach_its_folder_and_its_records_stay_the_keepers(
+    servers: tuple[ServerProcess, ServerProcess],
+) -> None:
+    """Its files (a folder, a link) are moved into the task folder when it ends, as they
+    are; the status and metadata it wrote beside them are left behind, and the records are
+    the keeper's: the success the worker reported, with the submitted run's identity."""
+    main, _ = servers
+    encoded = base64.b64encode(KEEPER_SCRIPT.encode()).decode()
+    command = f"python3 -c \"import base64; exec(base64.b64decode('{encoded}'))\""
+    task_id = "base#command#kept"
+    with api(main, timeout=120) as client:
+        session = new_session(client)
+        calls = [
+            job("submit", task="command", task_name="kept", command=command),
+            job("stream_task", task_id=task_id),
+        ]
+        a = run_probe(client, session, calls)
+    ended = a["stream_task"]["body"]["answer"]
+    assert ended["state"] == "succeeded", ended
+    assert ended["run_id"] == a["submit"]["body"]["answer"]["run_id"]
+    folder = main.workspace / "base" / task_id
+    assert (folder / "plots" / "a.txt").read_text() == "made in the sandbox\n"
+    assert (folder / "link").is_symlink() and os.readlink(folder / "link") == "/etc/passwd"
+    assert not (folder / ".sandbox").exists()
+    status = json.loads((folder / "status.json").read_text())
+    assert status["task_id"] == task_id and status["state"] == "succeeded"
+    metadata = json.loads((folder / "metadata.json").read_text())
+    assert metadata["task_id"] == task_id and "forged" not in metadata
+    assert "records are the keeper's" in main.call("read_task_log", task_id=task_id)[
+        "answer"]["content"]
 
 
 def test_run_token_over_tcp_reads_no_other_task_files(

@@ -19,6 +19,7 @@ from runyard.errors import RunMismatch, RunyardError, TaskNotFound
 from runyard.executors.base import ExitInfo
 from runyard.executors.pidwatch import watching
 from runyard.runtime.kubemarks import on_kubernetes
+from runyard.runtime.sandboxfiles import adopt_sandbox_files
 from runyard.runtime.submitters import log_to_read, server_copy
 from runyard.runtime.workerlock import (
     holding_if_free,
@@ -116,6 +117,7 @@ def end_dead_run(
             current, error = rewritten, error or REWRITTEN
         elif not free or current is None or current.run_id != run_id or current.terminal:
             return current
+        adopt_sandbox_files(workspace.task_dir(task_id))  # its keeper could not: gone first
         cancelled = cancelled or cancel_requested(workspace, task_id, run_id)
         if error is None and not cancelled:  # the real log's tail, never a path the task wrote
             error = _death_message(current, exit_info, log_to_read(workspace, current))

@@ -1,6 +1,7 @@
 """Workers of run-submitted tasks: the same isolation as the agent run that submitted them.
 
     problem = task_sandbox_problem(settings)        # None when tasks can be sandboxed
+    prepare_sandbox_dir(settings, task_dir, status)
     spec = sandboxed_worker_spec(settings, workspace, status, target, session_id, log_path)
 
 Such a worker runs in its own bubblewrap sandbox (never as a plain host process, never
@@ -8,7 +9,9 @@ through the pre-forked zygote), as the agent-run user (``agent_run_uid``/``gid``
 the agent limits (``agent_limits``) and network only when runs have it
 (``agent_network``). Inside it sees, at paths that say nothing about the host::
 
-    /runyard/workspace/<type>/<task_id>          its own task folder, read-write
+    /runyard/workspace/<type>/<task_id>          its own files, read-write: the host folder
+                                                 <task folder>/.sandbox, moved into the task
+                                                 folder when the run ends
     /runyard/workspace/<type>/<upstream id>      upstream tasks of its session, read-only
     /tmp                                         a private tmpfs
 
@@ -32,16 +35,20 @@ from runyard.executors.base import LaunchSpec, Limits, Mount
 from runyard.executors.sandbox import find_bwrap, probe_bwrap, wrap_spec
 from runyard.privacy import grant_passage
 from runyard.runtime.environment import without_secrets
+from runyard.runtime.recordkeeper import KeeperPayload
+from runyard.runtime.sandboxfiles import adopt_sandbox_files, sandbox_dir
 from runyard.runtime.submitters import session_of
 from runyard.runtime.worker import WorkerPayload
+from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.identity import is_task_id, parse_task_id
-from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE, Workspace
+from runyard.workspace.layout import STATUS_FILE, Workspace
 from runyard.workspace.records import TaskStatus
 
 SANDBOX_WORKSPACE = "/runyard/workspace"
 SANDBOX_LOGS = "/runyard/logs"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 WORKER_MODULE = "runyard.runtime.worker"
+KEEPER_MODULE = "runyard.runtime.recordkeeper"
 MIB = 1 << 20
 
 
@@ -57,26 +64,28 @@ def user_prefix(settings: Settings) -> list[str]:
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
 
 
-def prepare_task_dir(settings: Settings, task_dir: Path) -> None:
-    """Give the run user the task folder and the records its worker appends to or replaces,
-    and passage to it through the workspace root and the type folder (its sandbox is made
-    as the run user, who must reach the folder to mount it).
-
-    Nothing changes when runs execute as the server's own user.
+def prepare_sandbox_dir(settings: Settings, task_dir: Path, status: TaskStatus) -> Path:
+    """Make the folder the task sees as its own (``.sandbox`` in its task folder), with a
+    copy of its ``queued`` status for its worker to start from; the run user owns it and
+    is given passage to it through the workspace root, the type folder and the task folder
+    (its sandbox is made as the run user, who must reach it to mount it). The task folder
+    itself, and the records in it, stay the server user's.
     """
+    sandbox = sandbox_dir(task_dir)
+    adopt_sandbox_files(task_dir)  # a folder an earlier launch of this run left: emptied
+    sandbox.mkdir(mode=0o700)
+    write_json_atomic(sandbox / STATUS_FILE, status.to_json(), fsync=False)
     uid, gid = settings.agent_run_uid, settings.agent_run_gid
     if uid is None and gid is None:
-        return
+        return sandbox
     passage_gid = os.getgid() if gid is None else gid
-    for folder in (task_dir.parent.parent, task_dir.parent):
+    for folder in (task_dir.parent.parent, task_dir.parent, task_dir):
         grant_passage(folder, passage_gid, settings.workspace_mode)
     owner = (-1 if uid is None else uid, -1 if gid is None else gid)
-    os.chown(task_dir, *owner, follow_symlinks=False)
-    os.chmod(task_dir, 0o2770, follow_symlinks=False)
-    for name in (STATUS_FILE, EVENTS_FILE):
-        path = task_dir / name
-        if path.is_file() and not path.is_symlink():
-            os.chown(path, *owner, follow_symlinks=False)
+    os.chown(sandbox, *owner, follow_symlinks=False)
+    os.chmod(sandbox, 0o2770, follow_symlinks=False)
+    os.chown(sandbox / STATUS_FILE, *owner, follow_symlinks=False)
+    return sandbox
 
 
 def task_sandbox_problem(settings: Settings) -> str | None:
@@ -115,13 +124,17 @@ def sandboxed_worker_spec(
     session_id: str,
     log_path: Path,
 ) -> LaunchSpec:
-    """The launch of ``status``'s worker inside a sandbox of session ``session_id``."""
+    """The launch of ``status``'s worker inside a sandbox of session ``session_id``, behind
+    its record keeper (:mod:`runyard.runtime.recordkeeper`): the process launched is the
+    keeper, on the host, which starts the sandbox and writes the records the worker sends.
+    Call :func:`prepare_sandbox_dir` first."""
     inner = inner_task_dir(status.task_id)
-    payload = WorkerPayload(
+    worker = WorkerPayload(
         workspace=SANDBOX_WORKSPACE, log_dir=SANDBOX_LOGS,
         task_id=status.task_id, run_id=status.run_id, target=target,
     )  # fmt: skip
-    mounts = [Mount(workspace.task_dir(status.task_id), inner)]
+    task_dir = workspace.task_dir(status.task_id)
+    mounts = [Mount(sandbox_dir(task_dir), inner)]
     mounts += upstream_mounts(workspace, status, session_id)
     mounts += python_mounts(workspace)
     spec = LaunchSpec(
@@ -129,7 +142,6 @@ def sandboxed_worker_spec(
         log_path=log_path,
         cwd=Path(inner),
         env=sandbox_env(settings, status, inner),
-        stdin=payload.dump(),
         mounts=mounts,
         labels={
             "runyard.task_id": status.task_id, "runyard.run_id": status.run_id,
@@ -139,8 +151,13 @@ def sandboxed_worker_spec(
         network=settings.agent_network,
     )  # fmt: skip
     wrapped = wrap_spec(find_bwrap() or "bwrap", spec)
-    argv = with_private_tmp(wrapped.argv)
-    return replace(wrapped, argv=[*user_prefix(settings), *argv])
+    sandbox = [*user_prefix(settings), *with_private_tmp(wrapped.argv)]
+    keeper = KeeperPayload(
+        workspace=os.path.abspath(workspace.root), log_dir=os.path.abspath(workspace.log_dir),
+        task_id=status.task_id, run_id=status.run_id, argv=sandbox,
+        worker_stdin=worker.dump().decode(),
+    )  # fmt: skip
+    return replace(wrapped, argv=[sys.executable, "-m", KEEPER_MODULE], stdin=keeper.dump())
 
 
 def sandbox_env(settings: Settings, status: TaskStatus, inner_dir: str) -> dict[str, str]:

@@ -30,7 +30,7 @@ from runyard.executors.pidwatch import process_start_time
 from runyard.runtime.executor import WorkerExecutor
 from runyard.runtime.launch import worker_spec
 from runyard.runtime.reconcile import WorkerRef, live_worker
-from runyard.runtime.sandboxed import prepare_task_dir, sandboxed_worker_spec
+from runyard.runtime.sandboxed import prepare_sandbox_dir, sandboxed_worker_spec
 from runyard.runtime.submitters import (
     launch_scope,
     record_sandbox_process,
@@ -155,7 +155,7 @@ def worker_launch_spec(
     problem = sandbox_problem()
     if problem is not None:
         raise Forbidden(f"A task submitted by an agent run needs a sandbox: {problem}")
-    prepare_task_dir(settings, workspace.task_dir(status.task_id))
+    prepare_sandbox_dir(settings, workspace.task_dir(status.task_id), status)
     log_path = Path(trusted_log_path(workspace, status))
     return sandboxed_worker_spec(
         settings, workspace, status, target, scope.get("session_id", ""), log_path

@@ -37,10 +37,9 @@ from types import FrameType
 from typing import Any
 
 from runyard.runtime.liveness import state_event
+from runyard.runtime.recordsink import FolderRecords, Records
 from runyard.tasks.base import ArtifactRef, TaskRun
 from runyard.workspace.artifacts import artifact_record
-from runyard.workspace.atomic import write_json_atomic
-from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import Step, TaskState, TaskStatus, utcnow
 
@@ -152,8 +151,15 @@ class CancelSignal:
 class WorkerRun(TaskRun):
     """Progress, steps, artifacts and log of the run in this worker process."""
 
-    def __init__(self, workspace: Workspace, status: TaskStatus, cancel: CancelSignal) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        status: TaskStatus,
+        cancel: CancelSignal,
+        records: Records | None = None,
+    ) -> None:
         self.workspace = workspace
+        self.records = records or FolderRecords(workspace, status.task_id)
         self.task_id = status.task_id
         self.run_id = status.run_id
         self.task_dir = workspace.task_dir(status.task_id)
@@ -161,7 +167,6 @@ class WorkerRun(TaskRun):
         self.artifacts: dict[str, ArtifactRef] = {}
         self._cancel = cancel
         self._lock = threading.RLock()
-        self._events = workspace.events_path(status.task_id)
         self._written_at = float("-inf")  # monotonic time of the last status write
         self._timer: HeldWrite | None = None  # writes the held progress
         self._ended = False  # a terminal state is written: nothing may follow it
@@ -179,10 +184,10 @@ class WorkerRun(TaskRun):
         """Journal and write the state now, with any progress held back."""
         with self._lock:
             at = self.status.finished_at or self.status.started_at
-            append_event(self._events, state_event(self.status.state, at))
+            self.records.append_event(state_event(self.status.state, at))
             self._drop_timer()
             if durable:
-                self.workspace.write_status(self.status, durable=True)
+                self.records.write_status(self.status, durable=True)
                 self._written_at = time.monotonic()
             else:
                 self._write_status_fast()
@@ -220,7 +225,7 @@ class WorkerRun(TaskRun):
                 step.finished_at = utcnow()
                 changed = True
             if changed:
-                append_event(self._events, {"kind": "progress", **step.model_dump(mode="json")})
+                self.records.append_event({"kind": "progress", **step.model_dump(mode="json")})
                 self._write_progress()
 
     def _find_step(self, name: str) -> Step:
@@ -262,8 +267,7 @@ class WorkerRun(TaskRun):
             self._timer = None
 
     def _write_status_fast(self) -> None:
-        path = self.workspace.status_path(self.task_id)
-        write_json_atomic(path, self.status.to_json(), fsync=False)
+        self.records.write_status(self.status, durable=False)
         self._written_at = time.monotonic()
 
 

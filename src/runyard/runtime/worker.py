@@ -24,6 +24,7 @@ from typing import Any
 
 from runyard.runtime.liveness import cancel_requested
 from runyard.runtime.proctitle import task_title
+from runyard.runtime.recordsink import records_for
 from runyard.runtime.taskrun import (
     CancelSignal,
     TaskCancelled,
@@ -101,7 +102,7 @@ def _run_locked(workspace: Workspace, payload: WorkerPayload, cancel: CancelSign
     if status.state is not TaskState.QUEUED:
         return _refuse(payload, f"the run is already {status.state.value}")
     task_title(status.task_type, status.task_id)  # ps names the worker by its task
-    run = WorkerRun(workspace, status, cancel)
+    run = WorkerRun(workspace, status, cancel, records_for(workspace, payload.task_id))
     try:
         task_cls = import_target(payload.target)
     except Exception as exc:  # a plugin that no longer imports fails its run, clearly
@@ -164,7 +165,7 @@ def _publish_success(run: WorkerRun, output: TaskOutput) -> int:
         task_id=status.task_id, reg_name=status.task_name, created_at=status.created_at,
         task_type=status.task_type, input_params=status.config, output_params=result,
     )
-    run.workspace.write_metadata(metadata)
+    run.records.write_metadata(metadata)
     _finish(run, TaskState.SUCCEEDED, 0, "", result)
     return 0
 
