@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runyard.executors.base import LaunchSpec, Limits
-from runyard.executors.cgroups import Cgroup, CgroupHost, detect_host, own_cgroups
+from runyard.executors.cgroups import Cgroup, CgroupHost, cgroup_mounts, detect_host, own_cgroups
 from runyard.executors.containment import NPROC_NOTE, Containment
 from runyard.executors.local import LocalExecutor
 
@@ -24,6 +24,9 @@ MIB = 1 << 20
 HOST = detect_host()
 UNIFIED = Path("/sys/fs/cgroup/unified")
 needs_cgroups = pytest.mark.skipif(HOST is None, reason="no writable cgroup here")
+needs_v1 = pytest.mark.skipif(
+    HOST is None or HOST.version != "cgroup1", reason="renames need cgroup v1 (cgroup2 has none)"
+)
 needs_unified = pytest.mark.skipif(
     not (UNIFIED / "cgroup.kill").exists() and not os.access(UNIFIED, os.W_OK),
     reason="no writable cgroup2 with cgroup.kill here",
@@ -47,6 +50,27 @@ def v2_tracking_host() -> CgroupHost | None:
     return CgroupHost("cgroup2", {"": base}, frozenset()) if base.is_dir() else None
 
 
+def written_limits(group: Cgroup) -> dict[str, str]:
+    """The memory, pids and cpu limits as the kernel shows them, in cgroup v2's words."""
+    folders = group.folders
+    if group.version == "cgroup2":
+        files = {"memory": "memory.max", "pids": "pids.max", "cpu": "cpu.max"}
+        return {key: (folders[""] / file).read_text().strip() for key, file in files.items()}
+    quota = (folders["cpu"] / "cpu.cfs_quota_us").read_text().strip()
+    period = (folders["cpu"] / "cpu.cfs_period_us").read_text().strip()
+    return {
+        "memory": (folders["memory"] / "memory.limit_in_bytes").read_text().strip(),
+        "pids": (folders["pids"] / "pids.max").read_text().strip(),
+        "cpu": f"{quota} {period}",
+    }
+
+
+def needs_limits() -> None:
+    assert HOST is not None
+    if HOST.limitable != {"memory", "pids", "cpu"}:
+        pytest.skip(f"this machine's {HOST.version} limits only {sorted(HOST.limitable)}")
+
+
 def stopped_child(code: str) -> subprocess.Popen[bytes]:
     """A python child that waits for a line on stdin before it runs ``code``."""
     script = f"import sys; sys.stdin.readline()\n{code}"
@@ -68,23 +92,35 @@ def alive(pid: int) -> bool:
 
 
 @needs_cgroups
-def test_this_machine_is_cgroup_v1_under_our_own_paths() -> None:
-    assert HOST is not None and HOST.version == "cgroup1"
+def test_run_cgroups_are_made_under_our_own_cgroup_paths() -> None:
+    """Whichever version this machine has: each base is our own cgroup in its hierarchy."""
+    assert HOST is not None
     own = own_cgroups(Path("/proc/self/cgroup"))
-    assert HOST.bases["memory"] == Path("/sys/fs/cgroup/memory") / own["memory"].lstrip("/")
-    assert {"pids", "freezer", "memory", "cpu"} <= set(HOST.bases)
-    assert HOST.limitable == {"memory", "pids", "cpu"}
+    mounts = cgroup_mounts(Path("/proc/self/mountinfo"))
+    for controller, base in HOST.bases.items():
+        mount, root = mounts[controller]
+        assert base == mount / own[controller].removeprefix(root).lstrip("/")
+    if HOST.version == "cgroup1":
+        assert {"pids", "freezer"} & set(HOST.bases)
+        assert HOST.limitable == {"memory", "pids", "cpu"} & set(HOST.bases)
+    else:
+        assert set(HOST.bases) == {""}
+        delegated = (HOST.bases[""] / "cgroup.subtree_control").read_text().split()
+        assert HOST.limitable == {"memory", "pids", "cpu"} & set(delegated)
 
 
 @needs_cgroups
 def test_limits_are_written_and_hold_for_a_process_added(name: str) -> None:
     assert HOST is not None
+    needs_limits()
     group = HOST.create(name, Limits(memory_bytes=64 * MIB, pids=16, cpu=0.5))
-    assert (group.folders["pids"] / "pids.max").read_text().strip() == "16"
-    assert int((group.folders["memory"] / "memory.limit_in_bytes").read_text()) == 64 * MIB
-    memsw = group.folders["memory"] / "memory.memsw.limit_in_bytes"
-    assert not memsw.exists() or int(memsw.read_text()) == 64 * MIB
-    assert (group.folders["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    assert written_limits(group) == {"memory": str(64 * MIB), "pids": "16", "cpu": "50000 100000"}
+    if group.version == "cgroup1":
+        memsw = group.folders["memory"] / "memory.memsw.limit_in_bytes"
+        assert not memsw.exists() or int(memsw.read_text()) == 64 * MIB
+    else:
+        swap = group.folders[""] / "memory.swap.max"
+        assert not swap.exists() or swap.read_text().strip() == "0"
 
     forker = stopped_child(
         "import os, time\nn = 0\nfor _ in range(100):\n"
@@ -136,7 +172,9 @@ def test_a_stale_cgroup_of_the_same_name_is_emptied_and_reused(name: str) -> Non
     stale.add(sleeper.pid)
     again = HOST.create(name, Limits(pids=32))
     assert sleeper.wait(10) == -signal.SIGKILL
-    assert (again.folders["pids"] / "pids.max").read_text().strip() == "32"
+    if "pids" in HOST.limitable:
+        folder = again.folders.get("pids", again.folders.get(""))
+        assert folder is not None and (folder / "pids.max").read_text().strip() == "32"
 
 
 @needs_unified
@@ -202,10 +240,10 @@ def test_a_launched_program_is_in_its_cgroup_from_its_first_instruction(tmp_path
     handle = executor.launch(spec)
     assert executor.wait_exit(handle, 10).exit_code == 0
     memberships = (tmp_path / "x.log").read_text()
-    assert "freezer:/runyard-task-first-instruction" in memberships
+    assert "/runyard-task-first-instruction\n" in memberships  # in each hierarchy it joined
 
 
-@needs_cgroups
+@needs_v1
 def test_a_rename_replaces_an_empty_leftover_and_never_a_busy_one(name: str) -> None:
     assert HOST is not None
     spare = HOST.create(f"{name}-spare", Limits())

@@ -30,7 +30,7 @@ from runyard.agents.runs import RunManager
 from runyard.agents.store import AgentStore, SQLiteStore
 from runyard.changes import ChangeHub
 from runyard.config import Settings
-from runyard.errors import ConfigError
+from runyard.errors import ConfigError, RunyardError
 from runyard.executors.local import LocalExecutor
 from runyard.privacy import make_folder
 from runyard.runtime.agentlaunch import choose_sandbox, user_prefix
@@ -68,6 +68,7 @@ class AgentService:
         self._shared_executor = executor is None and settings.agent_executor == "kubernetes"
         self.executor = executor or build_executor(settings, self.supervisor)
         self.run_host = self.supervisor.agent_runs(self.executor, self._run_ended)
+        self.supervisor.ended_agent_runs = self._ended_runs  # their cgroups go at its start
         self.catalog = Catalog(settings, layout, store, self.owner)
         self._choice: SandboxChoice | None = None
         self._stopped = False
@@ -136,6 +137,18 @@ class AgentService:
         self.sandbox  # noqa: B018 - probe before the first run, not during it
         self.supervisor.start_monitor()  # the server's supervisor has started it already
         self.runs.start()
+
+    def _ended_runs(self, run_ids: set[str]) -> set[str]:
+        """Those of ``run_ids`` that are runs of this workspace the store holds as ended."""
+        ended = set()
+        for run_id in run_ids:
+            try:
+                run = self.store.get_run(run_id)
+            except RunyardError:  # not an id of ours (another workspace's cgroup)
+                continue
+            if run is not None and run.state.terminal:
+                ended.add(run_id)
+        return ended
 
     def _run_ended(self, run_id: str, code: int | None, reason: str) -> None:
         self.runs.on_run_exit(run_id, code, reason)

@@ -57,6 +57,7 @@ class Services:
         return services
 
     def start(self) -> None:
+        self.supervisor.start_cgroup_sweeper()  # ended runs' cgroups go before the index is built
         self.repository.start()
         self.supervisor.start()
         if self.agents is not None:

@@ -189,6 +189,7 @@ class CgroupHost:
                     stale = True
             if stale:
                 group.kill()
+                _made_now(group)
             self._limit(group, limits)
         except OSError as exc:
             group.remove(0.0)
@@ -207,6 +208,13 @@ class CgroupHost:
             _limit_v2(group.folders[""], limits, self.limitable)
         else:
             _limit_v1(group.folders, limits)
+
+
+def _made_now(group: Cgroup) -> None:
+    """Date a reused cgroup's folders now: sweeps take an old, empty one for a leftover."""
+    for folder in group.folders.values():
+        with contextlib.suppress(OSError):
+            os.utime(folder)
 
 
 def _requested(limits: Limits, resource: str) -> bool:
@@ -325,7 +333,14 @@ def _base(own: dict[str, str], mounts: dict[str, tuple[Path, str]], key: str) ->
 
 def _v2_host(own: dict[str, str], mounts: dict[str, tuple[Path, str]]) -> CgroupHost | None:
     base = _base(own, mounts, "")
-    if base is None or not (base / "cgroup.procs").exists():
+    return None if base is None else cgroup2_host(base)
+
+
+def cgroup2_host(base: Path) -> CgroupHost | None:
+    """Run cgroups created in the cgroup2 folder ``base``, limiting what it delegates (it
+    is enabled for the subtree where allowed); None when ``base`` is no cgroup2 folder.
+    :func:`detect_host` takes our own cgroup as ``base``; a test may take another."""
+    if not (base / "cgroup.procs").exists():
         return None
     return CgroupHost("cgroup2", {"": base}, _delegated(base))
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # the launcher and the zygote import this module: keep settin
 MIB = 1 << 20
 TASK_PREFIX = "runyard-task-"
 AGENT_PREFIX = "runyard-agent-"
+LAUNCH_PREFIX = "runyard-launch-"  # a launch that names no run (its launcher removes it)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 NPROC_NOTE = "RLIMIT_NPROC counts every process of the user and does not bind root"
 CPU_NOTE = "cpu is not enforced: setrlimit cannot limit a CPU rate"
@@ -65,7 +66,7 @@ def cgroup_name(labels: dict[str, str]) -> str:
         return agent_cgroup_name(labels["runyard.agent-run"])
     if labels.get("runyard.run_id"):
         return task_cgroup_name(labels["runyard.run_id"])
-    return "runyard-launch-" + uuid.uuid4().hex
+    return LAUNCH_PREFIX + uuid.uuid4().hex
 
 
 @dataclass

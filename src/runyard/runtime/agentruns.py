@@ -132,6 +132,11 @@ class AgentRuns:
         with self._lock:
             return run_id in self._runs
 
+    def watched_ids(self) -> set[str]:
+        """The ids of the runs watched here."""
+        with self._lock:
+            return set(self._runs)
+
     def quota_folders(self) -> dict[str, tuple[Path, ...]]:
         """The folders each watched run may write, by run id (for its disk quota)."""
         with self._lock:

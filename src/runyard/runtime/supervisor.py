@@ -28,7 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from runyard.config import Settings
 from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
+from runyard.executors.cgroups import detect_host
 from runyard.executors.containment import (
+    AGENT_PREFIX,
+    TASK_PREFIX,
+    agent_cgroup_name,
     existing_cgroups,
     planned_limits,
     sweep,
@@ -37,6 +41,7 @@ from runyard.executors.containment import (
 from runyard.executors.local import LocalExecutor
 from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
+from runyard.runtime.cgroupsweep import CgroupSweeper
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
 from runyard.runtime.diskquota import MIB, Account, DiskQuotas
@@ -54,7 +59,7 @@ from runyard.runtime.liveness import (
     worker_alive,
 )
 from runyard.runtime.orphans import reconcile_orphans
-from runyard.runtime.reconcile import KnownTasks, unfinished_statuses
+from runyard.runtime.reconcile import KnownTasks, ended_runs, unfinished_statuses
 from runyard.runtime.sandboxed import task_sandbox_problem
 from runyard.runtime.submitters import (
     ADMIN,
@@ -126,6 +131,10 @@ class Supervisor:
         # a built index: start() takes the unfinished and recordless tasks from it instead
         # of reading every folder (None, or an index not built yet: the files are read)
         self.known_tasks: KnownTasks | None = None
+        # of the agent run ids given, those whose end the agent store records (set by the
+        # agent service): their cgroups go in the first sweep after start
+        self.ended_agent_runs: Callable[[set[str]], set[str]] | None = None
+        self._cgroup_sweeper: CgroupSweeper | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -135,6 +144,7 @@ class Supervisor:
             if self._executor is not None:
                 return
             self.workspace.ensure()
+            self.start_cgroup_sweeper()  # its thread leaves unfinished runs to the loop below
             known = self.known_tasks
             recordless = known.recordless_ids() if known is not None else None
             for rel in reconcile_orphans(self.workspace, recordless):  # each one is logged
@@ -151,7 +161,36 @@ class Supervisor:
                 self._reconcile(status, cgroups)
             if self._kube is not None:
                 self._kube.collect()
+            if self._cgroup_sweeper is not None:  # runs that ended while we reconciled
+                self._cgroup_sweeper.ask_records()
         self._pump()
+
+    def start_cgroup_sweeper(self) -> None:
+        """Remove, in a thread of its own, the cgroups of runs that ended unwatched, then
+        keep sweeping until :meth:`stop` (:mod:`runyard.runtime.cgroupsweep`); :meth:`start`
+        calls it, a server sooner (its index may take a while). Idempotent."""
+        host = detect_host()
+        with self._lock:
+            if host is None or self._cgroup_sweeper is not None:
+                return
+            self._cgroup_sweeper = CgroupSweeper(host, self._watched_cgroups, self._recorded_ends)
+            self._cgroup_sweeper.start()
+
+    def _watched_cgroups(self) -> set[str]:
+        with self._lock:
+            runs = set(self._active)
+            agent_runs = self._agent_runs
+        agents = agent_runs.watched_ids() if agent_runs is not None else set()
+        return {task_cgroup_name(r) for r in runs} | {agent_cgroup_name(r) for r in agents}
+
+    def _recorded_ends(self, names: set[str]) -> set[str]:
+        """Of the cgroup ``names``, those of runs whose end this workspace records."""
+        tasks = {n.removeprefix(TASK_PREFIX) for n in names if n.startswith(TASK_PREFIX)}
+        agents = {n.removeprefix(AGENT_PREFIX) for n in names if n.startswith(AGENT_PREFIX)}
+        ended = {task_cgroup_name(r) for r in ended_runs(self.workspace, tasks)}
+        if agents and self.ended_agent_runs is not None:
+            ended |= {agent_cgroup_name(r) for r in self.ended_agent_runs(agents)}
+        return ended
 
     def _unfinished(self) -> list[TaskStatus]:
         """The queued and running statuses, oldest first: from the index when it is built
@@ -189,6 +228,7 @@ class Supervisor:
             monitor, executor = self._monitor, self._executor
             kube, kube_executor = self._kube, self._kube_executor
             quotas, self._quotas = self._quotas, None
+            sweeper, self._cgroup_sweeper = self._cgroup_sweeper, None
             self._monitor = self._executor = None
             self._kube, self._kube_executor = None, None
             self._queue.clear()
@@ -200,6 +240,8 @@ class Supervisor:
             monitor.stop()
         if quotas is not None:
             quotas.stop()
+        if sweeper is not None:
+            sweeper.stop()
         if executor is not None:
             executor.close()
         if kube is not None:
