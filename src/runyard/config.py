@@ -164,7 +164,8 @@ class Settings(BaseSettings):
     # the server's event loop: uvloop's where it is installed ("auto"), or one of the two
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     max_body_bytes: int = Field(1 << 20, ge=1024)
-    # new work (submits, sessions, uploads, runs) is refused (507) below this much free space
+    # below this much free space new work (submits, sessions, uploads, runs) is refused (507)
+    # and queued tasks and agent runs wait instead of launching (0: neither)
     min_free_mb: int = Field(512, ge=0)
     sse_heartbeat_seconds: float = Field(15.0, gt=0, le=15.0)
     # agent-run backend

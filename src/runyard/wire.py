@@ -90,6 +90,8 @@ class TaskStatus(BaseModel):
     # ours, beyond the seed: written only when known, so a seed-written status reads as-is
     submitted_by: str | dict[str, str] | None = None
     limits: dict[str, Any] | None = None
+    # why a queued run is not launched yet, while that is not a free slot (runtime/spacewait)
+    queued_reason: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -103,7 +105,7 @@ class TaskStatus(BaseModel):
         return data
 
 
-OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits", "synced_from")
+OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits", "synced_from", "queued_reason")
 
 
 class TaskHandle(BaseModel):

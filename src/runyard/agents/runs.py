@@ -33,8 +33,10 @@ from runyard.config import Settings
 from runyard.faults import fault_point
 from runyard.wire import TaskState
 from runyard.workspace.records import CANCEL_EXIT_CODE, utcnow
+from runyard.workspace.space import space_shortage
 
 log = logging.getLogger("runyard.agents")
+SPACE_RECHECK_SECONDS = 2.0
 MAX_PROMPT_CHARS = 1_000_000
 CANCELLED = "cancelled"  # why a run was stopped: on request...
 TIMED_OUT = "timeout"  # ...or past agent_run_timeout_seconds
@@ -137,6 +139,8 @@ class RunManager:
         self.notify = notify
         self._lock = threading.RLock()
         self._stopping = threading.Event()
+        self._space_recheck: threading.Timer | None = None  # a dispatch waiting for space
+        self._space_waits = False
         self._locks_guard = threading.Lock()
         self._snapshot_locks: dict[str, threading.Lock] = {}
         # ends the store refused (a full disk): served as ended, written again until taken
@@ -246,7 +250,32 @@ class RunManager:
                 active = [r for r in self.store.active_runs() if r.session_id == session_id]
                 if not active or any(r.state == TaskState.RUNNING for r in active):
                     return
+                if self._short_of_space():
+                    return
                 self._start(active[0])
+
+    def _short_of_space(self) -> bool:
+        """Below ``min_free_mb`` free a queued run waits (launched, it would fail at its
+        first write) and the dispatch is tried again in a moment."""
+        reason = space_shortage(self.layout.root, self.settings.min_free_mb)
+        if reason is None:
+            self._space_waits = False
+            return False
+        if not self._space_waits:
+            log.warning("queued agent runs wait: %s", reason)
+            self._space_waits = True
+        if self._space_recheck is None:
+            self._space_recheck = threading.Timer(SPACE_RECHECK_SECONDS, self._recheck_space)
+            self._space_recheck.daemon = True
+            self._space_recheck.start()
+        return True
+
+    def _recheck_space(self) -> None:
+        with self._lock:
+            self._space_recheck = None
+            if not self._stopping.is_set():
+                self._dispatch_all()
+        self.notify()
 
     def _dispatch_all(self) -> None:
         """Dispatch every session with a queued run, the one waiting longest first."""
@@ -394,6 +423,9 @@ class RunManager:
 
     def stop(self) -> None:
         self._stopping.set()
+        with self._lock:
+            if self._space_recheck is not None:
+                self._space_recheck.cancel()
         self._held.stop()  # an end still held is settled by the next start, from its exit file
 
     def reconcile(self) -> None:

@@ -77,6 +77,7 @@ class AgentRoute(APIRoute):
 
 
 def _require_room(services: Services) -> None:
+    services.read_only.refuse()  # 507 on a full disk (api/readonly.py)
     require_space(services.workspace.root, services.settings.min_free_mb)
 
 
@@ -161,7 +162,7 @@ def build_agents_router(services: Services) -> APIRouter:
     assert service is not None
     router = APIRouter(route_class=AgentRoute, tags=["agents"])
     _session_routes(router, services, service)
-    _artifact_routes(router, service)
+    _artifact_routes(router, services, service)
     _grant_routes(router, services, service)
     _run_routes(router, services, service)
     _run_output_routes(router, service)
@@ -224,7 +225,7 @@ def _status_route(router: APIRouter, catalog: Any, action: str, status: SessionS
     )
 
 
-def _artifact_routes(router: APIRouter, service: AgentService) -> None:
+def _artifact_routes(router: APIRouter, services: Services, service: AgentService) -> None:
     catalog = service.catalog
     limit_bytes = service.settings.upload_max_bytes
 
@@ -234,8 +235,7 @@ def _artifact_routes(router: APIRouter, service: AgentService) -> None:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit_bytes + UPLOAD_SLACK:
             raise UploadTooLarge(limit_bytes)
-        settings = service.settings
-        await run_in_threadpool(require_space, settings.workspace_dir, settings.min_free_mb)
+        await run_in_threadpool(_require_room, services)
         received = await receive_upload(
             request.stream(),
             request.headers.get("content-type"),

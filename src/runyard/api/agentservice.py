@@ -136,6 +136,13 @@ class AgentService:
         log_removed("unfinished state snapshots", self.checkpoints.sweep())
         self.sandbox  # noqa: B018 - probe before the first run, not during it
         self.supervisor.start_monitor()  # the server's supervisor has started it already
+        if not self.store.read_only:  # else adopted by reopen(), once the disk has room
+            self.runs.start()
+
+    def reopen(self) -> None:
+        """Open a store the full disk left read-only for writing, then adopt and settle the
+        runs as :meth:`start` would have; a space error while the disk is still full."""
+        self.store.reopen()
         self.runs.start()
 
     def _ended_runs(self, run_ids: set[str]) -> set[str]:

@@ -110,6 +110,7 @@ async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope)
 
 def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
     """The submit job itself, in the calling thread (it writes and syncs the task folder)."""
+    s.read_only.refuse("submit a task")  # 507 on a full disk (api/readonly.py)
     key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
     handle = s.supervisor.submit(
         args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor

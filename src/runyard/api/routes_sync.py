@@ -90,6 +90,7 @@ def build_sync_router(services: Services) -> APIRouter:
     async def sync_task(request: Request, task_id: str, source: str = "") -> Any:
         _admin_only(request)
         parse_task_id(task_id)
+        services.read_only.refuse("receive a task")  # 507 on a full disk (api/readonly.py)
         origin = {"server": source[:MAX_SOURCE_CHARS] or "unknown"}
         body = BlockingBody(request.stream().__aiter__())
         settings = services.settings

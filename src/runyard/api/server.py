@@ -12,6 +12,10 @@ The banner's Studio link carries a one-time login code, never the token
 The port listens before the app is built (api/front.py): what runs before it is only the
 settings, the checks above, the workspace's modes (api/workspace_privacy.py), the server lock
 and the log.
+
+On a full disk, where ``server.json`` cannot be written, the server starts read-only
+(api/readonly.py): its banner says so and how a client connects (``RUNYARD_URL`` and where
+the token is), and it writes the file, leaving read-only mode, once space is freed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import os
 import secrets
 import signal
@@ -40,6 +45,7 @@ from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
 from runyard.api.login import LoginCodes, lifetime_words
 from runyard.api.onewrite import OneWriteHttpProtocol
+from runyard.api.readonly import ReadOnly, read_only_banner
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
 from runyard.api.workspace_privacy import close_workspace, report_closed
@@ -49,10 +55,12 @@ from runyard.faults import fault_delay
 from runyard.runtime.proctitle import set_title
 from runyard.workspace.atomic import read_json_tolerant
 from runyard.workspace.records import utcnow
+from runyard.workspace.space import is_space_error
 
 if TYPE_CHECKING:
     from runyard.api.services import Services
 
+log = logging.getLogger("runyard.api")
 BACKLOG = 2048  # uvicorn's: connections wait there until the loop accepts them
 
 
@@ -124,9 +132,10 @@ def serve(settings: Settings, *, rotate_token: bool = False) -> None:
     record = {"url": url, "pid": os.getpid(), "token": settings.token, "started_at": utcnow()}
     leave = settings.token or kept  # for the next start; with --no-auth the one kept before
     codes = LoginCodes(settings.login_link_seconds)
+    start = _Start(record, codes, leave, ReadOnly(), _token_source(settings, kept, address_file))
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            failure = runner.run(_run_all(tcp, settings, record, codes, leave))
+            failure = runner.run(_run_all(tcp, settings, start))
     finally:
         os.close(lock_fd)
     if failure is not None:  # the app could not be built: the error the start ends with
@@ -153,25 +162,42 @@ def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEve
     return uvloop.new_event_loop
 
 
-def _build(settings: Settings, codes: LoginCodes) -> tuple[Services, Any]:
+@dataclass(frozen=True)
+class _Start:
+    """What a start hands on: the ``record`` for ``server.json``, the login ``codes``, the
+    token ``leave`` keeps for the next start, the ``read_only`` state a full disk sets, and
+    ``token_source``, how a client finds the token when ``server.json`` cannot say it."""
+
+    record: dict[str, Any]
+    codes: LoginCodes
+    leave: str | None
+    read_only: ReadOnly
+    token_source: str
+
+
+def _token_source(settings: Settings, kept: str | None, address_file: Path) -> str:
+    if not settings.auth:
+        return " (no token: --no-auth)"
+    if settings.token and settings.token != kept:
+        return " and RUNYARD_TOKEN, the token configured (--token-file, RUNYARD_TOKEN, config)"
+    if settings.token:
+        return f' and RUNYARD_TOKEN, the "token" kept in {address_file}'
+    return (" and a new token no file holds: sign in with the Studio link above, or restart "
+            "with --token-file")  # fmt: skip
+
+
+def _build(settings: Settings, start: _Start) -> tuple[Services, Any]:
     """The services and the app, in the front's thread while the port already answers."""
     from runyard.api.app import create_app  # FastAPI, the routes, the record models
     from runyard.api.services import Services
 
     fault_delay("serve.build")
-    services = Services.build(settings, login_codes=codes)
+    services = Services.build(settings, login_codes=start.codes, read_only=start.read_only)
     return services, create_app(settings, services)
 
 
-async def _run_all(
-    tcp: socket.socket,
-    settings: Settings,
-    record: dict[str, Any],
-    codes: LoginCodes,
-    leave: str | None,
-) -> BaseException | None:
-    """Serve until asked to stop; the error of an app that could not be built, if any.
-    ``leave``: the token ``server.json`` keeps once the server has stopped."""
+async def _run_all(tcp: socket.socket, settings: Settings, start: _Start) -> BaseException | None:
+    """Serve until asked to stop; the error of an app that could not be built, if any."""
     beside: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []  # the agent-run socket
     bound: list[_BoundSocket] = []  # its file, removed at the end
 
@@ -185,7 +211,7 @@ async def _run_all(
     def on_failed(exc: BaseException) -> None:
         main.should_exit = True
 
-    front = Front(settings, partial(_build, settings, codes), on_built, on_failed)
+    front = Front(settings, partial(_build, settings, start), on_built, on_failed)
     config = _uvicorn_config(AccessLog(front), settings, lifespan="on", timeout_graceful_shutdown=3)
     main = _Server(config)
     loop = asyncio.get_running_loop()
@@ -195,23 +221,45 @@ async def _run_all(
     while not main.started and not serving.done():
         await asyncio.sleep(0.01)
     if main.started:  # recorded, then announced: whoever reads the line finds the file
-        write_server_file(server_file(settings), record)
-        _announce(settings, record, codes)
+        _record(server_file(settings), start)
+        _announce(settings, start)
     try:
         await serving
     finally:
+        start.read_only.stop()
         for server, _ in beside:
             server.should_exit = True
         await asyncio.gather(*(task for _, task in beside), return_exceptions=True)
         for socket_file in bound:
             socket_file.remove()
-        current = read_json_tolerant(server_file(settings))
-        if current and current.get("pid") == os.getpid():  # the address goes, the token stays
-            leave_token(server_file(settings), leave)
+        _leave(server_file(settings), start.leave)
     return front.failure
 
 
-def _announce(settings: Settings, record: dict[str, Any], codes: LoginCodes) -> None:
+def _record(path: Path, start: _Start) -> None:
+    """``server.json`` now; on a full disk the server goes on read-only and writes it as
+    soon as it can (api/readonly.py)."""
+    write = partial(write_server_file, path, start.record)
+    try:
+        write()
+    except OSError as exc:
+        start.read_only.defer(path.name, write, exc)
+
+
+def _leave(path: Path, token: str | None) -> None:
+    current = read_json_tolerant(path)
+    if not current or current.get("pid") != os.getpid():  # never written, or a later one's
+        return
+    try:  # the address goes, the token stays
+        leave_token(path, token)
+    except OSError as exc:
+        if not is_space_error(exc):
+            raise
+        log.warning("%s keeps this stopped server's address: the disk is full (%s)", path, exc)
+
+
+def _announce(settings: Settings, start: _Start) -> None:
+    record, codes = start.record, start.codes
     url = record["url"]
     # a one-time code, not the token: browsers keep every address they open (history,
     # session restore, favicons), and what they keep of this one is spent within minutes
@@ -226,6 +274,8 @@ def _announce(settings: Settings, record: dict[str, Any], codes: LoginCodes) -> 
         f"  Studio: {studio}\n"
         "  try: runyard submit demo x=1 y=2 --wait\n"
     )
+    if start.read_only.active:
+        banner += read_only_banner(start.read_only.reason, url, start.token_source)
     sys.stdout.write(banner)
     sys.stdout.flush()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runyard.errors import ConfigError
 from runyard.workspace.atomic import read_json_tolerant
+from runyard.workspace.space import is_space_error
 
 LOCK_FILE = "server.lock"
 
@@ -33,9 +34,19 @@ def hold_server_lock(workspace_dir: Path, server_json: Path) -> int:
             f"Another runyard server already serves {workspace_dir} ({holder}); "
             "stop it first or use another workspace"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    _name_holder(fd)
     return fd
+
+
+def _name_holder(fd: int) -> None:
+    """Write this pid into the lock file, for a second start to name; on a full disk the
+    lock holds without it (that start then names the pid as unknown)."""
+    os.ftruncate(fd, 0)
+    try:
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as exc:
+        if not is_space_error(exc):
+            raise
 
 
 def _holder(fd: int, server_json: Path) -> str:

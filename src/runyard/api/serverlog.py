@@ -19,6 +19,7 @@ included.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -29,6 +30,8 @@ from logging.handlers import RotatingFileHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
+
+from runyard.workspace.space import is_space_error
 
 LOG_FILE = "server.log"
 MAX_BYTES = 10 * 1024 * 1024
@@ -96,6 +99,7 @@ class _RotatingLog(RotatingFileHandler):
     def __init__(self, path: Path) -> None:
         super().__init__(path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
         self._last: tuple[logging.LogRecord, str] | None = None
+        self._dropped = 0  # lines a full disk refused since the last one written
 
     def format(self, record: logging.LogRecord) -> str:
         if self._last is not None and self._last[0] is record:
@@ -107,8 +111,29 @@ class _RotatingLog(RotatingFileHandler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             super().emit(record)
+            if self._dropped and self.stream is not None:
+                note = f"{self._dropped} log lines before this one were lost: the disk was full"
+                self._dropped = 0
+                super().emit(logging.makeLogRecord({"name": "runyard.api", "msg": note,
+                                                    "levelno": logging.WARNING,
+                                                    "levelname": "WARNING"}))  # fmt: skip
         finally:
             self._last = None
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802
+        """A full disk drops the line (counted, told once on standard error, noted in the
+        log when it writes again) instead of a traceback for every line."""
+        if not is_space_error(sys.exc_info()[1]):
+            super().handleError(record)
+            return
+        stream, self.stream = self.stream, None  # reopened for the next line
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()  # its buffered part is lost with the line
+        self._dropped += 1
+        if self._dropped == 1:
+            sys.stderr.write(f"warning: {self.baseFilename}: the disk is full; log lines are "
+                             "lost until space is freed\n")  # fmt: skip
 
     def shouldRollover(self, record: logging.LogRecord) -> bool:  # noqa: N802
         if self.stream is None:

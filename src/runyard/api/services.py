@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from runyard.api.idempotency import IdempotencyStore
 from runyard.api.login import BrowserSessions, LoginCodes
+from runyard.api.readonly import ReadOnly
 from runyard.changes import ChangeHub
 from runyard.config import Settings
 from runyard.privacy import make_folder
@@ -34,9 +35,16 @@ class Services:
     # the Studio's sign-in (api/login.py): serve mints the banner's code before the app exists
     login_codes: LoginCodes = field(default_factory=LoginCodes)
     browser_sessions: BrowserSessions = field(default_factory=BrowserSessions)
+    # read-only on a full disk (api/readonly.py): serve makes it before the app exists
+    read_only: ReadOnly = field(default_factory=ReadOnly)
 
     @classmethod
-    def build(cls, settings: Settings, login_codes: LoginCodes | None = None) -> Services:
+    def build(
+        cls,
+        settings: Settings,
+        login_codes: LoginCodes | None = None,
+        read_only: ReadOnly | None = None,
+    ) -> Services:
         workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
         for folder in (workspace.root, workspace.log_dir):  # whatever this process's umask
             make_folder(folder, settings.workspace_mode)
@@ -51,7 +59,7 @@ class Services:
         sessions = BrowserSessions(settings.studio_session_hours * 3600)
         services = cls(
             settings, workspace, registry, repository, supervisor,
-            login_codes=codes, browser_sessions=sessions,
+            login_codes=codes, browser_sessions=sessions, read_only=read_only or ReadOnly(),
         )  # fmt: skip
         services.agents = _build_agents(services)
         return services
@@ -60,10 +68,14 @@ class Services:
         self.supervisor.start_cgroup_sweeper()  # ended runs' cgroups go before the index is built
         self.repository.start()
         self.supervisor.start()
-        if self.agents is not None:
-            self.agents.start()
+        agents = self.agents
+        if agents is not None:
+            agents.start()
+            if agents.store.full_disk is not None:  # its runs are adopted once it reopens
+                self.read_only.defer("the agent store", agents.reopen, agents.store.full_disk)
 
     def stop(self) -> None:
+        self.read_only.stop()
         if self.agents is not None:
             self.agents.stop()
         self.supervisor.stop()

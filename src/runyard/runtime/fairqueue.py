@@ -70,6 +70,12 @@ class FairQueue:
                 return found.task_id, found.run_id
         return None
 
+    def entries(self) -> list[tuple[str, str]]:
+        """Every queued ``(task_id, run_id)``, oldest first; the queue stays as it is."""
+        every = sorted((e for entries in self._by_owner.values() for e in entries),
+                       key=lambda entry: entry.order)  # fmt: skip
+        return [(entry.task_id, entry.run_id) for entry in every]
+
     def clear(self) -> None:
         self._by_owner.clear()
         self._size = 0

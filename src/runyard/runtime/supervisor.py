@@ -61,6 +61,8 @@ from runyard.runtime.liveness import (
 from runyard.runtime.orphans import reconcile_orphans
 from runyard.runtime.reconcile import KnownTasks, ended_runs, unfinished_statuses
 from runyard.runtime.sandboxed import task_sandbox_problem
+from runyard.runtime.spacewait import RECHECK_SECONDS as SPACE_RECHECK_SECONDS
+from runyard.runtime.spacewait import SpaceWait
 from runyard.runtime.submitters import (
     ADMIN,
     Submitter,
@@ -114,6 +116,9 @@ class Supervisor:
         self._kube_executor: KubernetesExecutor | None = None
         self._sandbox_problem: str | None = None
         self._sandbox_probed = False
+        # below min_free_mb free, queued runs wait for space instead of launching to fail
+        self._space = SpaceWait(workspace, settings.min_free_mb)
+        self._space_recheck = False  # a look at the space is due from the monitor
         # the tasks each agent run submitted (seen here): their folders count against its
         # disk quota, and they stop with it when it is over
         self._run_tasks: dict[str, set[str]] = {}
@@ -372,6 +377,8 @@ class Supervisor:
 
     def _pump(self) -> None:
         with self._lock:
+            if self._waits_for_space():
+                return
             while self._executor is not None and self._has_slot():
                 queued = self._queue.pop_next(self._capped_owners())
                 if queued is None:
@@ -385,6 +392,27 @@ class Supervisor:
                 status = self.workspace.read_status(task_id)
                 if status is not None and status.run_id == run_id and not status.terminal:
                     kube.launch(status)
+
+    def _waits_for_space(self) -> bool:
+        """Short of ``min_free_mb``: nothing launches, the queued runs say why, and the
+        queue is looked at again in a moment (:mod:`runyard.runtime.spacewait`)."""
+        if self._executor is None or self._monitor is None:
+            return False
+        wanted = (self._queue and self._has_slot()) or self._kube_queue
+        if not wanted or not self._space.holds(self._queued_runs):
+            return False
+        if not self._space_recheck:
+            self._space_recheck = True
+            self._monitor.call_later(SPACE_RECHECK_SECONDS, self._recheck_space)
+        return True
+
+    def _queued_runs(self) -> list[tuple[str, str]]:
+        return [*self._queue.entries(), *self._kube_queue]
+
+    def _recheck_space(self) -> None:
+        with self._lock:
+            self._space_recheck = False
+        self._pump()
 
     def sandbox_problem(self) -> str | None:
         """Why run-submitted tasks cannot be sandboxed here (probed once), or None."""
@@ -410,6 +438,7 @@ class Supervisor:
             self._adopt(status)
             return
         assert self._executor is not None and self._monitor is not None
+        status = self._space.launching(status)  # its worker carries no stale reason on
         supervision = hold_supervision(supervision_path(self.workspace, task_id))
         scope = launch_scope(self.workspace, status)
         executor = self._executor if scope is None else self._sandbox_executor

@@ -17,14 +17,18 @@ from runyard.errors import InsufficientStorage
 
 SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 UNWRITTEN_NOTE = "the record could not be written yet"
+SHM_FULL = "SQLITE_IOERR_SHMSIZE"
 
 
 def is_space_error(exc: BaseException) -> bool:
     """True for an OSError a full disk (or a failing one) gives: retry, don't crash."""
     if isinstance(exc, OSError) and exc.errno in SPACE_ERRNOS:
         return True
-    # sqlite3 reports a full disk as OperationalError("database or disk is full")
-    return type(exc).__name__ == "OperationalError" and "disk is full" in str(exc)
+    if type(exc).__name__ != "OperationalError":
+        return False
+    # sqlite3 reports a full disk as "database or disk is full", and a WAL index (the -shm
+    # file) it cannot grow as SQLITE_IOERR_SHMSIZE ("disk I/O error")
+    return "disk is full" in str(exc) or getattr(exc, "sqlite_errorname", "") == SHM_FULL
 
 
 def free_mb(path: Path) -> float:
@@ -55,6 +59,20 @@ def require_space(path: Path, min_free_mb: int) -> None:
             f"Only {free:.0f} MB free under the workspace, below min_free_mb={min_free_mb}: "
             "new work is refused until space is freed"
         )
+
+
+def space_shortage(path: Path, min_free_mb: int) -> str | None:
+    """Why queued work may not launch now (less than ``min_free_mb`` free), or None; the
+    reason a waiting run's status gives (``runtime/spacewait.py``)."""
+    if min_free_mb <= 0:
+        return None
+    try:
+        free = free_mb(path)
+    except OSError:
+        return None  # cannot tell: the launch itself will say
+    if free >= min_free_mb:
+        return None
+    return f"waiting for disk space: {free:.0f} MB free, min_free_mb {min_free_mb}"
 
 
 def storage_error(exc: BaseException, what: str) -> InsufficientStorage:

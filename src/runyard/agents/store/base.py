@@ -39,6 +39,18 @@ from runyard.wire import TaskState
 
 
 class AgentStore(ABC):
+    # a store a full disk kept from opening for writing: why (SQLiteStore), else None
+    full_disk: BaseException | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return self.full_disk is not None
+
+    def reopen(self) -> None:
+        """Open a ``read_only`` store for writing again (a space error while it cannot);
+        a store that never is read-only has nothing to do."""
+        return None
+
     # sessions
     @abstractmethod
     def create_session(self, session: Session) -> None:

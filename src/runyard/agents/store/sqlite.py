@@ -8,6 +8,7 @@ warning, and a record with such ids is refused when added.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -31,8 +32,10 @@ from runyard.agents.models import (
 from runyard.agents.store import schema
 from runyard.agents.store.base import AgentStore, state_event
 from runyard.agents.store.validity import read_record, require_valid, usable
+from runyard.errors import InsufficientStorage
 from runyard.faults import fault_point
 from runyard.wire import TaskState
+from runyard.workspace.space import is_space_error
 
 ACTIVE = "('queued', 'running')"
 
@@ -51,18 +54,74 @@ def parse_cursor(cursor: str | None) -> int | None:
 
 
 class SQLiteStore(AgentStore):
+    """The store on one database file. On a full disk, where even opening it for writing
+    fails (SQLite grows its ``-shm`` file), an existing database whose WAL holds nothing
+    opens ``read_only`` as the file is: reads answer, every change raises
+    :class:`InsufficientStorage` (507), until :meth:`reopen` succeeds."""
+
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
-        if self.path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA foreign_keys=ON")
-        schema.migrate(self._conn)
-        self._conn.row_factory = _dict_row
+        self.full_disk: sqlite3.OperationalError | None = None  # why it is read-only
+        try:
+            self._conn = self._connect()
+        except sqlite3.OperationalError as exc:
+            if not self._whole_in_file(exc):
+                raise
+            self._conn = self._connect_as_is()
+            self.full_disk = exc
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=30.0)  # fmt: skip
+        try:
+            if self.path != ":memory:":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            schema.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        conn.row_factory = _dict_row
+        return conn
+
+    def _whole_in_file(self, exc: sqlite3.OperationalError) -> bool:
+        """A full disk, and no WAL beside the database, or an empty one: the file alone
+        (none, or an empty one, on a disk that was full before it was ever written) holds
+        every row, so reading it as it is misses nothing."""
+        if self.path == ":memory:" or not is_space_error(exc):
+            return False
+        try:
+            return os.path.getsize(self.path + "-wal") == 0
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+    def _connect_as_is(self) -> sqlite3.Connection:
+        try:
+            empty = os.path.getsize(self.path) == 0
+        except FileNotFoundError:
+            empty = True
+        if empty:  # nothing was ever stored: empty tables in memory answer the same
+            conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            schema.migrate(conn)
+        else:  # immutable: no lock, no -shm, no WAL; nobody else can write on this disk
+            uri = Path(os.path.abspath(self.path)).as_uri() + "?immutable=1"
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # it reads, or raises
+        conn.execute("PRAGMA query_only=ON")
+        conn.row_factory = _dict_row
+        return conn
+
+    def reopen(self) -> None:
+        with self._lock:
+            if not self.read_only:
+                return
+            old, self._conn = self._conn, self._connect()
+            self.full_disk = None
+        old.close()
 
     def close(self) -> None:
         with self._lock:
@@ -71,6 +130,11 @@ class SQLiteStore(AgentStore):
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self.read_only:
+                raise InsufficientStorage(
+                    "The agent store is read-only: the disk was full when it was opened; "
+                    "nothing can change until space is freed"
+                )
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self._conn
