@@ -95,7 +95,9 @@ def run(
 ) -> None:
     """Run a task here, in its own worker process, with no server needed.
 
-    Ctrl-C cancels the task (this command is its only watcher) and exits 130.
+    With --detach beside the workspace's running server, the server queues it (under its
+    max_concurrent_tasks), as `runyard submit` would. Ctrl-C cancels the task (this
+    command is its only watcher) and exits 130.
     """
     from runyard.runtime.launch import run_task, wait_reaped
     from runyard.runtime.liveness import wait_for_run
@@ -103,6 +105,8 @@ def run(
     from runyard.workspace.layout import Workspace
 
     settings = _settings(workspace_dir, log_dir, config)
+    if detach and _submitted_to_server(settings, task, _inputs(fields, name, source), as_json):
+        return
     workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
     try:
         handle = run_task(
@@ -122,6 +126,25 @@ def run(
         fail(*plain(exc))
     wait_reaped(REAP_WAIT_SECONDS)  # the worker's cgroup goes with it, not after this exits
     _finish(status, as_json)
+
+
+def _submitted_to_server(
+    settings: Settings, task: str, inputs: dict[str, Any], as_json: bool
+) -> bool:
+    """Submit a detached run to the workspace's server when one runs (recorded in
+    ``server.json`` and answering): launched here, it would run beside the server's queue
+    and above its task cap. False when no server runs: the run is launched here."""
+    from runyard.cli.backend import RemoteBackend, open_backend
+
+    backend = open_backend(settings, None, None)
+    if not isinstance(backend, RemoteBackend):
+        return False
+    try:
+        handle = backend.client.submit(task, **inputs)
+    except RunyardError as exc:
+        fail(*plain(exc))
+    print_json(handle.model_dump()) if as_json else console.print(handle.task_id)
+    return True
 
 
 def _interrupted(status: TaskStatus) -> None:
