@@ -209,6 +209,10 @@ class ServiceUnavailable(RunyardError):
     """The server is up but not ready for this request yet (its start-up is under way)."""
 
 
+class ServerStopping(ServiceUnavailable):
+    """The server stopped before this request was done (its drain ran out)."""
+
+
 class UpstreamError(RunyardError):
     """A remote runyard a call was forwarded to could not be reached or answered no JSON."""
 

@@ -73,6 +73,7 @@ from runyard.errors import (
     PreviewUnavailable,
     RunMismatch,
     RunyardError,
+    ServerStopping,
     ServiceUnavailable,
     TaskActive,
     TaskNameTaken,
@@ -122,6 +123,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     InsufficientStorage: Rule(507, "insufficient_storage"),
     PreviewUnavailable: Rule(501, "preview_unavailable"),
     ServiceUnavailable: Rule(503, "starting", RETRY_STARTING),
+    ServerStopping: Rule(503, "stopping", RETRY_STARTING),
     # the caller's request
     InvalidInput: Rule(400, "bad_request"),
     InvalidTaskId: Rule(400, "invalid_task_id"),

@@ -48,6 +48,7 @@ from runyard.api.onewrite import OneWriteHttpProtocol
 from runyard.api.readonly import ReadOnly, read_only_banner
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
+from runyard.api.stopping import CutShort, StopBound, drain_seconds, reap_children
 from runyard.api.workspace_privacy import close_workspace, report_closed
 from runyard.config import Settings
 from runyard.errors import ConfigError
@@ -138,6 +139,7 @@ def serve(settings: Settings, *, rotate_token: bool = False) -> None:
             failure = runner.run(_run_all(tcp, settings, start))
     finally:
         os.close(lock_fd)
+        reap_children()  # those that ended while it stopped: unwatched since, not reaped
     if failure is not None:  # the app could not be built: the error the start ends with
         raise failure
 
@@ -202,7 +204,7 @@ async def _run_all(tcp: socket.socket, settings: Settings, start: _Start) -> Bas
     bound: list[_BoundSocket] = []  # its file, removed at the end
 
     def on_built(services: Services, app: Any) -> None:
-        uds = _agent_socket(settings, services, app)
+        uds = _agent_socket(settings, services, CutShort(app, bound_stop))
         if uds is not None:
             server, socks, socket_file = uds
             bound.append(socket_file)
@@ -212,11 +214,18 @@ async def _run_all(tcp: socket.socket, settings: Settings, start: _Start) -> Bas
         main.should_exit = True
 
     front = Front(settings, partial(_build, settings, start), on_built, on_failed)
-    config = _uvicorn_config(AccessLog(front), settings, lifespan="on", timeout_graceful_shutdown=3)
+
+    def leave_files() -> None:
+        for socket_file in bound:
+            socket_file.remove()
+        _leave(server_file(settings), start.leave)
+
+    bound_stop = StopBound(settings.cancel_grace_seconds, leave_files)
+    config = _uvicorn_config(AccessLog(CutShort(front, bound_stop)), settings, lifespan="on")
     main = _Server(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, _request_exit, main)
+        loop.add_signal_handler(sig, _request_exit, [main], beside, bound_stop)
     serving = asyncio.create_task(main.serve(sockets=[tcp]))
     while not main.started and not serving.done():
         await asyncio.sleep(0.01)
@@ -230,9 +239,7 @@ async def _run_all(tcp: socket.socket, settings: Settings, start: _Start) -> Bas
         for server, _ in beside:
             server.should_exit = True
         await asyncio.gather(*(task for _, task in beside), return_exceptions=True)
-        for socket_file in bound:
-            socket_file.remove()
-        _leave(server_file(settings), start.leave)
+        leave_files()
     return front.failure
 
 
@@ -280,9 +287,14 @@ def _announce(settings: Settings, start: _Start) -> None:
     sys.stdout.flush()
 
 
-def _request_exit(main: uvicorn.Server) -> None:
-    main.force_exit = main.should_exit  # a second signal skips the graceful wait
-    main.should_exit = True
+def _request_exit(
+    main: list[uvicorn.Server], beside: list[tuple[uvicorn.Server, Any]], bound: StopBound
+) -> None:
+    """Every listener stops at once, each draining side by side (api/stopping.py)."""
+    bound.arm()
+    for server in [*main, *(server for server, _ in beside)]:
+        server.force_exit = server.should_exit  # a second signal skips the graceful wait
+        server.should_exit = True
 
 
 def _agent_socket(settings: Settings, services: Services, app: Any) -> Any:
@@ -334,7 +346,9 @@ def _uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Con
     line of its own (it would carry the raw query string, tokens included); a response's
     head and body in one write (api/onewrite.py)."""
     return uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
-                          http=OneWriteHttpProtocol, **options)  # fmt: skip
+                          http=OneWriteHttpProtocol,
+                          timeout_graceful_shutdown=drain_seconds(settings),
+                          **options)  # fmt: skip
 
 
 def _own_socket(path: Path, settings: Settings) -> None:
