@@ -32,7 +32,7 @@ from typing import Any
 from runyard.agents.catalog import Catalog, check_limit, check_scope
 from runyard.agents.errors import AgentForbidden, AgentInvalid, AgentNotFound
 from runyard.agents.ids import check_agent_id
-from runyard.agents.layout import AgentLayout, Ownership, _open
+from runyard.agents.layout import AgentLayout, Ownership, open_listed
 from runyard.agents.models import (
     Artifact,
     HistoryEntry,
@@ -132,7 +132,7 @@ class Checkpoints:
         """A file of the snapshot, opened once (never through a symlink) for serving."""
         self._checkpointed_run(session_id, run_id, scope)
         folder = self.snapshots.files_dir(session_id, run_id)
-        return _open(folder, path, "checkpoint file", single_link=False)
+        return open_listed(folder, path, "checkpoint file", single_link=False)
 
     # fork
     def fork(

@@ -63,6 +63,7 @@ from runyard.agents.errors import AgentConflict, AgentInvalid, AgentNotFound
 from runyard.agents.ids import check_agent_id, check_stored_name
 from runyard.errors import ConfigError, NoSuchFile, UnsafePath
 from runyard.privacy import grant_passage, never_other
+from runyard.workspace.filenames import name_from_shown, shown_name
 from runyard.workspace.safefs import FileEntry, OpenedFile, open_under, walk_files
 
 RUN_DIR_MODE = 0o2770
@@ -331,7 +332,7 @@ def list_output_files(out_dir: Path) -> list[dict[str, Any]]:
 def _entry(entry: FileEntry) -> dict[str, Any]:
     media, _ = mimetypes.guess_type(entry.relative, strict=False)
     return {
-        "path": entry.relative,
+        "path": shown_name(entry.relative),  # the name that downloads it
         "size": entry.info.st_size,
         "mediaType": media or "application/octet-stream",
         "modifiedAt": _iso(entry.info.st_mtime),
@@ -344,7 +345,16 @@ def _iso(timestamp: float) -> str:
 
 def open_output(out_dir: Path, relative: str) -> OpenedFile:
     """The regular file ``relative`` names under ``out_dir``, opened; never outside it."""
-    return _open(out_dir, relative, "output file", single_link=True)
+    return open_listed(out_dir, relative, "output file", single_link=True)
+
+
+def open_listed(root: Path, shown: str, kind: str, *, single_link: bool) -> OpenedFile:
+    """The file a listing names ``shown`` (its shown name: runyard.workspace.filenames)."""
+    try:
+        relative = name_from_shown(shown)
+    except UnsafePath as exc:
+        raise AgentInvalid(str(exc)) from exc
+    return _open(root, relative, kind, single_link=single_link)
 
 
 def open_upload(path: Path) -> OpenedFile:

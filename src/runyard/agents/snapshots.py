@@ -39,6 +39,7 @@ from runyard.agents.errors import AgentConflict, AgentNotFound
 from runyard.agents.ids import check_agent_id
 from runyard.agents.layout import DIR_FLAGS, NOT_A_FOLDER, Ownership, open_folder
 from runyard.agents.placement import FICLONE, NO_CLONE, _copy_fds
+from runyard.workspace.filenames import entry_from_json, entry_to_json, is_text_name, shown_name
 from runyard.workspace.records import utcnow
 
 log = logging.getLogger("runyard.agents.snapshots")
@@ -210,9 +211,9 @@ class Snapshots:
         try:
             _empty(state_fd)
             for relative in manifest["dirs"]:
-                os.close(_make_dirs(state_fd, relative.split("/"), owner))
+                os.close(_make_dirs(state_fd, _dir_from_json(relative).split("/"), owner))
             for entry in manifest["files"]:
-                _restore_file(source, entry, state_fd, owner)
+                _restore_file(source, entry_from_json(entry), state_fd, owner)
         finally:
             os.close(state_fd)
         return manifest
@@ -246,7 +247,9 @@ def present(run_id: str, created_at: str, taken: Taken) -> dict[str, Any]:
         "method": "reflink" if taken.methods == {"reflink"} else "copy",
     }
     if taken.skipped:
-        record["skipped"] = taken.skipped
+        record["skipped"] = [
+            {**entry, "path": shown_name(entry["path"])} for entry in taken.skipped
+        ]
     return record
 
 
@@ -260,11 +263,21 @@ def _manifest(session_id: str, run_id: str, created: str, taken: Taken) -> dict[
         "sessionId": session_id,
         "runId": run_id,
         "createdAt": created,
-        "files": sorted(taken.files, key=lambda f: f["path"]),
-        "dirs": sorted(taken.dirs),
-        "skipped": taken.skipped,
+        "files": [entry_to_json(f) for f in sorted(taken.files, key=lambda f: f["path"])],
+        "dirs": [_dir_to_json(relative) for relative in sorted(taken.dirs)],
+        "skipped": [entry_to_json(entry) for entry in taken.skipped],
         "totals": {"files": len(taken.files), "bytes": taken.bytes},
     }
+
+
+def _dir_to_json(relative: str) -> str | dict[str, Any]:
+    """A folder of ``dirs``: its path, or where it is not UTF-8 an entry with ``path_hex``
+    (:mod:`runyard.workspace.filenames`)."""
+    return relative if is_text_name(relative) else entry_to_json({"path": relative})
+
+
+def _dir_from_json(entry: str | dict[str, Any]) -> str:
+    return entry if isinstance(entry, str) else str(entry_from_json(entry)["path"])
 
 
 def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:

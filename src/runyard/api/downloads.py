@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from runyard.workspace.filenames import shown_name
 from runyard.workspace.safefs import OpenedFile
 
 CHUNK = 256 * 1024
@@ -134,5 +135,5 @@ def download(
     opened: OpenedFile, filename: str | None = None, media_type: str | None = None
 ) -> DescriptorResponse:
     """The response for an opened file; it owns the descriptor from here on."""
-    name = filename or opened.name
+    name = shown_name(filename or opened.name)  # a header is text: the name as listed
     return DescriptorResponse(opened, name, media_type or media_type_of(name))

@@ -87,6 +87,7 @@ from runyard.errors import (
 )
 from runyard.runtime.liveness import RecordUnwritten
 from runyard.sync.errors import SyncError, SyncRefused
+from runyard.workspace.filenames import printable
 
 log = logging.getLogger("runyard.api")
 
@@ -226,6 +227,7 @@ def job_rule(klass: type[BaseException]) -> Rule:
 def api_error(
     status: int, code: str, message: str, headers: tuple[tuple[str, str], ...] = ()
 ) -> JSONResponse:
+    message = printable(message)  # a file name that is not UTF-8 has no JSON form as it is
     if code == DETAIL:
         return JSONResponse({"detail": message}, status_code=status, headers=dict(headers))
     payload = {"error": {"code": code, "message": message}}
@@ -261,8 +263,9 @@ def job_error_response(exc: BaseException, scrub: Callable[[str], str] = str) ->
     rule = job_rule(type(exc))
     headers = dict(rule.headers)
     if rule.code == DETAIL:
-        return JSONResponse({"detail": scrub(str(exc))}, status_code=rule.status, headers=headers)
-    answer = job_response(scrub(error_answer(exc)), False)
+        detail = printable(scrub(str(exc)))
+        return JSONResponse({"detail": detail}, status_code=rule.status, headers=headers)
+    answer = job_response(printable(scrub(error_answer(exc))), False)
     return JSONResponse(answer, status_code=rule.status, headers=headers)
 
 
@@ -295,7 +298,7 @@ def job_failure(exc: Exception, scrub: Callable[[str], str]) -> dict[str, Any] |
     if isinstance(exc, HTTPException):
         raise exc
     if job_rule(type(exc)).status == 200:
-        return job_response(scrub(error_answer(exc)), False)
+        return job_response(printable(scrub(error_answer(exc))), False)
     return job_error_response(exc, scrub)
 
 

@@ -20,6 +20,7 @@ from runyard.api.downloads import download
 from runyard.api.scopes import can_see, request_scope
 from runyard.api.services import Services
 from runyard.errors import NoSuchFile, NoTaskFolder, UnsafePath
+from runyard.workspace.filenames import name_from_shown, shown_name
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.safefs import OpenedFile, open_under, walk_files
 
@@ -37,9 +38,10 @@ def task_dir(services: Services, task_id: str, scope: RunScope | None = None) ->
 
 
 def list_files(folder: Path) -> list[dict[str, Any]]:
-    """The files a download would serve: no hidden names, symlinks or hard-linked files."""
+    """The files a download would serve: no hidden names, symlinks or hard-linked files.
+    Each path is its shown name (:mod:`runyard.workspace.filenames`), which downloads it."""
     entries = walk_files(folder, single_link=True, limit=MAX_LISTED)
-    return [{"path": entry.relative, "size": entry.info.st_size} for entry in entries]
+    return [{"path": shown_name(entry.relative), "size": entry.info.st_size} for entry in entries]
 
 
 def build_files_router(services: Services) -> APIRouter:
@@ -66,9 +68,10 @@ async def open_task_file(
 ) -> OpenedFile:
     """A file of a task the request may see, opened race-free (regular, singly linked).
     Raises what :func:`task_dir` raises, UnsafePath for a refused path (400) and
-    NoSuchFile for a missing file (404)."""
+    NoSuchFile for a missing file (404). ``path`` is a shown name (as listed)."""
     folder = task_dir(services, task_id, request_scope(request))
+    name = name_from_shown(path)
     try:
-        return await run_in_threadpool(open_under, folder, path, single_link=True)
+        return await run_in_threadpool(open_under, folder, name, single_link=True)
     except NoSuchFile as exc:  # the message names the task
-        raise NoSuchFile(exc.path, f"{exc.reason} in {task_id}") from exc
+        raise NoSuchFile(path, f"{exc.reason} in {task_id}") from exc

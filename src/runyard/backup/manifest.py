@@ -14,6 +14,12 @@ It is the archive's last member, ``MANIFEST.json``, written after every file was
      "changed_while_read": ["logs/base/<task_id>/<run>.log", ...]}
 
 Members live under ``workspace/`` (the workspace root) and ``logs/`` (the log folder).
+
+File names are bytes (:mod:`runyard.workspace.filenames`): an entry of ``files``, ``dirs``
+or ``skipped`` whose path is not UTF-8 has its shown name in ``path`` and its exact bytes,
+in hex, in ``path_hex``; ``changed_while_read`` holds shown names. Such a member is
+archived under its own bytes (a PAX header of ``hdrcharset=BINARY``), so verify and
+restore find it and restore it byte-exact.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from runyard.backup.errors import BackupError
+from runyard.workspace.filenames import entry_from_json, entry_to_json, shown_name
 
 MANIFEST_NAME = "MANIFEST.json"
 ARCHIVE_FORMAT = "runyard-backup"
@@ -58,6 +65,9 @@ class Manifest:
 
     def to_bytes(self) -> bytes:
         data = {"format": ARCHIVE_FORMAT, "version": ARCHIVE_VERSION, **asdict(self)}
+        for key in ("files", "dirs", "skipped"):
+            data[key] = [entry_to_json(entry) for entry in data[key]]
+        data["changed_while_read"] = [shown_name(path) for path in self.changed_while_read]
         return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
 
     @classmethod
@@ -72,10 +82,10 @@ class Manifest:
                 workspace_format=int(data["workspace_format"]),
                 created_at=str(data["created_at"]),
                 source=dict(data["source"]),
-                files=[FileEntry(**entry) for entry in data["files"]],
-                dirs=list(data["dirs"]),
+                files=[FileEntry(**entry_from_json(entry)) for entry in data["files"]],
+                dirs=[entry_from_json(entry) for entry in data["dirs"]],
                 running_tasks=[str(task) for task in data["running_tasks"]],
-                skipped=list(data["skipped"]),
+                skipped=[entry_from_json(entry) for entry in data["skipped"]],
                 changed_while_read=list(data["changed_while_read"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -1,7 +1,9 @@
 """Artifact records ``{path, size, sha256}`` with ``path`` relative to the task folder.
 
-A path is refused when it is absolute, has ``..`` or NUL, or resolves (through symlinks)
-outside the task folder. Size and sha256 are taken from the finished file, streamed.
+A path is refused when it is absolute, has ``..`` or NUL, is not UTF-8 text (a file of
+such a name stays in its folder but is no artifact: :mod:`runyard.workspace.filenames`),
+or resolves (through symlinks) outside the task folder. Size and sha256 are taken from the
+finished file, streamed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
 from runyard.faults import fault_point
+from runyard.workspace.filenames import is_text_name, shown_name
 from runyard.workspace.safefs import open_under
 
 CHUNK = 1 << 20
@@ -22,6 +25,8 @@ def check_relative_path(rel: object) -> PurePosixPath:
     """A clean relative POSIX path, or :class:`UnsafePath` saying why not."""
     if not isinstance(rel, str) or not rel:
         raise UnsafePath(repr(rel), "an artifact path is a non-empty string")
+    if not is_text_name(rel):  # its record could not be written: JSON holds text only
+        raise UnsafePath(shown_name(rel), "an artifact's name must be UTF-8 text")
     if "\x00" in rel or "\\" in rel:
         raise UnsafePath(rel, "NUL and backslash are not allowed")
     pure = PurePosixPath(rel)

@@ -9,7 +9,10 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from runyard.errors import UnsafePath
 from runyard.tasks.base import Task, TaskExit, TaskInput, TaskOutput, TaskRun
+from runyard.workspace.artifacts import check_relative_path
+from runyard.workspace.filenames import shown_name
 from runyard.workspace.identity import TaskType
 from runyard.workspace.layout import RECORD_FILES
 
@@ -58,6 +61,11 @@ class Command(Task):
             raise TaskExit(code, f"Command exited with code {code}")
         with run.step("collect"):
             for rel in _matching_files(run.task_dir, inputs.artifacts):
+                try:
+                    check_relative_path(rel)
+                except UnsafePath as exc:  # a stray name fails nothing: the file stays, listed
+                    run.log(f"not recorded as an artifact: {shown_name(rel)} ({exc.reason})")
+                    continue
                 run.record_artifact(rel, rel)
         return CommandOutput(exit_code=code)
 
