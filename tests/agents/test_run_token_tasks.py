@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -337,6 +338,33 @@ def test_a_sandboxed_tasks_files_reach_its_folder_and_its_records_stay_the_keepe
     assert metadata["task_id"] == task_id and "forged" not in metadata
     assert "records are the keeper's" in main.call("read_task_log", task_id=task_id)[
         "answer"]["content"]
+
+
+def test_a_cancelled_sandboxed_task_ends_cancelled_with_its_files_kept(
+    servers: tuple[ServerProcess, ServerProcess],
+) -> None:
+    """A cancel reaches the sandbox through its keeper's group; the end is ``cancelled``,
+    and what the task wrote before it is in its task folder, not left in ``.sandbox``."""
+    main, _ = servers
+    task_id = "base#command#cancelme"
+    command = "echo before > partial.txt; sleep 60"
+    with api(main, timeout=120) as client:
+        session = new_session(client)
+        calls = [job("submit", task="command", task_name="cancelme", command=command, shell=True)]
+        run = create_run(client, session, json.dumps(calls), package="scope_probe")
+        wait_run(client, run["id"], timeout=90)
+        folder = main.workspace / "base" / task_id
+        deadline = time.monotonic() + 30
+        while not (folder / ".sandbox" / "partial.txt").exists():
+            assert time.monotonic() < deadline, main.call("status", task_id=task_id)["answer"]
+            time.sleep(0.05)
+        assert main.call("cancel", task_id=task_id)["success"]
+        deadline = time.monotonic() + 30
+        while main.call("status", task_id=task_id)["answer"]["state"] != "cancelled":
+            assert time.monotonic() < deadline, "the task was not cancelled"
+            time.sleep(0.1)
+    assert (folder / "partial.txt").read_text() == "before\n"
+    assert not (folder / ".sandbox").exists()
 
 
 def test_run_token_over_tcp_reads_no_other_task_files(

@@ -100,7 +100,14 @@ class RecordKeeper:
             message = None
         if not isinstance(message, dict) or self.final is not None:
             self.dropped += 1
-        elif "event" in message:
+            return
+        try:
+            self._take(message, raw)
+        except OSError as exc:  # a full disk, say: that record is lost, as in a crash
+            print(f"runyard record keeper: a record was not written: {exc}", file=sys.stderr)
+
+    def _take(self, message: dict[str, Any], raw: bytes) -> None:
+        if "event" in message:
             self._event(message["event"], raw)
         elif "status" in message:
             self._status(message["status"], bool(message.get("durable")))
