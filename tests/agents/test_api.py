@@ -26,7 +26,7 @@ from api_helpers import (
 from serverproc import ServerProcess, read_sse
 
 LIMIT = 1 << 20
-JSON = {"content-type": "application/json"}  # state changes are JSON, bodyless ones too
+JSON = {"content-type": "application/json"}  # bodies are JSON (a bodyless one may say so)
 
 
 @pytest.fixture(scope="module")

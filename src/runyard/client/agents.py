@@ -43,7 +43,7 @@ M = TypeVar("M", bound=BaseModel)
 API = "/api/v1"
 FINAL_ANSWER = "final-answer.md"
 CHUNK = 1 << 20
-# state changes are taken as JSON only, bodyless ones included
+# bodies are JSON; a bodyless state change needs no type, and saying JSON does no harm
 JSON_TYPE = {"content-type": "application/json"}
 # an event stream may be quiet between heartbeats for as long as the server likes
 STREAM_TIMEOUT = httpx.Timeout(60, read=None)

@@ -113,7 +113,7 @@ export async function agent(path, { method = "GET", json, body, signal, headers 
   } else if (body !== undefined) {
     init.body = body;
   } else if (method !== "GET") {
-    // the server takes state changes as JSON only, bodyless ones included
+    // a bodyless state change needs no type; declaring JSON is accepted as well
     init.headers["Content-Type"] = "application/json";
   }
   const response = await apiFetch(`/api/v1${path}`, init);
