@@ -9,9 +9,14 @@ from pathlib import Path
 import pytest
 
 from runyard.api.parquet_pages import (
+    DATA_PAGE,
+    DATA_PAGE_V2,
+    DICTIONARY_PAGE,
     BadHeader,
+    PageHeader,
     ShortHeader,
     chunk_decoded_size,
+    pages_for_rows,
     parse_page_header,
     read_page_header,
 )
@@ -82,3 +87,37 @@ def test_pages_past_the_count_allowed_are_refused(tmp_path: Path) -> None:
     assert pages > 3
     with pytest.raises(BadHeader, match="more than 3 pages"):
         chunk_sizes(tmp_path / "p.parquet", pages_left=3)
+
+
+def headers_for_rows(path: Path, rows: int | None) -> list[PageHeader]:
+    chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        start = chunk.dictionary_page_offset or chunk.data_page_offset
+        return list(pages_for_rows(fd, start, chunk.total_compressed_size, rows, 1000))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+@pytest.mark.parametrize("dictionary", [True, False])
+def test_the_first_rows_need_only_their_pages_and_the_next(
+    tmp_path: Path, version: str, dictionary: bool
+) -> None:
+    """The dictionary page, the data pages up to the one holding the last row asked for,
+    and one more (the decoder may look into it); every page when the rows are not known."""
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"n": [i * 7919 for i in range(50_000)]}), path,
+                   use_dictionary=dictionary, data_page_size=1024,
+                   data_page_version=version)  # fmt: skip
+    every = headers_for_rows(path, None)
+    data = [header for header in every if header.kind in (DATA_PAGE, DATA_PAGE_V2)]
+    head = len(every) - len(data)
+    assert len(data) > 5 and head == int(dictionary)
+    assert all(header.kind == DICTIONARY_PAGE for header in every[:head])
+    first = data[0].values
+    assert headers_for_rows(path, 1) == every[: head + 2]
+    assert headers_for_rows(path, first) == every[: head + 2]
+    assert headers_for_rows(path, first + 1) == every[: head + 3]
+    assert headers_for_rows(path, 50_000) == every
+    assert sum(header.values for header in data) == 50_000

@@ -7,6 +7,7 @@ task's own code would."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import struct
 from collections.abc import Iterator
@@ -16,11 +17,13 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from runyard.api.preview_cells import ANSWER_CHARS, MAX_CELL_CHARS, cell_chars
 from runyard.api.routes_preview import DECODED_BUDGET, MAX_COLUMNS
 from serverproc import ServerProcess, start_server
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
+pc = pytest.importorskip("pyarrow.compute")
 
 MIB = 1024 * 1024
 TASK = "etl#seeded#previews"
@@ -61,6 +64,14 @@ def peak_rss_mib(server: ServerProcess) -> float:
     raise AssertionError("no VmHWM")
 
 
+def reset_peak_rss(server: ServerProcess) -> float:
+    """The server's peak RSS, reset to its current RSS first where the kernel lets us
+    (clear_refs 5), so that an earlier test's peak does not hide this one's."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{server.proc.pid}/clear_refs").write_text("5")
+    return peak_rss_mib(server)
+
+
 def write_bomb(path: Path) -> None:
     """A 1-row first row group, then BOMB_GROUPS groups of one BOMB_CELL string of 'a' each
     (zstd: a few KB on disk). The cell is built once from a buffer, no Python string."""
@@ -93,7 +104,7 @@ def decoded(message: str) -> int:
 def test_a_parquet_bomb_is_refused_before_decoding(server: ServerProcess, folder: Path) -> None:
     write_bomb(folder / "bomb.parquet")
     assert (folder / "bomb.parquet").stat().st_size < 64 * 1024
-    peak_before = peak_rss_mib(server)
+    peak_before = reset_peak_rss(server)
     for limit in (20, 500, 2):
         message = assert_too_large(preview(server, "bomb.parquet", limit=limit), "bomb.parquet")
         # the first two groups already pass it: 1 row, then one 80 MiB cell
@@ -145,7 +156,7 @@ def test_a_bomb_whose_footer_understates_its_sizes_is_refused(
     understate_sizes(path, real, 1000)
     group = pq.ParquetFile(path).metadata.row_group(1)
     assert group.total_byte_size == group.column(0).total_uncompressed_size == 1000
-    peak_before = peak_rss_mib(server)
+    peak_before = reset_peak_rss(server)
     for limit in (20, 500):
         message = assert_too_large(preview(server, "liar.parquet", limit=limit), "liar.parquet")
         assert "row groups 0-1" in message and decoded(message) > BOMB_CELL, message
@@ -155,14 +166,23 @@ def test_a_bomb_whose_footer_understates_its_sizes_is_refused(
 
 def test_run_length_encoding_counts_what_it_decodes_to(server: ServerProcess, folder: Path) -> None:
     """Ten million equal integers take a few bytes of dictionary indices on disk and in
-    the footer's sizes, and 80 MB once decoded: the page headers' value counts say so."""
-    path = folder / "runs.parquet"
+    the footer's sizes, and 80 MB once decoded: the page headers' value counts say so. In
+    pages of 20,000 rows (pyarrow's default) the first rows are one small page; in one page
+    of ten million values, that page is what the decoder takes, and it is refused."""
     count = 10_000_000
-    pq.write_table(pa.table({"n": pa.repeat(pa.scalar(7, pa.int64()), count)}), path,
-                   row_group_size=count)  # fmt: skip
-    group = pq.ParquetFile(path).metadata.row_group(0)
+    table = pa.table({"n": pa.repeat(pa.scalar(7, pa.int64()), count)})
+    pq.write_table(table, folder / "runs.parquet", row_group_size=count)
+    pq.write_table(table, folder / "onepage.parquet", row_group_size=count,
+                   max_rows_per_page=count)  # fmt: skip
+    group = pq.ParquetFile(folder / "onepage.parquet").metadata.row_group(0)
     assert group.num_rows == count and group.total_byte_size < DECODED_BUDGET
-    assert_too_large(preview(server, "runs.parquet", limit=5), "runs.parquet")
+    peak_before = reset_peak_rss(server)
+    message = assert_too_large(preview(server, "onepage.parquet", limit=5), "onepage.parquet")
+    assert decoded(message) >= 8 * count, message
+    paged = preview(server, "runs.parquet", limit=5)
+    assert paged.status_code == 200, paged.text[:300]
+    assert paged.json()["rows"] == [[7]] * 5 and paged.json()["total_rows"] == count
+    assert peak_rss_mib(server) - peak_before < FLAT_MIB
 
 
 def test_one_huge_cell_in_the_first_group_is_refused(server: ServerProcess, folder: Path) -> None:
@@ -172,7 +192,7 @@ def test_one_huge_cell_in_the_first_group_is_refused(server: ServerProcess, fold
     cell = pa.table({"s": pa.StringArray.from_buffers(1, offsets, data)}, schema=schema)
     pq.write_table(cell, folder / "cell.parquet", compression="zstd", use_dictionary=False,
                    write_statistics=False)  # fmt: skip
-    peak_before = peak_rss_mib(server)
+    peak_before = reset_peak_rss(server)
     message = assert_too_large(preview(server, "cell.parquet", limit=1), "cell.parquet")
     assert "row groups 0-0" in message, message
     assert peak_rss_mib(server) - peak_before < FLAT_MIB
@@ -232,7 +252,7 @@ def test_a_single_200_mib_line_is_answered_in_bounded_ranges(
         for _ in range(size // MIB):
             out.write(chunk)
     url = f"/api/v1/tasks/{quote(TASK, safe='')}/files/{name}"
-    peak_before = peak_rss_mib(server)
+    peak_before = reset_peak_rss(server)
     with server.client() as client:
         part = client.get(url, headers={"range": f"bytes=0-{MIB - 1}"})
         assert part.status_code == 206 and len(part.content) == MIB
@@ -243,3 +263,140 @@ def test_a_single_200_mib_line_is_answered_in_bounded_ranges(
     assert growth < FLAT_MIB, f"peak RSS grew by {growth:.0f} MiB serving a {size // MIB} MiB line"
     reply = preview(server, name)
     assert reply.status_code == 422 and reply.json()["error"]["code"] == "not_parquet"
+
+
+def write_dictionary_bomb(path: Path, entry: int, rows: int = 1000) -> None:
+    """One string column of ``rows`` rows that all point at the single entry of its
+    dictionary, ``entry`` bytes of 'd' (zstd: about a kilobyte on disk). Written without
+    Arrow's schema, so it reads back as a plain string column, as any writer's would."""
+    data = pa.py_buffer(b"d" * entry)
+    offsets = pa.array([0, entry], pa.int32()).buffers()[1]
+    dictionary = pa.StringArray.from_buffers(1, offsets, data)
+    column = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), dictionary)
+    pq.write_table(pa.table({"s": column, "n": list(range(rows))}), path, compression="zstd",
+                   store_schema=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("entry_mib", [2, 32])
+def test_a_dictionary_bomb_is_read_once_and_cut(
+    server: ServerProcess, folder: Path, entry_mib: int
+) -> None:
+    """Every row points at one large dictionary entry: expanded per row, 500 rows of it are
+    gigabytes, while the pages stay a kilobyte. The entry is read once, as a dictionary,
+    and cut to the cell's cap; a 32 MiB one is past what reading it once holds (the reader
+    keeps four copies of a dictionary page) and refused."""
+    name = f"dictionary{entry_mib}.parquet"
+    write_dictionary_bomb(folder / name, entry_mib * MIB)
+    meta = pq.ParquetFile(folder / name).metadata
+    assert meta.row_group(0).column(0).has_dictionary_page
+    assert (folder / name).stat().st_size < 64 * 1024
+    assert str(pq.ParquetFile(folder / name).schema_arrow.field("s").type) == "string"
+    peak_before = reset_peak_rss(server)
+    reply = preview(server, name, limit=500)
+    growth = peak_rss_mib(server) - peak_before
+    assert growth < FLAT_MIB, f"peak RSS grew by {growth:.0f} MiB on a dictionary bomb"
+    if entry_mib == 32:
+        message = assert_too_large(reply, name)
+        assert "column 's' in row groups 0-0" in message and decoded(message) > 4 * 32 * MIB
+        return
+    assert reply.status_code == 200, reply.text[:300]
+    body = reply.json()
+    assert body["columns"] == [{"name": "s", "type": "string"}, {"name": "n", "type": "int64"}]
+    assert len(body["rows"]) == 500 and body["total_rows"] == 1000
+    assert body["rows"][0] == [f"{'d' * MAX_CELL_CHARS}…", 0]
+    assert body["rows"][499] == [f"{'d' * MAX_CELL_CHARS}…", 499]
+
+
+def test_a_list_bomb_is_refused_or_cut(server: ServerProcess, folder: Path) -> None:
+    """A list column whose one row holds ten million integers (a few KB of run-length
+    indices) is refused: a repeated column's rows can end anywhere, so its whole chunk
+    counts. Lists of 600,000 integers within the budget show their first 100 items."""
+    count = 10_000_000
+    one = pa.ListArray.from_arrays(pa.array([0, count], pa.int32()),
+                                   pa.repeat(pa.scalar(7, pa.int64()), count))  # fmt: skip
+    pq.write_table(pa.table({"l": one}), folder / "list.parquet", compression="zstd")
+    assert (folder / "list.parquet").stat().st_size < 1024 * 1024
+    peak_before = reset_peak_rss(server)
+    message = assert_too_large(preview(server, "list.parquet", limit=500), "list.parquet")
+    assert "column 'l'" in message, message
+    rows, width = 5, 600_000
+    values = pa.array([i % 1000 + 1000 for i in range(rows * width)], pa.int32())
+    offsets = pa.array(range(0, rows * width + 1, width), pa.int32())
+    lists = pa.table({"l": pa.ListArray.from_arrays(offsets, values), "n": range(rows)})
+    pq.write_table(lists, folder / "lists.parquet", compression="zstd")
+    reply = preview(server, "lists.parquet", limit=500)
+    growth = peak_rss_mib(server) - peak_before
+    assert growth < FLAT_MIB, f"peak RSS grew by {growth:.0f} MiB on a list bomb"
+    assert reply.status_code == 200, reply.text[:300]
+    cells = [row[0] for row in reply.json()["rows"]]
+    assert [row[1] for row in reply.json()["rows"]] == list(range(rows))
+    assert all(len(cell) <= MAX_CELL_CHARS + 1 and cell.endswith("…") for cell in cells)
+    assert cells[1].startswith("[1000, 1001, 1002, ")
+
+
+def test_a_large_row_group_previews_only_the_pages_its_first_rows_need(
+    server: ServerProcess, folder: Path
+) -> None:
+    """pyarrow's defaults: one row group of a million rows, ten float64 columns, 80 MB
+    decoded, past the budget as a whole; and one column of ten million in one row group,
+    80 MB in one chunk. Twenty rows need a few pages of each column."""
+    sines = {
+        "large.parquet": {f"c{i}": sine(1_000_000, i) for i in range(10)},
+        "tall.parquet": {"x": sine(10_000_000, 0)},
+    }
+    for name, columns in sines.items():
+        table = pa.table(columns)
+        pq.write_table(table, folder / name, row_group_size=table.num_rows)
+        group = pq.ParquetFile(folder / name).metadata.row_group(0)
+        assert group.num_rows == table.num_rows and group.total_byte_size > 80_000_000
+        expected = [list(row.values()) for row in table.slice(0, 20).to_pylist()]
+        peak_before = reset_peak_rss(server)
+        reply = preview(server, name, limit=20)
+        growth = peak_rss_mib(server) - peak_before
+        assert reply.status_code == 200, reply.text[:300]
+        assert growth < FLAT_MIB, f"peak RSS grew by {growth:.0f} MiB on 20 rows of {name}"
+        assert reply.json()["rows"] == expected
+        assert reply.json()["truncated"]["rows"]
+
+
+def sine(count: int, shift: int) -> pa.Array:
+    """``count`` float64 values that do not compress: sin(row + shift)."""
+    return pc.sin(pc.add(pa.array(range(count), pa.float64()), float(shift)))
+
+
+def test_columns_are_read_by_their_own_leaves(server: ServerProcess, folder: Path) -> None:
+    """A column named "a.b" beside a struct "a" with a field "b", and nested types: pyarrow
+    finds columns by dotted paths, which cannot tell the first two apart."""
+    table = pa.table({
+        "a": [{"b": "in a struct"}, None],
+        "a.b": ["flat", "flat too"],
+        "m": pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int64())),
+        "l": [[["x"], []], [None]],
+    })  # fmt: skip
+    pq.write_table(table, folder / "dotted.parquet")
+    reply = preview(server, "dotted.parquet")
+    assert reply.status_code == 200, reply.text[:300]
+    assert reply.json()["rows"] == [
+        ["{'b': 'in a struct'}", "flat", "[('k', 1)]", "[['x'], []]"],
+        [None, "flat too", "[]", "[None]"],
+    ]
+
+
+def test_a_wide_answer_shares_its_characters_among_its_cells(
+    server: ServerProcess, folder: Path
+) -> None:
+    """500 rows of 200 columns of one 2,000-character string each: 200 MB of text if every
+    cell showed its 500 characters' worth in full; the answer stays within its share."""
+    rows, width = 500, MAX_COLUMNS
+    column = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()),
+                                            pa.array(["w" * 2000]))  # fmt: skip
+    pq.write_table(pa.table({f"c{i}": column for i in range(width)}), folder / "text.parquet",
+                   store_schema=False)  # fmt: skip
+    peak_before = reset_peak_rss(server)
+    reply = preview(server, "text.parquet", limit=rows)
+    assert reply.status_code == 200, reply.text[:300]
+    chars = cell_chars(rows, width)
+    assert chars < MAX_CELL_CHARS
+    assert {cell for row in reply.json()["rows"] for cell in row} == {"w" * chars + "…"}
+    assert len(reply.content) < ANSWER_CHARS * 1.5
+    assert peak_rss_mib(server) - peak_before < FLAT_MIB

@@ -8,24 +8,25 @@ links, no hidden names) and read only from that descriptor; a run token sees onl
 session's tasks, others answer as missing. pyarrow is optional for runyard: without it the
 route answers 501.
 
-A task's files are written by code the server does not trust, so a preview decodes within
-:data:`DECODED_BUDGET` bytes, checked before anything is decoded: the footer's length
-(the file's last eight bytes), then the size of every row group the first ``limit`` rows
-touch, summed, each the larger of what the footer claims and what its page headers say
-(:mod:`runyard.api.parquet_pages`); only those row groups are read, one at a time. A file past
-the budget answers 413 (:class:`~runyard.errors.PreviewTooLarge`) naming the file, its
-decoded size and the budget, whatever its size on disk (27 KB of zstd can hold 768 MiB).
+A task's files are written by code the server does not trust, so a preview is sized before
+anything is decoded (:mod:`runyard.api.parquet_budget`): the footer's length (the file's last
+eight bytes) against :data:`DECODED_BUDGET`, then, from the page headers (the decoder obeys
+them, not the footer's sizes), the pages that hold the first ``limit`` rows in every row
+group they touch. Columns are then read one at a time, one row group at a time, and only
+those pages: one column may hold at most :data:`DECODED_BUDGET` bytes, all of them
+:data:`DECODED_TOTAL`. Strings are read as dictionaries, so one large entry that every row
+points at is read once, not once per row. A file past the budget answers 413
+(:class:`~runyard.errors.PreviewTooLarge`) naming the file, the column, the size and the
+budget, whatever its size on disk (27 KB of zstd can hold 768 MiB).
 
-Cells are made JSON-safe: non-finite floats become the strings ``"NaN"``/``"Infinity"``,
-dates ISO-8601, bytes a short hex, anything else ``str``; a long cell is cut.
+Cells are read from the Arrow buffers within a cap (:mod:`runyard.api.preview_cells`): a
+long string, a large list or struct is cut and ends with ``…``; no cell becomes a Python
+object whole.
 """
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import importlib
-import math
 import os
 import struct
 from typing import Any
@@ -33,7 +34,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from runyard.api.parquet_pages import chunk_decoded_size
+from runyard.api.parquet_budget import PreviewPlan, plan_preview
+from runyard.api.preview_cells import cell_chars, column_cells
 from runyard.api.routes_files import open_task_file
 from runyard.api.services import Services
 from runyard.errors import InvalidLimit, NotParquet, PreviewTooLarge, PreviewUnavailable
@@ -42,10 +44,10 @@ from runyard.workspace.safefs import OpenedFile
 DEFAULT_ROWS = 50
 MAX_ROWS = 500
 MAX_COLUMNS = 200
-MAX_CELL_CHARS = 500
-MAX_BYTES_CELL = 32
-DECODED_BUDGET = 64 * 1024 * 1024  # bytes one preview may decode, footer and rows alike
+DECODED_BUDGET = 64 * 1024 * 1024  # bytes a preview holds at once: the footer, one column
+DECODED_TOTAL = 4 * DECODED_BUDGET  # bytes a preview may decode, all columns together
 MAX_PAGES = 100_000  # page headers read to size one preview
+READ_BUFFER = 64 * 1024  # pyarrow reads a column chunk through a buffer this size
 TRAILER = struct.Struct("<I4s")  # a Parquet file ends with its footer's length and b"PAR1"
 
 
@@ -58,23 +60,6 @@ def _parquet() -> Any:
         ) from exc
 
 
-def json_cell(value: Any) -> Any:
-    """One cell as JSON can carry it (see the module docstring)."""
-    if value is None or isinstance(value, bool | int | str):
-        return value if not isinstance(value, str) else value[:MAX_CELL_CHARS]
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value[:MAX_BYTES_CELL].hex() + ("…" if len(value) > MAX_BYTES_CELL else "")
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    return str(value)[:MAX_CELL_CHARS]
-
-
 def read_preview(opened: OpenedFile, limit: int) -> dict[str, Any]:
     """The first ``limit`` rows of the Parquet file open on ``opened`` (closed here).
 
@@ -84,15 +69,22 @@ def read_preview(opened: OpenedFile, limit: int) -> dict[str, Any]:
         parquet = _parquet()
         _check_footer(handle, opened.relative)
         try:
-            reader = parquet.ParquetFile(handle)
-            groups = groups_to_read(reader.metadata, limit, opened.relative, opened.fd)
-            names = reader.schema_arrow.names[:MAX_COLUMNS]
-            rows = _read_rows(reader, groups, names, limit)
+            schema_reader = parquet.ParquetFile(handle)
+            metadata, schema = schema_reader.metadata, schema_reader.schema_arrow
+            shown = min(len(schema), MAX_COLUMNS)
+            plan = plan_preview(metadata, schema, columns=shown, limit=limit, fd=opened.fd,
+                                relative=opened.relative, budget=DECODED_BUDGET,
+                                total=DECODED_TOTAL, max_pages=MAX_PAGES)  # fmt: skip
+            reader = parquet.ParquetFile(
+                handle, metadata=metadata, read_dictionary=plan.dictionary_leaves,
+                pre_buffer=False, buffer_size=READ_BUFFER,
+            )  # fmt: skip
+            columns = [_read_column(reader, plan, leaves) for leaves in plan.leaves]
         except (NotParquet, PreviewTooLarge):
             raise
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise NotParquet(f"{opened.relative} is not a readable Parquet file: {exc}") from exc
-        return _answer(reader, names, rows)
+        return _answer(metadata, schema, columns)
 
 
 def _check_footer(handle: Any, relative: str) -> None:
@@ -109,71 +101,41 @@ def _check_footer(handle: Any, relative: str) -> None:
     handle.seek(0)
 
 
-def groups_to_read(metadata: Any, limit: int, relative: str, fd: int) -> list[int]:
-    """The row groups that hold the first ``limit`` rows, in order (empty ones skipped).
-
-    Raises PreviewTooLarge when what they decode to, summed, passes the budget: one group
-    alone past it is refused even if it holds a single row."""
-    chosen: list[int] = []
-    rows = decoded = pages = 0
-    for index in range(metadata.num_row_groups):
-        if rows >= limit:
-            break
-        group = metadata.row_group(index)
-        if group.num_rows <= 0:
-            continue
-        from_pages, counted = pages_decoded_size(group, fd, MAX_PAGES - pages)
-        decoded += max(group_decoded_size(group), from_pages)
-        pages += counted
-        if decoded > DECODED_BUDGET:
-            raise PreviewTooLarge(relative, decoded, DECODED_BUDGET, f"row groups 0-{index}")
-        chosen.append(index)
-        rows += group.num_rows
-    return chosen
-
-
-def group_decoded_size(group: Any) -> int:
-    """A row group's uncompressed size as its metadata tells it: the larger of the group's
-    own total and the sum of its column chunks (a writer may fill in only one of them)."""
-    chunks = sum(max(group.column(i).total_uncompressed_size, 0) for i in range(group.num_columns))
-    return max(group.total_byte_size, chunks, 0)
+def _read_column(reader: Any, plan: PreviewPlan, leaves: tuple[int, ...]) -> list[Any]:
+    """One column's cells, read row group by row group, each only as far as its rows: the
+    batch reader decodes page by page (``pre_buffer`` off, so nothing is read ahead)."""
+    rows = sum(count for _, count in plan.groups)
+    chars = cell_chars(rows, len(plan.leaves))
+    cells: list[Any] = []
+    for group, count in plan.groups:
+        # the leaf indices, not the name: pyarrow resolves a name by dotted paths, which a
+        # crafted schema can make ambiguous
+        batches = reader.reader.iter_batches(count, [group], column_indices=list(leaves),
+                                             use_threads=False)  # fmt: skip
+        taken = 0
+        for batch in batches:
+            part = batch.column(0).slice(0, count - taken)
+            cells.extend(column_cells(part, chars))
+            taken += len(part)
+            if taken >= count:
+                break
+        batches.close()
+        if taken < count:
+            raise ValueError(f"row group {group} holds {taken} rows, its footer more")
+    return cells
 
 
-def pages_decoded_size(group: Any, fd: int, pages_left: int) -> tuple[int, int]:
-    """What a row group's pages decode to as their own headers tell it (the metadata may
-    understate it), and how many pages that took. Raises BadHeader (NotParquet)."""
-    decoded = pages = 0
-    for i in range(group.num_columns):
-        chunk = group.column(i)
-        start = chunk.data_page_offset
-        if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
-            start = chunk.dictionary_page_offset
-        size, counted = chunk_decoded_size(
-            fd, start, chunk.total_compressed_size, pages_left - pages
-        )
-        decoded += size
-        pages += counted
-    return decoded, pages
-
-
-def _read_rows(reader: Any, groups: list[int], names: list[str], limit: int) -> list[Any]:
-    rows: list[Any] = []
-    for index in groups:
-        table = reader.read_row_group(index, columns=names, use_threads=False)
-        rows.extend(table.slice(0, limit - len(rows)).to_pylist())
-        if len(rows) >= limit:
-            break
-    return rows
-
-
-def _answer(reader: Any, names: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    schema = reader.schema_arrow
-    total = reader.metadata.num_rows
+def _answer(metadata: Any, schema: Any, columns: list[list[Any]]) -> dict[str, Any]:
+    total = metadata.num_rows
+    shown = len(columns[0]) if columns else 0
     return {
-        "columns": [{"name": name, "type": str(schema.field(name).type)} for name in names],
-        "rows": [[json_cell(row.get(name)) for name in names] for row in rows],
+        "columns": [
+            {"name": field.name, "type": str(field.type)}
+            for field in map(schema.field, range(len(columns)))
+        ],
+        "rows": [list(row) for row in zip(*columns, strict=True)] if columns else [],
         "total_rows": total,
-        "truncated": {"rows": total > len(rows), "columns": len(schema.names) > len(names)},
+        "truncated": {"rows": total > shown, "columns": len(schema) > len(columns)},
     }
 
 
