@@ -21,6 +21,8 @@ from urllib.parse import quote
 
 import pytest
 
+from runyard.api.errormap import render
+from runyard.errors import InvalidInput
 from serverproc import ServerProcess, start_server
 
 # on disk: two names that are not UTF-8 (one in a folder that is not either), a name of
@@ -194,3 +196,12 @@ def run_task(srv: ServerProcess, task: str, **inputs: Any) -> dict[str, Any]:
     return srv.call(
         "wait_task", task_id=answer["task_id"], run_id=answer["run_id"], poll_interval=0.05
     )["answer"]
+
+
+@pytest.mark.parametrize("path", ["/jobs/status", "/api/v1/tasks/x/files"])
+def test_a_message_naming_such_a_file_still_answers_json(path: str) -> None:
+    # messages name files as str() formats them: the one table writes surrogates out
+    name = b"bad\xff.txt".decode("utf-8", "surrogateescape")
+    answer = render(InvalidInput(f"cannot read {name} in x"), path)
+    assert answer.status_code < 500  # the Job API answers a failed job 200, as ever
+    assert "cannot read bad\\\\xff.txt in x" in bytes(answer.body).decode("utf-8")
