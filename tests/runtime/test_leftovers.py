@@ -73,9 +73,9 @@ def _release(proc: subprocess.Popen[str]) -> None:
     proc.communicate(timeout=30)
 
 
-def _kill_mid_rerun(root: Path) -> Path:
+def _kill_mid_rerun(root: Path) -> str:
     """A server killed -9 while it copies a replaced run into history: the temp folder of
-    that copy is left; answers the task's history folder."""
+    that copy is left; answers the task's id."""
     server = start_server(root, env={"RUNYARD_FAULT_POINT": "history.staged"})
     try:
         first = server.call("submit", task="demo", x=1, y=2, task_name="again")["answer"]
@@ -86,9 +86,10 @@ def _kill_mid_rerun(root: Path) -> Path:
         assert server.proc.wait(30) == -signal.SIGKILL
     finally:
         server.stop(keep_runs=True)
-    history = server.workspace / ".history" / "base" / first["task_id"]
-    assert len(_temps(history)) == 1
-    return history
+    staging = server.workspace / ".history" / ".staging"
+    assert [name.endswith("-" + first["task_id"]) for name in _temps(staging)] == [True]
+    assert os.listdir(server.workspace / ".history" / "base" / first["task_id"]) == []
+    return str(first["task_id"])
 
 
 def _kill_mid_backup(server_root: Path, out: Path) -> list[Path]:
@@ -112,31 +113,30 @@ def test_the_start_sweeps_what_kills_left_and_keeps_what_live_writers_hold(
     tmp_path: Path,
 ) -> None:
     root = tmp_path / "srv"
-    history = _kill_mid_rerun(root)
-    [crashed] = _temps(history)
+    task_id = _kill_mid_rerun(root)
+    ws = root / "ws"
+    staging = ws / ".history" / ".staging"
+    [crashed] = _temps(staging)
     left = _kill_mid_backup(root, tmp_path / "out")
     # live writers beside the next server: a CLI copying another task's history under its
     # claim, and a backup still writing its archive
-    ws = root / "ws"
     held_task = "base#demo#held"
-    held_history = ws / ".history" / "base" / held_task
-    held_history.mkdir(parents=True)
-    claim_holder = _holder(HOLD_CLAIM, ws, root / "logs", held_task, held_history / ".tmp-live")
+    live_copy = f".tmp-{'0' * 12}-{held_task}"
+    claim_holder = _holder(HOLD_CLAIM, ws, root / "logs", held_task, staging / live_copy)
     live_partial = tmp_path / "out" / ".live.tar.partial-1"
     backup_holder = _holder(HOLD_BACKUP, ws, live_partial)
     try:
         server = start_server(root)
         try:
-            _until(lambda: _temps(history) == [] and not any(p.exists() for p in left))
+            _until(lambda: _temps(staging) == [live_copy] and not any(p.exists() for p in left))
             said = _until(lambda: "partial backups" in (text := _server_log(server)) and text)
-            assert f"removed 1 history temp folders: .history/base/{history.name}/{crashed}" in said
+            assert f"removed 1 history temp folders: .history/.staging/{crashed}\n" in said
             assert all(str(path) in said for path in left)
-            assert _temps(held_history) == [".tmp-live"]
             assert live_partial.read_bytes() == b"an archive being written"
             assert len(os.listdir(ws / PARTIALS_DIR)) == 1  # the live backup's entry
-            assert str(live_partial) not in said and ".tmp-live" not in said
+            assert str(live_partial) not in said and live_copy not in said
             # the replaced run is still the task: the kill lost nothing
-            assert server.call("status", task_id=history.name)["answer"]["state"] == "succeeded"
+            assert server.call("status", task_id=task_id)["answer"]["state"] == "succeeded"
         finally:
             server.stop()
     finally:

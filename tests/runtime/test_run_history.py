@@ -114,7 +114,9 @@ def test_a_crash_while_keeping_history_loses_nothing(workspace, registry):
     # copied but not renamed: the old run is still the task, no entry is listed
     assert workspace.status_path(old.task_id).read_bytes() == old_status
     assert kept_runs(workspace, old.task_id) == []
-    assert [p.name.startswith(".tmp-") for p in history.iterdir()] == [True]
+    assert list(history.iterdir()) == []
+    staged = workspace.root / ".history" / ".staging"
+    assert [p.name.endswith(f"-{old.task_id}") for p in staged.iterdir()] == [True]
 
     assert rerun(workspace, "history.kept") == -9
     # entry whole, the old folder not yet replaced

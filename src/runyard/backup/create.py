@@ -55,6 +55,7 @@ LEFT_OUT = {
     ".staging": "task folders of submits in progress (a task only once renamed into place)",
     ".claims": "the lock file of submits in progress",
     PARTIALS_DIR: "the journal of archives being written (runyard.backup.partials)",
+    ".history/.staging": "copies of replaced runs in progress (kept once renamed into place)",
 }
 
 Progress = Callable[[str, int], None]

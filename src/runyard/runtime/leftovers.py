@@ -11,20 +11,20 @@ Every staging or temp name runyard makes, and what removes it after a crash:
   start, before it takes an upload or settles a run;
 - the index snapshot's temp files (``.index/.snapshot.*.tmp``): the index's start;
 - here, in the background once the start-up is over: history copies a crash cut short
-  (``.history/<type>/<task id>/.tmp-*``), removed under the task's claim (the copy that
-  makes one holds it, in this server or in a CLI beside it: a task whose claim is held is
-  passed over, so a live copy is never touched); and what killed ``backup create`` runs
-  left outside the workspace (the archive's ``.<name>.partial-<pid>`` and its scratch
-  folder), journaled in the workspace and removed once their writer's pid is gone
-  (:mod:`runyard.backup.partials`).
+  (``.history/.staging/.tmp-<random>-<task id>``), removed under the task's claim (the
+  copy that makes one holds it, in this server or in a CLI beside it: a copy whose task's
+  claim is held is passed over, so a live one is never touched); and what killed
+  ``backup create`` runs left outside the workspace (the archive's
+  ``.<name>.partial-<pid>`` and its scratch folder), journaled in the workspace and
+  removed once their writer's pid is gone (:mod:`runyard.backup.partials`).
 
-The history walk lists ``.history/<type>/`` and each task's history folder (one listing per
-task with kept runs, never a task folder). Not swept: an atomic write's temp file
-(``.<name>.<random>.tmp``, :mod:`runyard.workspace.atomic`) inside a task folder, or a sync's
-``.<log>.<random>.sync`` in a log folder: finding them means listing every task folder (a
-million listings at a million tasks, the index's whole first scan again) for a file a kill
-leaves in the few microseconds of one write. Both names are hidden, never read as records,
-and go with their folder (delete, gc, a rerun's replace).
+Both list one folder (``.history/.staging``, ``.partials``), whatever the number of tasks.
+Not swept: an atomic write's temp file (``.<name>.<random>.tmp``,
+:mod:`runyard.workspace.atomic`) inside a task folder, or a sync's ``.<log>.<random>.sync``
+in a log folder: finding them means listing every task folder (a million listings at a
+million tasks, the index's whole first scan again) for a file a kill leaves in the few
+microseconds of one write. Both names are hidden, never read as records, and go with
+their folder (delete, gc, a rerun's replace).
 """
 
 from __future__ import annotations
@@ -35,7 +35,12 @@ from collections.abc import Callable
 
 from runyard.backup.partials import sweep_partials
 from runyard.runtime.creation import claim_if_free
-from runyard.workspace.history import remove_temp_entries, tasks_with_temp_entries
+from runyard.workspace.history import (
+    HISTORY_DIR,
+    STAGING_DIR,
+    remove_staged_copy,
+    staged_copies,
+)
 from runyard.workspace.layout import Workspace
 
 log = logging.getLogger("runyard.leftovers")
@@ -53,18 +58,21 @@ def log_removed(kind: str, names: list[str]) -> None:
 
 
 def sweep_history_temps(workspace: Workspace, stopped: Callable[[], bool] = bool) -> list[str]:
-    """Remove every ``.tmp-*`` entry of ``.history``, each under its task's claim; their
-    workspace-relative paths. A task whose claim is held now is passed over (its holder
-    may be writing that very entry; the next start looks again). ``stopped()`` true ends
-    the walk early."""
+    """Remove the history copies a crash cut short, each under its task's claim; their
+    workspace-relative paths. A copy whose task's claim is held now is passed over (its
+    holder may be making it; the next start looks again); a name that names no task is
+    no copy of ours and goes. ``stopped()`` true ends the sweep early."""
     removed = []
-    for task_id in tasks_with_temp_entries(workspace):
+    for name, task_id in staged_copies(workspace):
         if stopped():
             break
-        with claim_if_free(workspace, task_id) as free:
-            names = remove_temp_entries(workspace, task_id) if free else []
-        tid_type = task_id.split("#", 1)[0]
-        removed += [f".history/{tid_type}/{task_id}/{name}" for name in names]
+        if task_id is None:
+            gone = remove_staged_copy(workspace, name)
+        else:
+            with claim_if_free(workspace, task_id) as free:
+                gone = free and remove_staged_copy(workspace, name)
+        if gone:
+            removed.append(f"{HISTORY_DIR}/{STAGING_DIR}/{name}")
     return removed
 
 

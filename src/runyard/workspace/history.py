@@ -6,11 +6,13 @@ replaces it. Before that happens the replaced run's records are copied to::
     <workspace>/.history/<task_type>/<task_id>/<run_id>/{status.json,metadata.json,events.jsonl}
 
 The task folder itself stays exactly as the seed has it. Copying is crash-safe: the files
-are written into a hidden ``.tmp-*`` folder beside the entry, synced, and renamed to the
-run id; the old folder is removed only after that. A crash leaves either no entry (the
-old folder is still in place) or a whole one (which the next replace finds and keeps); a
-leftover ``.tmp-*`` folder is never listed; the server's start removes it
-(:mod:`runyard.runtime.leftovers`), and so does the next prune.
+are written into a hidden folder ``.history/.staging/.tmp-<random>-<task id>``, synced, and
+renamed to ``<task_id>/<run_id>``; the old folder is removed only after that. A crash
+leaves either no entry (the old folder is still in place) or a whole one (which the next
+replace finds and keeps); a leftover copy is never listed, and the server's start removes
+it (:mod:`runyard.runtime.leftovers`) by listing that one folder, whatever the number of
+tasks. (``.tmp-*`` folders beside the entries, where older versions built them, go at the
+next prune.)
 
 A task can write its own folder, so records are read through :func:`open_under` (no
 symlink, no hard link, regular files only) and capped in size; the history folders are
@@ -39,6 +41,8 @@ HISTORY_DIR = ".history"
 KEPT_FILES = (STATUS_FILE, METADATA_FILE, EVENTS_FILE)
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # per file: a task cannot fill the disk through history
 TMP_PREFIX = ".tmp-"
+STAGING_DIR = ".staging"  # in .history: the copies being made, of every task
+_TOKEN_LEN = 12  # the random part of a copy's name, in hex digits
 
 
 def history_root(workspace: Workspace) -> Path:
@@ -62,10 +66,14 @@ def keep_current_run(workspace: Workspace, task_id: str) -> str | None:
     if status is None or not RUN_ID_RE.match(status.run_id):
         return None
     tid = parse_task_id(task_id)
-    with _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent:
+    with (
+        _opened(_make_dirs(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
+        _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
+    ):
         if _exists(parent, status.run_id):
             return status.run_id
-        _write_entry(parent, status.run_id, records)
+        tmp = f"{TMP_PREFIX}{secrets.token_hex(_TOKEN_LEN // 2)}-{tid}"
+        _write_entry(staging, tmp, parent, status.run_id, records)
     return status.run_id
 
 
@@ -102,19 +110,21 @@ def _json(raw: bytes | None) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_entry(parent: int, run_id: str, records: dict[str, bytes]) -> None:
-    """Write the files into a temp folder, sync, rename it to ``run_id``, sync the parent."""
-    tmp = f"{TMP_PREFIX}{secrets.token_hex(6)}"
-    os.mkdir(tmp, 0o700, dir_fd=parent)
+def _write_entry(
+    staging: int, tmp: str, parent: int, run_id: str, records: dict[str, bytes]
+) -> None:
+    """Write the files into ``tmp`` in the staging folder, sync, rename it to ``run_id`` in
+    ``parent``, sync the parent."""
+    os.mkdir(tmp, 0o700, dir_fd=staging)
     try:
-        with _opened(os.open(tmp, DIR_FLAGS, dir_fd=parent)) as folder:
+        with _opened(os.open(tmp, DIR_FLAGS, dir_fd=staging)) as folder:
             for name, data in records.items():
                 _write_file(folder, name, data)
             os.fsync(folder)
         fault_point("history.staged")
-        os.rename(tmp, run_id, src_dir_fd=parent, dst_dir_fd=parent)
+        os.rename(tmp, run_id, src_dir_fd=staging, dst_dir_fd=parent)
     except BaseException:
-        _remove_at(parent, tmp)
+        _remove_at(staging, tmp)
         raise
     os.fsync(parent)
     fault_point("history.kept")
@@ -188,7 +198,7 @@ def kept_runs(workspace: Workspace, task_id: str) -> list[TaskStatus]:
     return sorted(found, key=lambda s: s.created_at, reverse=True)
 
 
-def _entries(folder: Path | int) -> list[str]:
+def _entries(folder: Path) -> list[str]:
     try:
         with os.scandir(folder) as entries:
             return sorted(
@@ -246,57 +256,39 @@ def remove_kept_runs(workspace: Workspace, task_id: str, run_ids: set[str]) -> l
     return removed
 
 
-def _temp_names(folder: Path | int) -> list[str]:
+def _temp_names(folder: Path) -> list[str]:
     with os.scandir(folder) as entries:
         return [e.name for e in entries if e.name.startswith(TMP_PREFIX)]
 
 
-def tasks_with_temp_entries(workspace: Workspace) -> Iterator[str]:
-    """The task ids whose history folder holds a ``.tmp-*`` entry (a copy a crash cut
-    short). Walks ``.history/<type>/<task id>/`` only, each level opened without following
-    a symlink: one listing per task with kept runs, none of the task folders."""
+def staged_copies(workspace: Workspace) -> list[tuple[str, str | None]]:
+    """The copies in ``.history/.staging`` (left by a crash, or being made now): each name
+    with the task id it is for, or None when the name names none."""
     try:
-        root = os.open(history_root(workspace), DIR_FLAGS)
-    except OSError:  # no history yet, or a link in its place: nothing of ours
-        return
-    with _opened(root):
-        for task_type in _entries(root):
-            with _opened_at(root, task_type) as type_fd:
-                for name in _entries(type_fd) if type_fd is not None else []:
-                    if not (name.startswith(f"{task_type}#") and is_task_id(name)):
-                        continue
-                    with _opened_at(type_fd, name) as folder:
-                        if folder is not None and _temp_names(folder):
-                            yield name
-
-
-def remove_temp_entries(workspace: Workspace, task_id: str) -> list[str]:
-    """Remove the ``.tmp-*`` entries of ``task_id``'s history folder; their names.
-
-    Call under the task's claim: the copy that makes one holds it (see
-    :func:`keep_current_run`), so an entry found then is no live writer's.
-    """
-    try:
-        fd = os.open(task_history_dir(workspace, task_id), DIR_FLAGS)
-    except OSError:
+        fd = os.open(history_root(workspace) / STAGING_DIR, DIR_FLAGS)
+    except OSError:  # none yet, or a link in its place: nothing of ours
         return []
-    with _opened(fd):
-        names = sorted(_temp_names(fd))
-        for name in names:
-            _remove_at(fd, name)
-    return names
+    with _opened(fd), os.scandir(fd) as entries:
+        names = sorted(e.name for e in entries if e.name.startswith(TMP_PREFIX))
+    return [(name, _copy_task_id(name)) for name in names]
 
 
-@contextlib.contextmanager
-def _opened_at(parent: int, name: str) -> Iterator[int | None]:
-    """``name`` under ``parent`` opened as a folder (no link followed), or None."""
+def _copy_task_id(name: str) -> str | None:
+    task_id = name[len(TMP_PREFIX) + _TOKEN_LEN + 1 :]
+    return task_id if is_task_id(task_id) else None
+
+
+def remove_staged_copy(workspace: Workspace, name: str) -> bool:
+    """Remove the copy ``name`` from ``.history/.staging`` (a link there is not followed);
+    whether it was there. Call under the claim of its task: the copy holds it."""
     try:
-        fd = os.open(name, DIR_FLAGS, dir_fd=parent)
+        fd = os.open(history_root(workspace) / STAGING_DIR, DIR_FLAGS)
     except OSError:
-        yield None
-        return
+        return False
     with _opened(fd):
-        yield fd
+        present = _exists(fd, name)
+        _remove_at(fd, name)
+    return present
 
 
 def history_task_ids(workspace: Workspace) -> list[str]:
