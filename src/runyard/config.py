@@ -164,6 +164,14 @@ class Settings(BaseSettings):
     # the server's event loop: uvloop's where it is installed ("auto"), or one of the two
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     max_body_bytes: int = Field(1 << 20, ge=1024)
+    # slow clients (api/slowclients.py): a request's head must be in within this many seconds
+    header_timeout_seconds: float = Field(10.0, gt=0, le=600)
+    # a request body that sends nothing for this long gets 408 (inactivity, not total time)
+    body_timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    # an idle keep-alive connection is closed after this long (uvicorn's timeout_keep_alive)
+    keep_alive_seconds: float = Field(5.0, gt=0, le=600)
+    # open TCP connections from one client address; past it a new one is closed at once
+    max_connections_per_client: int = Field(64, ge=1, le=65536)
     # below this much free space new work (submits, sessions, uploads, runs) is refused (507)
     # and queued tasks and agent runs wait instead of launching (0: neither)
     min_free_mb: int = Field(512, ge=0)

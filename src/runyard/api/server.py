@@ -44,10 +44,10 @@ from runyard.api.auth import BearerAuth
 from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
 from runyard.api.login import LoginCodes, lifetime_words
-from runyard.api.onewrite import OneWriteHttpProtocol
 from runyard.api.readonly import ReadOnly, read_only_banner
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
+from runyard.api.slowclients import guarded_protocol
 from runyard.api.stopping import CutShort, StopBound, drain_seconds, reap_children
 from runyard.api.workspace_privacy import close_workspace, report_closed
 from runyard.config import Settings
@@ -344,9 +344,11 @@ class _BoundSocket:
 def _uvicorn_config(app: Any, settings: Settings, **options: Any) -> uvicorn.Config:
     """uvicorn logging through ours (serverlog): no dictConfig of its own, and no access
     line of its own (it would carry the raw query string, tokens included); a response's
-    head and body in one write (api/onewrite.py)."""
+    head and body in one write (api/onewrite.py); slow clients held to deadlines and a cap
+    per address (api/slowclients.py)."""
     return uvicorn.Config(app, log_config=None, log_level=settings.log_level, access_log=False,
-                          http=OneWriteHttpProtocol,
+                          http=guarded_protocol(settings),
+                          timeout_keep_alive=settings.keep_alive_seconds,
                           timeout_graceful_shutdown=drain_seconds(settings),
                           **options)  # fmt: skip
 
