@@ -145,7 +145,8 @@ def test_queued_task_waits_for_disk_space_with_its_reason_then_runs(
         status = status_of(server, waiting["task_id"])
         assert status["state"] == "queued" and status["started_at"] is None
         assert server.call("cancel", task_id=doomed["task_id"])["answer"] is True
-        assert until(lambda: _final(server, doomed["task_id"]))["state"] == "cancelled"
+        cancelled = until(lambda: _final(server, doomed["task_id"]))
+        assert cancelled["state"] == "cancelled" and "queued_reason" not in cancelled
 
         os.unlink(filler)
         final = until(lambda: _final(server, waiting["task_id"]), 20)

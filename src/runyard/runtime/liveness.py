@@ -189,14 +189,14 @@ def _final_status(
     current: TaskStatus, exit_info: ExitInfo | None, cancelled: bool, error: str
 ) -> TaskStatus:
     now = utcnow()
-    if cancelled:
+    if cancelled:  # a reason it was still queued is no longer true of it
         return current.model_copy(
             update={"state": TaskState.CANCELLED, "finished_at": now,
-                    "exit_code": CANCEL_EXIT_CODE, "error": "Cancelled"}
+                    "exit_code": CANCEL_EXIT_CODE, "error": "Cancelled", "queued_reason": None}
         )
     return current.model_copy(
         update={"state": TaskState.FAILED, "finished_at": now,
-                "exit_code": _exit_code(exit_info), "error": error}
+                "exit_code": _exit_code(exit_info), "error": error, "queued_reason": None}
     )
 
 
