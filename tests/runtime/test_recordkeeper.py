@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from runyard.runtime.creation import create_task
-from runyard.runtime.recordkeeper import RecordKeeper
+from runyard.runtime.recordkeeper import MAX_RECORD, RecordKeeper, _joined
 from runyard.workspace.events import read_events
 from runyard.workspace.records import Step, TaskState
 
@@ -99,3 +99,25 @@ def test_artifacts_are_hashed_again_by_the_keeper(workspace, registry):
     assert recorded["size"] == len("real bytes") and recorded["sha256"] != "0" * 64
     assert final.result == metadata.output_params
     assert metadata.input_params == queued.config
+
+
+def test_parts_of_two_senders_are_joined_apart_and_a_flood_is_dropped(workspace, registry):
+    """A forked child of the task sends beside its parent: each one's packets make its own
+    record; a sender that never ends its record cannot make the keeper hold more."""
+    keeper, queued = keeper_for(workspace, registry, "parts")
+    running = line({"status": queued.model_copy(update={"state": TaskState.RUNNING}).to_json()})
+    event = line({"event": {"kind": "progress", "name": "child", "percentage": 5.0}})
+    parts: dict[bytes, bytearray] = {}
+    first, rest = running[:40], running[40:]
+    _joined(b"10 1\n" + first, parts, keeper)
+    _joined(b"11 0\n" + event, parts, keeper)  # the child's whole record, between the two
+    _joined(b"10 0\n" + rest, parts, keeper)
+    assert workspace.read_status(queued.task_id).state == "running"
+    events, _ = read_events(workspace.events_path(queued.task_id))
+    assert any(e.get("name") == "child" for _, e in events)
+    assert parts == {} and keeper.dropped == 0
+
+    chunk = b"x" * (1 << 20)
+    for _ in range(MAX_RECORD // len(chunk) + 1):
+        _joined(b"12 1\n" + chunk, parts, keeper)
+    assert keeper.dropped == 1 and sum(len(p) for p in parts.values()) <= MAX_RECORD

@@ -49,6 +49,7 @@ from runyard.workspace.records import TaskMetadata, TaskState, TaskStatus, statu
 
 EXIT_REFUSED = 75
 MAX_RECORD = 16 * 1024 * 1024  # a status, metadata or event over this is dropped
+MAX_PARTS = 2 * MAX_RECORD  # unfinished records of every sender together
 MAX_EVENT = 64 * 1024
 DRAIN_SECONDS = 1.0  # how long records are still read once the sandbox has exited
 WORKER_FIELDS = ("state", "started_at", "finished_at", "exit_code", "error", "result", "steps")
@@ -264,8 +265,9 @@ def _joined(packet: bytes, parts: dict[bytes, bytearray], keeper: RecordKeeper) 
     head, _, body = packet.partition(b"\n")
     sender, _, more = head.partition(b" ")
     held = parts.setdefault(sender, bytearray())
-    if len(held) + len(body) > MAX_RECORD:
-        held.clear()
+    waiting = sum(len(part) for part in parts.values())  # a few senders at most
+    if len(held) + len(body) > MAX_RECORD or waiting + len(body) > MAX_PARTS:
+        del parts[sender]  # forked senders cannot make the keeper hold more than this
         keeper.dropped += 1
         return
     held += body
