@@ -11,6 +11,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── InvalidInput (ValueError)        bad ids, names, inputs, paths
     │   ├── InvalidTaskId
     │   ├── UnknownTask                  a registered name that does not exist
+    │   ├── UnknownUpstream              a depends_on id that names no task
     │   ├── UnsafePath                   a path that would leave its folder
     │   ├── InvalidLimit                 a row or item count outside its allowed range
     │   ├── BadIdempotencyKey            an Idempotency-Key header that breaks its rule
@@ -66,6 +67,16 @@ class InvalidTaskId(InvalidInput):
         self.task_id = task_id
         self.reason = reason
         super().__init__(f"Invalid task id {task_id!r}: {reason}")
+
+
+class UnknownUpstream(InvalidInput):
+    """A ``depends_on`` id that names no task the caller may see (nothing was made)."""
+
+    def __init__(self, task_ids: list[str]) -> None:
+        self.task_ids = task_ids
+        super().__init__(
+            f"depends_on names no task: {', '.join(task_ids)} (an upstream must exist first)"
+        )
 
 
 class UnknownTask(InvalidInput):

@@ -92,6 +92,8 @@ class TaskStatus(BaseModel):
     limits: dict[str, Any] | None = None
     # why a queued run is not launched yet, while that is not a free slot (runtime/spacewait)
     queued_reason: str | None = None
+    # the upstream tasks it waits for before it may queue for a slot (depends_on)
+    waiting_for: list[str] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -105,7 +107,9 @@ class TaskStatus(BaseModel):
         return data
 
 
-OPTIONAL_STATUS_FIELDS = ("submitted_by", "limits", "synced_from", "queued_reason")
+OPTIONAL_STATUS_FIELDS = (
+    "submitted_by", "limits", "synced_from", "queued_reason", "waiting_for",
+)
 
 
 class TaskHandle(BaseModel):

@@ -181,3 +181,18 @@ def test_cancel_then_rerun_then_delete(studio, page):
     page.locator("#confirm-ok").click()
     expect(page).to_have_url(re.compile(r"#/tasks$"))
     assert not studio.call("status", task_id=handle["task_id"])["success"]
+
+
+def test_a_waiting_task_shows_what_it_waits_for(studio, page):
+    """A task submitted with depends_on shows its upstreams as links while it waits, and
+    runs once they succeeded."""
+    up = submit(studio, "command", command="while [ ! -e go ]; do sleep 0.05; done",
+                shell=True, task_name="detail-up")
+    down = submit(studio, "demo", x=1, y=2, task_name="detail-down", depends_on=[up["task_id"]])
+    page.goto(studio.url + "/" + task_hash(down["task_id"]))
+    waiting = page.locator("#task-waiting-for a")
+    expect(waiting).to_have_text(up["task_id"])
+    expect(page.locator("#task-state")).to_contain_text("queued")
+    (studio.workspace / "base" / up["task_id"] / "go").touch()
+    expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=15_000)
+    expect(page.locator("#task-waiting-for")).to_have_count(0)

@@ -80,6 +80,7 @@ from runyard.errors import (
     TaskNotFound,
     UnknownJob,
     UnknownTarget,
+    UnknownUpstream,
     UnnameablePath,
     UnsafePath,
     UnsupportedMediaType,
@@ -128,6 +129,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     # the caller's request
     InvalidInput: Rule(400, "bad_request"),
     InvalidTaskId: Rule(400, "invalid_task_id"),
+    UnknownUpstream: Rule(422, "unknown_upstream"),
     UnsafePath: Rule(400, "unsafe_path"),
     InvalidLimit: Rule(422, "invalid_limit"),
     NotParquet: Rule(422, "not_parquet"),
@@ -188,6 +190,7 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     BodyTooLarge: Rule(413, DETAIL),
     UnnameablePath: Rule(404, DETAIL),
     BadJsonBody: Rule(422, DETAIL),
+    UnknownUpstream: Rule(422, DETAIL),  # a submit's depends_on: nothing was made
     JsonTooDeep: Rule(400, DETAIL),
     UnknownTarget: Rule(422, DETAIL),
     UpstreamError: Rule(502, DETAIL),

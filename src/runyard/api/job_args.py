@@ -59,6 +59,13 @@ class TaskArgs(Strict):
 
 class SubmitArgs(Lenient):
     task: str = Field(min_length=1, description="Task registration name, not a Task ID")
+    depends_on: list[str] | str | None = Field(
+        None,
+        description="Full ids of upstream tasks (a list, or a comma-separated string): the "
+        "task is made at once and waits, queued, until every one has succeeded; it ends "
+        "failed ('upstream failed: <id>') without running if one fails or is cancelled. "
+        "Also recorded as lineage (source_tasks)",
+    )
     executor: Literal["local", "kubernetes"] | None = Field(
         None,
         description="Where this run's worker runs: 'local' (this host) or 'kubernetes' "

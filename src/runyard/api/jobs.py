@@ -113,8 +113,9 @@ def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
     s.read_only.refuse("submit a task")  # 507 on a full disk (api/readonly.py)
     key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
     handle = s.supervisor.submit(
-        args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor
-    )
+        args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor,
+        args.depends_on,
+    )  # fmt: skip
     return handle.model_dump(mode="json"), True
 
 

@@ -165,6 +165,14 @@ def submit(
     fields: Fields = None,
     name: NameOpt = None,
     source: SourceOpt = None,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            help="Upstream task ids, comma-separated: wait until every one succeeded "
+            "(fail without running if one fails); also recorded as lineage",
+        ),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -185,6 +193,8 @@ def submit(
     inputs = _inputs(fields, name, source)
     if executor is not None:
         inputs["executor"] = executor
+    if after is not None:
+        inputs["depends_on"] = after
     try:
         handle = client.submit(task, **inputs)
     except KeyboardInterrupt:

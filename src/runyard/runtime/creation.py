@@ -111,8 +111,10 @@ def create_task(
     inputs: dict[str, Any],
     submitted_by: Submitter = ADMIN,
     idempotency_key: str | None = None,
+    waiting_for: list[str] | None = None,
 ) -> TaskStatus:
     """Validate ``inputs`` for ``task`` and write its ``queued`` records; the new status.
+    ``waiting_for`` (upstream ids, see :mod:`runyard.runtime.dependencies`) is kept in it.
 
     Raises :class:`UnknownTask`, :class:`InvalidInput` (nothing is written) or
     :class:`TaskActive` for a fixed name whose task is still queued or running. A task
@@ -122,7 +124,9 @@ def create_task(
     new folder (written before it appears), so a retried request finds the task it made.
     """
     try:
-        return _create(workspace, registry, task, inputs, submitted_by, idempotency_key)
+        return _create(
+            workspace, registry, task, inputs, submitted_by, idempotency_key, waiting_for
+        )
     except OSError as exc:
         if is_space_error(exc):
             raise storage_error(exc, f"submit task {task}") from exc
@@ -136,6 +140,7 @@ def _create(
     inputs: dict[str, Any],
     submitted_by: Submitter,
     key: str | None,
+    waiting_for: list[str] | None = None,
 ) -> TaskStatus:
     registered = registry.get(task)
     if not isinstance(inputs, dict):
@@ -144,15 +149,19 @@ def _create(
     task_type = registered.definition.task_type
     if typed.task_name:
         task_id = build_task_id(task_type, task, typed.task_name)
+        if waiting_for and task_id in waiting_for:  # before the task it names is replaced
+            raise InvalidInput(f"{task_id} cannot depend on itself")
         with claim(workspace, task_id):
             _check_replaceable_by(workspace, task_id, submitted_by)
             clear_for_reuse(workspace, task_id)
-            return _write_queued(workspace, task_id, task, typed, submitted_by, key)
+            return _write_queued(workspace, task_id, task, typed, submitted_by, key, waiting_for)
     for _ in range(NAME_ATTEMPTS):
         task_id = build_task_id(task_type, task, generate_task_name())
         with claim(workspace, task_id):
             if not os.path.lexists(workspace.task_dir(task_id)):
-                return _write_queued(workspace, task_id, task, typed, submitted_by, key)
+                return _write_queued(
+                    workspace, task_id, task, typed, submitted_by, key, waiting_for
+                )
     raise RunyardError(f"Could not find a free generated name for task {task}")
 
 
@@ -254,6 +263,7 @@ def _write_queued(
     typed: TaskInput,
     submitted_by: Submitter,
     key: str | None,
+    waiting_for: list[str] | None = None,
 ) -> TaskStatus:
     task_dir = workspace.task_dir(task_id)
     run_id = uuid.uuid4().hex
@@ -263,7 +273,7 @@ def _write_queued(
         task_id=task_id, run_id=run_id, task_type=task_dir.parent.name, task_name=task,
         state=TaskState.QUEUED, config=config, created_at=utcnow(),
         log_path=os.path.abspath(workspace.run_log_path(task_id, run_id)),
-        submitted_by=submitted_by,
+        submitted_by=submitted_by, waiting_for=waiting_for or None,
     )
     record_submitter(workspace, task_id, run_id, submitted_by, status)
     _place(workspace, status, key)

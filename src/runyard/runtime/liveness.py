@@ -192,11 +192,13 @@ def _final_status(
     if cancelled:  # a reason it was still queued is no longer true of it
         return current.model_copy(
             update={"state": TaskState.CANCELLED, "finished_at": now,
-                    "exit_code": CANCEL_EXIT_CODE, "error": "Cancelled", "queued_reason": None}
+                    "exit_code": CANCEL_EXIT_CODE, "error": "Cancelled", "queued_reason": None,
+                    "waiting_for": None}
         )
     return current.model_copy(
         update={"state": TaskState.FAILED, "finished_at": now,
-                "exit_code": _exit_code(exit_info), "error": error, "queued_reason": None}
+                "exit_code": _exit_code(exit_info), "error": error, "queued_reason": None,
+                "waiting_for": None}
     )
 
 

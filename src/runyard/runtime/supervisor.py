@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runyard.config import Settings
-from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask
+from runyard.errors import ExecutorError, Forbidden, InvalidInput, UnknownTask, UnknownUpstream
 from runyard.executors.cgroups import detect_host
 from runyard.executors.containment import (
     AGENT_PREFIX,
@@ -44,6 +44,7 @@ from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
 from runyard.runtime.cgroupsweep import CgroupSweeper
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
+from runyard.runtime.dependencies import Waiting, parse_depends_on, with_lineage
 from runyard.runtime.diskquota import MIB, Account, DiskQuotas
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.fairqueue import FairQueue
@@ -68,6 +69,7 @@ from runyard.runtime.submitters import (
     Submitter,
     forget_submitter,
     launch_scope,
+    session_of,
     slot_owner,
 )
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
@@ -86,6 +88,7 @@ __all__ = ["Supervisor", "TaskHandle"]
 
 log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.05
+WAITING_RECHECK_SECONDS = 1.0  # how soon waiting runs are looked at again, at the latest
 RECHECK_MAX_SECONDS = 2.0
 
 
@@ -105,6 +108,7 @@ class Supervisor:
         self._on_change = on_change
         self._lock = threading.RLock()
         self._queue = FairQueue()  # local task runs; the Kubernetes ones below
+        self._waiting = Waiting()  # runs held back until their upstreams succeed
         self._active: dict[str, ActiveRun] = {}
         self._monitor: ExitMonitor | None = None
         self._agent_runs: AgentRuns | None = None
@@ -119,6 +123,7 @@ class Supervisor:
         # below min_free_mb free, queued runs wait for space instead of launching to fail
         self._space = SpaceWait(workspace, settings.min_free_mb)
         self._space_recheck = False  # a look at the space is due from the monitor
+        self._waiting_recheck = False  # a look at the waiting runs is due from the monitor
         # the tasks each agent run submitted (seen here): their folders count against its
         # disk quota, and they stop with it when it is over
         self._run_tasks: dict[str, set[str]] = {}
@@ -160,6 +165,7 @@ class Supervisor:
                 self.kubernetes_tasks()
             self.start_monitor()
             self._queue.clear()  # the queued statuses on disk are the queue
+            self._waiting.clear()
             self._kube_queue.clear()
             cgroups = existing_cgroups()  # nothing is launched until the loop is over
             for status in self._unfinished():
@@ -258,7 +264,8 @@ class Supervisor:
         """Runs this supervisor tracks that are not finished: queued plus running."""
         with self._lock:
             kube = 0 if self._kube is None else self._kube.count()
-            return len(self._queue) + len(self._active) + len(self._kube_queue) + kube
+            queued = len(self._queue) + len(self._waiting) + len(self._kube_queue)
+            return queued + len(self._active) + kube
 
     # -- Kubernetes ----------------------------------------------------------------------
 
@@ -326,8 +333,13 @@ class Supervisor:
         submitted_by: Submitter = ADMIN,
         idempotency_key: str | None = None,
         executor: str | None = None,
+        depends_on: object = None,
     ) -> TaskHandle:
         """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
+
+        ``depends_on`` (upstream ids, a list or a comma-separated string) holds the run back
+        until every upstream succeeded (:mod:`runyard.runtime.dependencies`); an id that
+        names no task the submitter may see is :class:`UnknownUpstream`, nothing made.
 
         ``executor`` (``local`` or ``kubernetes``) overrides where it runs (else
         ``task_executors``, then ``task_executor``). A run-submitted task always runs in
@@ -338,13 +350,20 @@ class Supervisor:
         ``min_free_mb`` free, or on a full disk, :class:`InsufficientStorage`.
         """
         require_space(self.workspace.root, self.settings.min_free_mb)
+        upstreams = self._upstreams(depends_on, submitted_by)
+        inputs = with_lineage(inputs, upstreams)
         on_kubernetes = self._on_kubernetes(task, submitted_by, executor)
+        if upstreams and on_kubernetes:
+            raise InvalidInput(
+                "depends_on is for tasks run by this server's own executor; a task sent to "
+                "Kubernetes cannot wait for upstreams yet"
+            )
         if isinstance(submitted_by, dict):
             problem = self.sandbox_problem()
             if problem is not None:
                 raise Forbidden(f"Tasks submitted by an agent run must run sandboxed: {problem}")
         status = create_task(
-            self.workspace, self.registry, task, inputs, submitted_by, idempotency_key
+            self.workspace, self.registry, task, inputs, submitted_by, idempotency_key, upstreams
         )
         if on_kubernetes and read_mark(self.workspace, status.task_id, status.run_id) is None:
             self.kubernetes_tasks().queue_mark(status)  # before anything launches it
@@ -352,7 +371,10 @@ class Supervisor:
             self._held.discard(status.task_id)  # an earlier run's held end: replaced
         self._created(status)
         with self._lock:
-            if on_kubernetes:
+            if upstreams:
+                self._waiting.add(status.task_id, status.run_id, slot_owner(submitted_by))
+                self._note_run_task(submitted_by, status.task_id)
+            elif on_kubernetes:
                 self._kube_queue.append((status.task_id, status.run_id))
             else:
                 self._queue.append(status.task_id, status.run_id, slot_owner(submitted_by))
@@ -360,6 +382,20 @@ class Supervisor:
             if self._monitor is not None:  # launch from the monitor thread: submit returns now
                 self._monitor.call_later(0.0, self._pump)
         return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
+
+    def _upstreams(self, depends_on: object, submitted_by: Submitter) -> list[str]:
+        """The ids of ``depends_on``, each a task the submitter may see (a run's: its own
+        session's), else :class:`UnknownUpstream` naming those that are not."""
+        ids = parse_depends_on(depends_on)
+        session = submitted_by.get("session_id") if isinstance(submitted_by, dict) else None
+        unknown = [
+            task_id for task_id in ids
+            if not os.path.lexists(self.workspace.task_dir(task_id))
+            or (session is not None and session_of(self.workspace, task_id) != session)
+        ]  # fmt: skip
+        if unknown:
+            raise UnknownUpstream(unknown)
+        return ids
 
     def _on_kubernetes(self, task: str, submitted_by: Submitter, executor: str | None) -> bool:
         if isinstance(submitted_by, dict):
@@ -377,6 +413,7 @@ class Supervisor:
 
     def _pump(self) -> None:
         with self._lock:
+            self._release_waiting()
             if self._waits_for_space():
                 return
             while self._executor is not None and self._has_slot():
@@ -392,6 +429,31 @@ class Supervisor:
                 status = self.workspace.read_status(task_id)
                 if status is not None and status.run_id == run_id and not status.terminal:
                     kube.launch(status)
+
+    def _release_waiting(self) -> None:
+        """Queue the held-back runs whose upstreams all succeeded, end those one of whose
+        failed; look again in a moment while any still wait (an upstream may end in
+        another process: the CLI, another node)."""
+        if not self._waiting:
+            return
+        ready, failed = self._waiting.verdicts(self.workspace)
+        for task_id, entry in ready:
+            status = self.workspace.read_status(task_id)
+            if status is not None and status.run_id == entry.run_id:
+                self.workspace.write_status(status.model_copy(update={"waiting_for": None}))
+                self._changed(task_id)
+            self._queue.append(task_id, entry.run_id, entry.owner)
+        for task_id, entry, error in failed:
+            self._held.end(task_id, entry.run_id, error=error)
+            self._changed(task_id)
+        if self._waiting and self._monitor is not None and not self._waiting_recheck:
+            self._waiting_recheck = True
+            self._monitor.call_later(WAITING_RECHECK_SECONDS, self._recheck_waiting)
+
+    def _recheck_waiting(self) -> None:
+        with self._lock:
+            self._waiting_recheck = False
+        self._pump()
 
     def _waits_for_space(self) -> bool:
         """Short of ``min_free_mb``: nothing launches, the queued runs say why, and the
@@ -475,7 +537,10 @@ class Supervisor:
             sweep(cgroup)  # what its ended worker left running
         if status.state is TaskState.QUEUED:
             owner = slot_owner(launch_scope(self.workspace, status))
-            self._queue.append(status.task_id, status.run_id, owner)
+            if status.waiting_for:
+                self._waiting.add(status.task_id, status.run_id, owner)
+            else:
+                self._queue.append(status.task_id, status.run_id, owner)
         elif settle(self.workspace, status) is not status:
             self._changed(status.task_id)
 
@@ -608,6 +673,9 @@ class Supervisor:
             if self._held.holds(task_id):  # it ended; only its record waits for space
                 return False
             queued = self._queue.take(task_id)
+            waiting = self._waiting.take(task_id)
+            if waiting is not None:
+                queued = (task_id, waiting.run_id)
             if queued is None:
                 queued = next((item for item in self._kube_queue if item[0] == task_id), None)
                 if queued is not None:

@@ -140,7 +140,11 @@ class TaskDetail {
     const s = this.status;
     const time = (iso) => timeElement(iso);
     this.durationEl = h("span", { id: "task-duration" }, this.duration());
+    const waits = [];
+    if (s.waiting_for?.length) waits.push(["Waiting for", h("div", { id: "task-waiting-for" }, sourceLinks(s.waiting_for.join(",")))]);
+    if (s.queued_reason) waits.push(["Queued because", s.queued_reason]);
     replace(this.factsSlot, facts([
+      ...waits,
       ["Registered task", s.task_name],
       ["Type", s.task_type],
       ["Run id", h("code", {}, s.run_id)],
