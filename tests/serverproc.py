@@ -218,3 +218,14 @@ def read_sse(lines: Any) -> list[dict[str, Any]]:
     if current:
         events.append(current)
     return events
+
+
+def until(check: Any, timeout: float = 30.0, pause: float = 0.05) -> Any:
+    """Call ``check`` until it answers something true (answered), at most ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(pause)
+    raise AssertionError("condition not reached in time")

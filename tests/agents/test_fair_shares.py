@@ -10,7 +10,6 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -26,21 +25,12 @@ from runyard.executors.containment import agent_cgroup_name
 from runyard.runtime.sandboxfiles import sandbox_dir
 from runyard.wire import TaskState
 from runyard.workspace.layout import Workspace
-from serverproc import ServerProcess, start_server
+from serverproc import ServerProcess, start_server, until
 
 pytestmark = [pytest.mark.sandbox, needs_bwrap]
 
 WAIT_FOR_GO = "while [ ! -e go ]; do sleep 0.05; done"  # in the task's own folder
 
-
-def until(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError("condition not reached in time")
 
 
 def state_of(server: ServerProcess, task_id: str) -> str:

@@ -4,11 +4,12 @@ waiting across a kill -9 of the server."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +17,10 @@ import pytest
 
 from runyard.client import Client
 from runyard.workspace.layout import Workspace
-from serverproc import ServerProcess, start_server
+from serverproc import ServerProcess, start_server, until
 
 GATED = "while [ ! -e go ]; do sleep 0.05; done; exit {code}"
 
-
-def until(check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
 
 
 @pytest.fixture
@@ -168,6 +160,11 @@ def test_the_cli_and_the_client_take_upstreams(server: ServerProcess) -> None:
         handle = client.submit("demo", name="by-client", x=2, y=2, depends_on=[up])
     for task_id in ("base#demo#by-cli", handle.task_id):
         assert status(server, task_id)["waiting_for"] == [up]
+    shown = subprocess.run(
+        [sys.executable, "-m", "runyard", "status", "base#demo#by-cli"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    assert re.search(rf"waiting for\s+{re.escape(up)}", shown), shown
     release(server, up)
     assert finished(server, "base#demo#by-cli")["result"]["result"] == 2
     assert finished(server, handle.task_id)["result"]["result"] == 4

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 
 from runyard.runtime.creation import create_task
-from runyard.runtime.recordkeeper import MAX_RECORD, RecordKeeper, _joined
+from runyard.runtime.recordkeeper import (
+    MAX_RECORD,
+    PROGRESS_WRITE_INTERVAL,
+    RecordKeeper,
+    _joined,
+)
 from runyard.workspace.events import read_events
 from runyard.workspace.records import Step, TaskState
 
@@ -121,3 +127,19 @@ def test_parts_of_two_senders_are_joined_apart_and_a_flood_is_dropped(workspace,
     for _ in range(MAX_RECORD // len(chunk) + 1):
         _joined(b"12 1\n" + chunk, parts, keeper)
     assert keeper.dropped == 1 and sum(len(p) for p in parts.values()) <= MAX_RECORD
+
+
+def test_a_flood_of_progress_is_written_at_the_workers_pace(workspace, registry):
+    """A task that sends progress on the socket in a tight loop (not through the worker's
+    pacing) makes the keeper write status.json at most once an interval; the last one is
+    written all the same."""
+    keeper, queued = keeper_for(workspace, registry, "flood")
+    for percentage in range(1, 1001):
+        sent = queued.model_copy(update={
+            "state": TaskState.RUNNING, "steps": [Step(name="s", percentage=percentage / 10)]})
+        keeper.take(line({"status": sent.to_json(), "durable": False}))
+    assert keeper.status_writes < 50 and keeper.held
+    time.sleep(PROGRESS_WRITE_INTERVAL)
+    keeper.flush()
+    assert not keeper.held
+    assert workspace.read_status(queued.task_id).steps[0].percentage == 100.0

@@ -33,7 +33,12 @@ from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
 from runyard.runtime.liveness import settle
-from runyard.runtime.submitters import log_to_read, own_status, trusted_log_path
+from runyard.runtime.submitters import (
+    log_to_read,
+    own_status,
+    read_submitter,
+    trusted_log_path,
+)
 from runyard.runtime.supervisor import TaskHandle
 from runyard.tasks.base import TaskDefinition
 from runyard.workspace.identity import parse_task_id
@@ -65,12 +70,13 @@ def current_status(services: Services, task_id: str, scope: RunScope | None = No
 
 
 def _current(services: Services, task_id: str, status: TaskStatus | None) -> TaskStatus:
-    status = own_status(services.workspace, task_id, status)  # never one the task forged
+    record = read_submitter(services.workspace, task_id)  # read once for both below
+    status = own_status(services.workspace, task_id, status, record)  # never a forged one
     if status is None:
         raise TaskNotFound(task_id)
     if status.state == "running":
         status = settle(services.workspace, status)
-    log_path = trusted_log_path(services.workspace, status)
+    log_path = trusted_log_path(services.workspace, status, record)
     if log_path != status.log_path:
         status = status.model_copy(update={"log_path": log_path})
     return status

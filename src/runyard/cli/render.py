@@ -129,6 +129,10 @@ def status_summary(status: TaskStatus) -> Group:
             table.add_row(label, local_time(value))
     if status.started_at:
         table.add_row("duration", duration(status))
+    if status.waiting_for:
+        table.add_row("waiting for", Text(", ".join(status.waiting_for)))
+    if status.queued_reason:
+        table.add_row("queued", Text(status.queued_reason))
     if status.error:
         table.add_row("error", Text(status.error, style="red"))
     for step in status.steps:

@@ -54,6 +54,8 @@ MAX_EVENT = 64 * 1024
 DRAIN_SECONDS = 1.0  # how long records are still read once the sandbox has exited
 WORKER_FIELDS = ("state", "started_at", "finished_at", "exit_code", "error", "result", "steps")
 ORDER = {TaskState.QUEUED: 0, TaskState.RUNNING: 1}
+# progress statuses a task sends faster than this are written together (as the worker does)
+PROGRESS_WRITE_INTERVAL = 0.05
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,9 @@ class RecordKeeper:
     final: TaskStatus | None = None
     metadata: TaskMetadata | None = None
     dropped: int = 0
+    held: bool = False  # a progress status not written yet (see flush)
+    status_writes: int = 0
+    _written_at: float = float("-inf")
 
     def __post_init__(self) -> None:
         self.status = self.queued
@@ -139,7 +144,24 @@ class RecordKeeper:
         self.status = self._checked(sent)
         if moved:
             append_event(self._events, state_event(sent.state, sent.started_at))
+        elif not durable and time.monotonic() - self._written_at < PROGRESS_WRITE_INTERVAL:
+            self.held = True  # progress faster than the worker ever sends it: written later
+            return
+        self._write(durable)
+
+    def flush(self) -> None:
+        """Write the progress held back, once its interval has passed (the relay calls it)."""
+        if self.held and time.monotonic() - self._written_at >= PROGRESS_WRITE_INTERVAL:
+            try:
+                self._write(False)
+            except OSError as exc:  # as in take: that progress is lost, the run goes on
+                print(f"runyard record keeper: progress not written: {exc}", file=sys.stderr)
+
+    def _write(self, durable: bool) -> None:
+        self.held = False
         self.workspace.write_status(self.status, durable=durable)
+        self._written_at = time.monotonic()
+        self.status_writes += 1
 
     def _checked(self, sent: TaskStatus) -> TaskStatus:
         update = {name: getattr(sent, name) for name in WORKER_FIELDS}
@@ -247,14 +269,17 @@ def _relay(ours: socket.socket, proc: subprocess.Popen[bytes], keeper: RecordKee
     parts: dict[bytes, bytearray] = {}
     deadline: float | None = None
     while True:
-        timeout = 0.5 if deadline is None else max(0.0, deadline - time.monotonic())
+        timeout = PROGRESS_WRITE_INTERVAL if keeper.held else 0.5
+        if deadline is not None:
+            timeout = min(timeout, max(0.0, deadline - time.monotonic()))
         ready, _, _ = select.select([ours], [], [], timeout)
         if ready:
             packet = ours.recv(1 << 17)
             if not packet:
                 return  # every holder of the worker's end is gone
             _joined(packet, parts, keeper)
-        elif deadline is not None:
+        keeper.flush()
+        if not ready and deadline is not None:
             return  # the sandbox exited and nothing more came: a stray holder waits no longer
         if deadline is None and proc.poll() is not None:
             deadline = time.monotonic() + DRAIN_SECONDS

@@ -148,11 +148,19 @@ def session_of(workspace: Workspace, task_id: str) -> str | None:
     return None if record is None else str(record["submitted_by"]["session_id"])
 
 
-def own_status(workspace: Workspace, task_id: str, status: TaskStatus | None) -> TaskStatus | None:
+Record = dict[str, Any] | None
+UNREAD: Any = object()  # a ``record`` argument not given: the function reads it
+
+
+def own_status(
+    workspace: Workspace, task_id: str, status: TaskStatus | None, record: Record = UNREAD
+) -> TaskStatus | None:
     """``status`` as readers may take it: for a run-submitted task whose folder holds a status
     that is not its recorded run's (the task rewrote it), the server's copy of that run,
-    ``running`` once launched, until its end is recorded; anything else as it is."""
-    record = read_submitter(workspace, task_id)
+    ``running`` once launched, until its end is recorded; anything else as it is.
+    ``record`` is the task's :func:`read_submitter` where the caller has it already."""
+    if record is UNREAD:
+        record = read_submitter(workspace, task_id)
     if record is None or (status is not None and status.run_id == record["run_id"]):
         return status
     kept = status_from_dict(record.get("queued"), task_id)
@@ -163,7 +171,7 @@ def own_status(workspace: Workspace, task_id: str, status: TaskStatus | None) ->
     return kept
 
 
-def trusted_log_path(workspace: Workspace, status: TaskStatus) -> str:
+def trusted_log_path(workspace: Workspace, status: TaskStatus, record: Record = UNREAD) -> str:
     """The log path to tell of ``status``: the log of its run, derived from validated ids.
 
     The log of a run is ``<log_dir>/<task_type>/<task_id>/<run_id>.log``; for a
@@ -171,24 +179,25 @@ def trusted_log_path(workspace: Workspace, status: TaskStatus) -> str:
     rewritten names. An admin task whose derived log does not exist (a status written by
     another tool) is told as its status says; what is *opened* is :func:`log_to_read`.
     """
-    derived, sandboxed = _derived_log(workspace, status)
-    if sandboxed or os.path.lexists(derived):
+    derived, sandboxed = _derived_log(workspace, status, record)
+    if sandboxed or status.log_path == derived or os.path.lexists(derived):
         return derived
     return status.log_path
 
 
-def log_to_read(workspace: Workspace, status: TaskStatus) -> str:
+def log_to_read(workspace: Workspace, status: TaskStatus, record: Record = UNREAD) -> str:
     """The log file a reader opens for ``status``: the derived one, or — for an admin task
     of another tool whose derived log does not exist — the one its status names when it
     lies inside the log folder. Never a path outside it that a record names."""
-    derived, sandboxed = _derived_log(workspace, status)
-    if sandboxed or not status.log_path or os.path.lexists(derived):
+    derived, sandboxed = _derived_log(workspace, status, record)
+    if sandboxed or status.log_path in ("", derived) or os.path.lexists(derived):
         return derived
     return status.log_path if _inside(workspace.log_dir, status.log_path) else derived
 
 
-def _derived_log(workspace: Workspace, status: TaskStatus) -> tuple[str, bool]:
-    record = read_submitter(workspace, status.task_id)
+def _derived_log(workspace: Workspace, status: TaskStatus, record: Record) -> tuple[str, bool]:
+    if record is UNREAD:
+        record = read_submitter(workspace, status.task_id)
     sandboxed = record is not None or isinstance(status.submitted_by, dict)
     run_id = record["run_id"] if record is not None else status.run_id
     return os.path.abspath(workspace.run_log_path(status.task_id, run_id)), sandboxed
