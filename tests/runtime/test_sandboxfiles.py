@@ -18,11 +18,16 @@ def test_files_move_up_as_they_are_and_records_never(tmp_path):
         (sandbox / name).write_text(json.dumps({"forged": name}))
     (task_dir / "status.json").write_text('{"own": true}')
     (sandbox / ".worker.lock").write_text("")
+    for mark in (".cancel", ".idempotency.abcd", ".idempotency-key", ".supervised"):
+        (sandbox / mark).write_text("forged")
+    (sandbox / ".config").write_text("a task's own dotfile")
     (task_dir / ".worker.lock").write_text("keeper")
 
     moved = adopt_sandbox_files(task_dir)
 
-    assert moved == ["link", "plots"]
+    assert moved == [".config", "link", "plots"]
+    for mark in (".cancel", ".idempotency.abcd", ".idempotency-key", ".supervised"):
+        assert not (task_dir / mark).exists()
     assert (task_dir / "plots" / "a.png").read_bytes() == b"png"
     assert os.readlink(task_dir / "link") == "/etc/passwd"
     assert (task_dir / "status.json").read_text() == '{"own": true}'

@@ -117,8 +117,8 @@ def end_dead_run(
             current, error = rewritten, error or REWRITTEN
         elif not free or current is None or current.run_id != run_id or current.terminal:
             return current
-        adopt_sandbox_files(workspace.task_dir(task_id))  # its keeper could not: gone first
         cancelled = cancelled or cancel_requested(workspace, task_id, run_id)
+        adopt_sandbox_files(workspace.task_dir(task_id))  # its keeper could not: gone first
         if error is None and not cancelled:  # the real log's tail, never a path the task wrote
             error = _death_message(current, exit_info, log_to_read(workspace, current))
         error = error or ""

@@ -18,12 +18,18 @@ import shutil
 import stat
 from pathlib import Path
 
-from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE
+from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE, WORKER_LOCK_FILE
 from runyard.workspace.safefs import DIR_FLAGS
 
 SANDBOX_DIR = ".sandbox"
-# never taken from the sandbox, whatever it holds: the records are the keeper's to write
-RESERVED = frozenset({STATUS_FILE, METADATA_FILE, EVENTS_FILE, SANDBOX_DIR})
+# never taken from the sandbox, whatever it holds: the records are the keeper's to write,
+# and the marks runyard keeps in a task folder (a cancel, the worker's lock, a submit's
+# key, its staging names) are the server's to make
+RESERVED = frozenset({
+    STATUS_FILE, METADATA_FILE, EVENTS_FILE, SANDBOX_DIR, WORKER_LOCK_FILE, ".cancel",
+    ".supervised", ".idempotency-key", ".sync-log",
+})  # fmt: skip
+RESERVED_PREFIXES = (".idempotency.", ".staging-", ".removing-", ".tmp-", ".runyard")
 log = logging.getLogger(__name__)
 
 
@@ -57,7 +63,7 @@ def _adopt(folder: int) -> list[str]:
     moved: list[str] = []
     try:
         for name in sorted(os.listdir(sandbox)):
-            if name in RESERVED or _exists(folder, name):
+            if name in RESERVED or name.startswith(RESERVED_PREFIXES) or _exists(folder, name):
                 continue
             try:
                 os.rename(name, name, src_dir_fd=sandbox, dst_dir_fd=folder)
