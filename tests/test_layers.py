@@ -6,7 +6,8 @@ Layers, lower to higher; a module may import its own package, its own layer and 
   (``errors``, ``wire``, ``config``, ``configfile``, ``faults``...)
 - 1 ``workspace``
 - 2 domain: ``tasks``, ``agents``, ``repository`` (no HTTP, no runtime or executors)
-- 3 ``runtime``, ``executors`` and the operations packages ``retention``, ``backup``, ``sync``
+- 3 ``runtime``, ``executors`` and the operations packages ``retention``, ``backup``, ``sync``,
+  ``schedules``
 - 4 ``api``, ``studio``
 - 5 ``client``: may import only ``runyard.client.*``, ``runyard.errors``, ``runyard.wire``,
   ``runyard.findconfig`` (the config-file lookup it shares with ``runyard.config``,
@@ -44,6 +45,7 @@ LAYERS = {
     "retention": 3,
     "backup": 3,
     "sync": 3,
+    "schedules": 3,
     "api": 4,
     "studio": 4,
     "client": 5,

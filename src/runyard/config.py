@@ -14,7 +14,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -27,6 +34,7 @@ from runyard.configfile import read_config_file
 from runyard.errors import ConfigError
 from runyard.findconfig import config_path
 from runyard.kubernetes_settings import KubernetesSettings
+from runyard.schedule_settings import ScheduleSettings, check_schedules
 
 DEFAULT_ENV_ALLOWLIST = (
     "PATH",
@@ -213,6 +221,13 @@ class Settings(BaseSettings):
     sync: SyncSettings = Field(
         default_factory=lambda: SyncSettings(target=None, task_types=[], max_task_mb=10240)
     )
+    # cron schedules by name (runyard.schedules): AxonX's fields plus catch_up, tick_argument
+    schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_names(cls, value: dict[str, ScheduleSettings]) -> dict[str, ScheduleSettings]:
+        return check_schedules(value)
 
     @model_validator(mode="after")
     def _disk_quota_for_agent_runs(self) -> Settings:

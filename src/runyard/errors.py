@@ -12,6 +12,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   ├── InvalidTaskId
     │   ├── UnknownTask                  a registered name that does not exist
     │   ├── UnknownUpstream              a depends_on id that names no task
+    │   ├── InvalidSchedule              a schedule, cron expression or range refused
     │   ├── UnsafePath                   a path that would leave its folder
     │   ├── InvalidLimit                 a row or item count outside its allowed range
     │   ├── BadIdempotencyKey            an Idempotency-Key header that breaks its rule
@@ -20,6 +21,8 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
     │   └── NoTaskFolder                 no folder (or none the caller may see) for it
+    ├── ScheduleNotFound (KeyError)      no schedule of that name
+    ├── ScheduleExists (FileExistsError) a schedule name already taken
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
     ├── TaskNameTaken (FileExistsError)  a fixed name a run token may not replace
     ├── Forbidden (PermissionError)      an action the caller's token may not take
@@ -77,6 +80,32 @@ class UnknownUpstream(InvalidInput):
         super().__init__(
             f"depends_on names no task: {', '.join(task_ids)} (an upstream must exist first)"
         )
+
+
+class InvalidSchedule(InvalidInput):
+    """A schedule that cannot be made as given (cron, time zone, task, a backfill range)."""
+
+
+class ScheduleNotFound(RunyardError, KeyError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        return f"No schedule named {self.name!r}"
+
+
+class ScheduleExists(RunyardError, FileExistsError):
+    """A schedule name already in use; ``configured`` when runyard.yaml defines it."""
+
+    def __init__(self, name: str, configured: bool) -> None:
+        self.name = name
+        self.configured = configured
+        where = "runyard.yaml defines it" if configured else "it was created over the API"
+        super().__init__(f"Schedule {name!r} already exists ({where})")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class UnknownTask(InvalidInput):
