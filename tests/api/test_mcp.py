@@ -21,7 +21,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from runyard.agents.layout import AgentLayout
-from runyard.api.jobs import JOBS
+from runyard.api.mcp.tools import TOOL_JOBS
 from serverproc import ServerProcess, kill_strays, start_server
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
@@ -122,7 +122,7 @@ async def exercise(session: ClientSession) -> dict[str, Any]:
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert set(tools) == TOOLS
     for name, tool in tools.items():
-        assert tool.input_schema == JOBS[name].args.model_json_schema()
+        assert tool.input_schema == TOOL_JOBS[name].args.model_json_schema()
     lines = (tools["submit"].description or "").splitlines()
     demo_line = next(line for line in lines if line.startswith("- demo: "))
     assert "x, y)" in demo_line and "fail, " in demo_line
@@ -166,8 +166,10 @@ def test_http_lists_tools_runs_a_task_and_serves_its_records(server: ServerProce
 def test_bad_calls_answer_clear_errors(server: ServerProcess) -> None:
     async def scenario() -> None:
         async with over_http(server.url, server.token) as session:
-            missing = await call(session, "wait_task", task_id="base#demo#x")
-            assert missing["answer"].startswith("ValidationError: run_id: Field required")
+            missing = await call(session, "wait_task", run_id="r")
+            assert missing["answer"].startswith("ValidationError: task_id: Field required")
+            absent = await call(session, "wait_task", task_id="base#demo#x")  # run_id optional
+            assert absent["answer"].startswith("KeyError") and absent["success"] is False
             forwarded = await call(session, "status", task_id="base#demo#x", target="other")
             assert "'target'" in forwarded["answer"] and forwarded["success"] is False
             unknown = await call(session, "status", task_id="base#demo#nothing-here")

@@ -32,6 +32,8 @@ from typing import cast
 
 from runyard.errors import NoSuchFile, UnsafePath
 
+# the reason of a NoSuchFile for a name that is not there (missing, or under a file)
+MISSING = "does not exist or is not a folder where one is needed"
 MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -180,7 +182,7 @@ def _translate(exc: OSError, where: str, what: str) -> Exception:
     if exc.errno == errno.ENAMETOOLONG:
         return UnsafePath(where, "a name is too long")
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return NoSuchFile(where, f"{what} does not exist or is not a folder where one is needed")
+        return NoSuchFile(where, f"{what} {MISSING}")
     if exc.errno == errno.EACCES:
         return NoSuchFile(where, f"{what} is not readable")
     return exc

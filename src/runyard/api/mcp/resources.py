@@ -33,7 +33,8 @@ from runyard.api.envelope import error_answer
 from runyard.api.jobs import current_status
 from runyard.api.scopes import require_visible, scrub
 from runyard.api.services import Services
-from runyard.errors import RunyardError, TaskNotFound
+from runyard.api.unwritten import missing_file
+from runyard.errors import NoSuchFile, RunyardError, TaskNotFound
 from runyard.runtime.submitters import log_to_read
 from runyard.workspace.logs import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT, read_log_window
 from runyard.workspace.safefs import OpenedFile, open_under
@@ -155,7 +156,11 @@ def _artifact(
     services: Services, uri: str, task_id: str, path: str, scope: RunScope | None
 ) -> types.TextResourceContents | types.BlobResourceContents:
     require_visible(services, task_id, scope)
-    with open_under(services.workspace.task_dir(task_id), path, single_link=True) as opened:
+    try:
+        opened = open_under(services.workspace.task_dir(task_id), path, single_link=True)
+    except NoSuchFile as exc:  # a running task may not have written it yet: say so
+        raise missing_file(services, task_id, path, exc, scope) from exc
+    with opened:
         if opened.size > MAX_ARTIFACT_BYTES:
             raise ValueError(
                 f"{path} has {opened.size} bytes, over the {MAX_ARTIFACT_BYTES} bytes a resource "

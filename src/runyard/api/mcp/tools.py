@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from runyard.agents.models import RunScope
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jobs import JOBS, Job
+from runyard.api.mcp.waiting import WAIT_JOB
 from runyard.api.scopes import scrub
 from runyard.api.services import Services
 from runyard.changes import ChangeHub
@@ -40,9 +41,13 @@ TOOL_NAMES = (
 )
 
 
+# the Job API's jobs, but an agent's wait is bounded (api/mcp/waiting.py)
+TOOL_JOBS: dict[str, Job] = {**{name: JOBS[name] for name in TOOL_NAMES}, "wait_task": WAIT_JOB}
+
+
 def tool_list(services: Services) -> list[types.Tool]:
     """One tool per job, its input schema the job's argument schema."""
-    return [_tool(JOBS[name], services) for name in TOOL_NAMES]
+    return [_tool(TOOL_JOBS[name], services) for name in TOOL_NAMES]
 
 
 def _tool(job: Job, services: Services) -> types.Tool:
@@ -76,7 +81,7 @@ async def call_tool(
     scope: RunScope | None,
 ) -> types.CallToolResult:
     """Validate ``arguments`` with the job's model, run its handler, answer a JobResponse."""
-    job = JOBS.get(name) if name in TOOL_NAMES else None
+    job = TOOL_JOBS.get(name)
     if job is None:
         return _result(job_response(f"KeyError: unknown tool {name!r}", False))
     raw = arguments or {}
