@@ -33,6 +33,7 @@ from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.routes_login import build_login_router
 from runyard.api.routes_preview import build_preview_router
 from runyard.api.routes_runs import build_runs_router
+from runyard.api.routes_schedules import mount_schedules
 from runyard.api.routes_sync import mount_sync
 from runyard.api.routes_tasks import build_tasks_router
 from runyard.api.services import Services
@@ -107,6 +108,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
 
         app.include_router(build_agents_router(services), prefix="/api/v1")
     mount_gc(app, services)
+    mount_schedules(app, services, startup)
     # what crashes left in staging and temp names, once the start-up is over (in a thread)
     sweep = LeftoverSweep(services.workspace, startup.ready)
     run_beside(app, sweep.start, sweep.stop)

@@ -1,4 +1,5 @@
-"""Jobs beyond the seed's thirteen that AxonX clients call: ``help``, ``version``, ``diagnose``.
+"""Jobs beyond the seed's thirteen that AxonX clients call: ``help``, ``version``, ``diagnose``
+and ``list_schedules`` (:mod:`runyard.api.schedule_jobs`).
 
 The AxonX CLI runs ``axonx help`` and ``axonx diagnose`` as jobs of the service it points
 at. They are served at ``/jobs/<name>`` like the others but left out of ``GET /jobs`` and
@@ -17,6 +18,7 @@ from pydantic import Field
 
 from runyard.api import job_args as a
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
+from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
 from runyard.changes import ChangeHub
 from runyard.workspace.space import storage_report
@@ -92,6 +94,7 @@ COMPAT_JOBS: dict[str, Job] = {
             _help,
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
+        LIST_SCHEDULES,
         Job(
             "diagnose",
             "This service's version, Python, platform, free space and tasks.",

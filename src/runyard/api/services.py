@@ -18,6 +18,7 @@ from runyard.workspace.layout import Workspace
 
 if TYPE_CHECKING:
     from runyard.api.agentservice import AgentService
+    from runyard.schedules.scheduler import Scheduler
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Services:
     browser_sessions: BrowserSessions = field(default_factory=BrowserSessions)
     # read-only on a full disk (api/readonly.py): serve makes it before the app exists
     read_only: ReadOnly = field(default_factory=ReadOnly)
+    # the cron schedules (api/routes_schedules.py): made and started with the app
+    schedules: Scheduler | None = None
 
     @classmethod
     def build(

@@ -16,6 +16,7 @@ orders every change, so a tick, a trigger and a delete never interleave.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from runyard.schedules.store import CreatedSchedule, ScheduleState, ScheduleStor
 from runyard.schedules.ticker import Ticker
 
 MAX_BACKFILL = 500
+log = logging.getLogger("runyard.schedules")
 Origin = Literal["config", "api"]
 
 
@@ -73,8 +75,10 @@ class Scheduler:
     # life
 
     def load(self) -> None:
-        """Read every schedule and its state; nothing fires."""
+        """Read every schedule and its state (once; later calls do nothing); nothing fires."""
         with self._lock:
+            if self._started_at is not None:
+                return
             self._started_at = self._clock()
             self._entries = {}
             for name, settings in self._configured.items():
@@ -103,7 +107,10 @@ class Scheduler:
         entry = Entry(name, settings, origin, state, uuid.uuid4().hex)
         if state.last_tick is None:  # counted from now: nothing before it is missed
             state.last_tick = iso_utc(self._clock())
-            self._store.write_state(state)
+            try:
+                self._store.write_state(state)
+            except OSError as exc:  # a full disk: kept in memory, written with its next tick
+                log.warning("schedules: cannot record %s's first sight yet: %s", name, exc)
         self._entries[name] = entry
         return entry
 
