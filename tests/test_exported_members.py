@@ -6,6 +6,6 @@ def test_public_api_is_small_and_importable() -> None:
     for name in runyard.__all__:
         assert getattr(runyard, name).__name__ == name
     assert set(runyard.__all__) == {
-        "AsyncClient", "Client", "RunyardError", "Settings", "Task", "TaskInput",
+        "AsyncClient", "Client", "Pipeline", "RunyardError", "Settings", "Task", "TaskInput",
         "TaskOutput", "TaskRun", "TaskState", "TaskStatus", "TaskType", "Workspace",
     }  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 __all__ = [
     "AsyncClient",
     "Client",
+    "Pipeline",
     "RunyardError",
     "Settings",
     "Task",
@@ -27,6 +28,7 @@ __all__ = [
 _WHERE = {
     "AsyncClient": "runyard.client",
     "Client": "runyard.client",
+    "Pipeline": "runyard.pipelines.build",
     "RunyardError": "runyard.errors",
     "Settings": "runyard.config",
     "Task": "runyard.tasks.base",

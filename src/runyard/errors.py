@@ -12,6 +12,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   ├── InvalidTaskId
     │   ├── UnknownTask                  a registered name that does not exist
     │   ├── UnknownUpstream              a depends_on id that names no task
+    │   ├── InvalidPipeline              a pipeline run request refused whole (its step named)
     │   ├── InvalidSchedule              a schedule, cron expression or range refused
     │   ├── UnsafePath                   a path that would leave its folder
     │   ├── InvalidLimit                 a row or item count outside its allowed range
@@ -21,6 +22,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
     │   └── NoTaskFolder                 no folder (or none the caller may see) for it
+    ├── PipelineRunNotFound (KeyError)   no pipeline run of that id (or none the caller may see)
     ├── ScheduleNotFound (KeyError)      no schedule of that name
     ├── ScheduleExists (FileExistsError) a schedule name already taken
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
@@ -108,6 +110,15 @@ class ScheduleExists(RunyardError, FileExistsError):
         return str(self.args[0])
 
 
+class InvalidPipeline(InvalidInput):
+    """A pipeline run request refused whole, nothing made; ``step`` is the key of the step
+    at fault (None when the fault is the pipeline's own)."""
+
+    def __init__(self, message: str, step: str | None = None) -> None:
+        self.step = step
+        super().__init__(f"Step {step}: {message}" if step is not None else message)
+
+
 class UnknownTask(InvalidInput):
     def __init__(self, name: str, available: list[str]) -> None:
         self.name = name
@@ -175,6 +186,15 @@ class NoTaskFolder(TaskNotFound):
 
     def __str__(self) -> str:
         return f"No task folder for {self.task_id}"
+
+
+class PipelineRunNotFound(RunyardError, KeyError):
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"No pipeline run {run_id!r}")
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
 
 
 class TaskActive(RunyardError, FileExistsError):

@@ -13,7 +13,8 @@ states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.c
 ``history.staged`` / ``history.kept`` (a replaced run's records copied to a temp folder /
 renamed into ``.history``, its task folder not yet replaced), ``run.settle`` (an agent
 run's final state, before the store is asked to keep it), ``backup.partial`` (``backup
-create`` with its partial archive and SQLite copies half made).
+create`` with its partial archive and SQLite copies half made), ``pipeline.step`` (a
+pipeline run's step about to be made, after its first).
 
 ``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
@@ -44,6 +45,7 @@ POINTS = (
     "history.kept",
     "run.settle",
     "backup.partial",
+    "pipeline.step",
 )
 
 _KILL_AT = os.environ.get(KILL_VAR) or None

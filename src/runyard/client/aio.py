@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from runyard.client import calls
+from runyard.client import calls, pipelines
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
@@ -24,7 +24,7 @@ from runyard.client.sync import (
     request_timeout,
     resolve,
 )
-from runyard.errors import ServerUnreachable
+from runyard.errors import ServerUnreachable, WaitTimeout
 from runyard.tls import client_verify
 from runyard.wire import (
     TaskContext,
@@ -194,6 +194,39 @@ class AsyncClient:
 
     async def delete_tasks(self, task_ids: list[str]) -> list[str]:
         return await self._execute(calls.delete_call(task_ids))
+
+    async def run_pipeline(self, pipeline: Any, **params: Any) -> dict[str, Any]:
+        body = pipelines.run_body(pipeline, params)
+        return await self._pipelines_json("POST", pipelines.RUNS, json=body)
+
+    async def pipeline_runs(self, limit: int = 50) -> dict[str, Any]:
+        return await self._pipelines_json("GET", pipelines.RUNS, params={"limit": limit})
+
+    async def pipeline_run(self, run_id: str) -> dict[str, Any]:
+        return await self._pipelines_json("GET", pipelines.run_path(run_id))
+
+    async def cancel_pipeline_run(self, run_id: str) -> dict[str, Any]:
+        return await self._pipelines_json("POST", pipelines.run_path(run_id, "cancel"))
+
+    async def wait_pipeline_run(
+        self, run_id: str, timeout: float | None = None, *, poll_interval: float = 0.5
+    ) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            run = await self.pipeline_run(run_id)
+            if pipelines.finished(run):
+                return run
+            if deadline is not None and loop.time() >= deadline:
+                raise WaitTimeout(f"Pipeline run {run_id}", timeout or 0.0)
+            await asyncio.sleep(poll_interval)
+
+    async def _pipelines_json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        try:
+            reply = await self._http.request(method, path, **options)
+        except httpx.TransportError as exc:
+            raise calls.unreachable(self.url, exc) from exc
+        return checked_json(reply)
 
     async def stream(self, task_id: str, poll_interval: float = 0.5) -> AsyncIterator[StreamEvent]:
         parser = SSEParser()

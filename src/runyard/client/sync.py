@@ -11,14 +11,14 @@ from urllib.parse import quote
 
 import httpx
 
-from runyard.client import answers, calls
+from runyard.client import answers, calls, pipelines
 from runyard.client.answers import Reply, auth_headers
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
 from runyard.client.plain import KeptConnections, NoAnswer, plain_reaches
-from runyard.errors import ServerNotFound, ServerUnreachable
+from runyard.errors import ServerNotFound, ServerUnreachable, WaitTimeout
 from runyard.tls import client_verify
 from runyard.wire import (
     TaskContext,
@@ -297,6 +297,44 @@ class Client:
         "tasks", "logs", "run_workspaces", "uploads", "kept_upstreams", "bytes", ...}``."""
         body = {"dryRun": dry_run, "includeUpstreams": include_upstreams}
         return self._api_json("POST", "/api/v1/gc", json=body)
+
+    # pipelines
+
+    def run_pipeline(self, pipeline: Any, **params: Any) -> dict[str, Any]:
+        """Start a run of ``pipeline`` (a :class:`runyard.Pipeline`) with ``params`` over
+        its defaults (``POST /api/v1/pipelines/runs``): every step is made in this one
+        request, each waiting for its upstreams, or none is (a refused step raises
+        :class:`~runyard.errors.RequestInvalid` naming it). Answers the run: ``{"id",
+        "pipeline", "params", "created_at", "state", "steps": [{"key", "task", "task_id",
+        "depends_on", "state", ...}]}``."""
+        body = pipelines.run_body(pipeline, params)
+        return self._api_json("POST", pipelines.RUNS, json=body)
+
+    def pipeline_runs(self, limit: int = 50) -> dict[str, Any]:
+        """The newest pipeline runs: ``{"items": [run, ...], "total": N}``."""
+        return self._api_json("GET", pipelines.RUNS, params={"limit": limit})
+
+    def pipeline_run(self, run_id: str) -> dict[str, Any]:
+        """One pipeline run with its steps' live states; ``NotFound`` when there is none."""
+        return self._api_json("GET", pipelines.run_path(run_id))
+
+    def cancel_pipeline_run(self, run_id: str) -> dict[str, Any]:
+        """Cancel the run's unfinished steps; the run, with ``cancelled`` (the task ids)."""
+        return self._api_json("POST", pipelines.run_path(run_id, "cancel"))
+
+    def wait_pipeline_run(
+        self, run_id: str, timeout: float | None = None, *, poll_interval: float = 0.5
+    ) -> dict[str, Any]:
+        """Wait until every step of the run ended; the run. Raises
+        :class:`~runyard.errors.WaitTimeout` after ``timeout`` seconds (the run goes on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = self.pipeline_run(run_id)
+            if pipelines.finished(run):
+                return run
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"Pipeline run {run_id}", timeout or 0.0)
+            time.sleep(poll_interval)
 
     def _api_json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
         try:

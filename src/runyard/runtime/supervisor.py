@@ -18,11 +18,12 @@ there waits for the worker to end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -382,6 +383,13 @@ class Supervisor:
             if self._monitor is not None:  # launch from the monitor thread: submit returns now
                 self._monitor.call_later(0.0, self._pump)
         return TaskHandle(task_id=status.task_id, run_id=status.run_id, task=task)
+
+    @contextlib.contextmanager
+    def launches_held(self) -> Iterator[None]:
+        """Launch nothing while the body runs (its submits queue as usual): a pipeline
+        run's steps are made all or none, and none starts before all exist."""
+        with self._lock:
+            yield
 
     def _upstreams(self, depends_on: object, submitted_by: Submitter) -> list[str]:
         """The ids of ``depends_on``, each a task the submitter may see (a run's: its own
