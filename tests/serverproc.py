@@ -105,6 +105,7 @@ def start_server(
     auth: bool = True,
     wait_ready: bool = True,
     args: list[str] | None = None,
+    python: str | None = None,
 ) -> ServerProcess:
     """Start ``runyard serve`` with its workspace, logs and config under ``root``.
 
@@ -112,7 +113,8 @@ def start_server(
     server reuses the token its ``server.json`` kept, or generates one; it is read from
     ``server.json`` into ``server.token`` (so ``headers``, ``client()``, ``call()`` and
     ``cli_env()`` carry it). ``auth=False`` serves with ``--no-auth``; ``args`` are more
-    options of ``serve``. It returns once ``/health`` says the start-up is over (no
+    options of ``serve``; ``python`` the interpreter it runs under (this one's by default).
+    It returns once ``/health`` says the start-up is over (no
     ``indexing``); with ``wait_ready=False`` as soon as the port answers.
     """
     root.mkdir(parents=True, exist_ok=True)
@@ -121,7 +123,7 @@ def start_server(
     config_path = root / "runyard.yaml"
     config_path.write_text(yaml.safe_dump(config or {}))
     argv = [
-        sys.executable, "-m", "runyard", "serve", "--host", "127.0.0.1", "--port", "0",
+        python or sys.executable, "-m", "runyard", "serve", "--host", "127.0.0.1", "--port", "0",
         "--workspace-dir", str(workspace), "--log-dir", str(log_dir),
         "--config", str(config_path),
     ]  # fmt: skip

@@ -64,7 +64,8 @@ def test_submit_wait_watch_and_friends(server: ServerProcess, tmp_path: Path) ->
     tree = cli(server, "graph", "base#demo#api-demo")
     assert "base#demo#child" in tree.stdout
     defs = json.loads(cli(server, "defs", "--json").stdout)
-    assert {"demo", "command"} <= {d["name"] for d in defs}
+    assert {"demo", "command"} <= {d["name"] for d in defs["definitions"]}
+    assert defs["plugin_errors"] == {} and defs["restart_required"] == {}
     assert succeeded_ids(server) == ["base#demo#child", "base#demo#api-demo", *before]
     long = json.loads(
         cli(server, "submit", "command", "command=sleep 60", "--name", "long", "--json").stdout

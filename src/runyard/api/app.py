@@ -32,6 +32,7 @@ from runyard.api.routes_gc import mount_gc
 from runyard.api.routes_jobs import build_jobs_router
 from runyard.api.routes_login import build_login_router
 from runyard.api.routes_pipelines import build_pipelines_router
+from runyard.api.routes_plugins import build_plugins_router
 from runyard.api.routes_preview import build_preview_router
 from runyard.api.routes_runs import build_runs_router
 from runyard.api.routes_schedules import mount_schedules
@@ -103,6 +104,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(build_runs_router(services), prefix="/api/v1")
     app.include_router(build_tasks_router(services), prefix="/api/v1")
     app.include_router(build_login_router(services), prefix="/api/v1")
+    app.include_router(build_plugins_router(services), prefix="/api/v1")
     app.include_router(build_pipelines_router(services), prefix="/api/v1")
     mount_sync(app, services)
     if services.agents is not None:

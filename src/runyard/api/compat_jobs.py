@@ -74,7 +74,7 @@ async def _diagnose(s: Services, args: Any, hub: ChangeHub, scope: Scope) -> Job
         "storage": storage_report(s.workspace.root, s.settings.min_free_mb),
         "tasks": [d.name for d in s.registry.definitions()],
         "plugin_errors": dict(s.registry.errors),
-        "restart_required": False,
+        "restart_required": bool(s.registry.restart_required),  # which: GET /api/v1/plugins
     }
     return answer, True
 

@@ -99,15 +99,22 @@ async def status_now(services: Services, task_id: str, scope: Scope) -> TaskStat
 async def _list_definitions(
     s: Services, args: a.ListDefinitionsArgs, hub: ChangeHub, scope: Scope
 ) -> JobResult:
-    """Broken plugins are named in ``metadata.plugin_errors``; they never hide the others."""
+    """Broken plugins are named in ``metadata.plugin_errors``, plugins only a restart brings
+    up to date in ``metadata.restart_required``; they never hide the others. Plugins
+    installed since the last look are found first (at most once a second)."""
+    await run_in_threadpool(s.registry.rescan)
     leave_out = set() if args.include_schemas else {"input_schema", "output_schema"}
     definitions = [d.model_dump(mode="json", exclude=leave_out) for d in s.registry.definitions()]
-    metadata = {"plugin_errors": dict(s.registry.errors)} if s.registry.errors else {}
+    report = s.registry.report()
+    problems = {"plugin_errors", "restart_required"}
+    metadata = report.model_dump(include=problems, exclude_defaults=True)
     return definitions, True, metadata
 
 
 async def _get_definition(s: Services, args: a.TaskArgs, hub: ChangeHub, scope: Scope) -> JobResult:
-    return s.registry.get(args.task).definition.model_dump(mode="json"), True
+    # an unknown name rescans the plugins, which imports them: off the event loop
+    registered = await run_in_threadpool(s.registry.get, args.task)
+    return registered.definition.model_dump(mode="json"), True
 
 
 async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope) -> JobResult:

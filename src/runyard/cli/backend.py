@@ -22,10 +22,12 @@ from runyard.errors import TaskNotFound
 if TYPE_CHECKING:
     from runyard.client import Client
     from runyard.config import Settings
+    from runyard.plugin_report import PluginReport
     from runyard.repository import TaskRepository
     from runyard.repository.models import TaskContext, TaskGraph
     from runyard.runtime.supervisor import Supervisor
     from runyard.tasks.base import TaskDefinition
+    from runyard.tasks.registry import TaskRegistry
     from runyard.workspace.layout import Workspace
     from runyard.workspace.logs import TaskLogChunk
     from runyard.workspace.records import TaskStatus
@@ -46,6 +48,8 @@ class Backend(Protocol):
     def cancel(self, task_id: str) -> bool: ...
     def delete(self, task_ids: list[str]) -> list[str]: ...
     def definitions(self) -> list[TaskDefinition]: ...
+    def plugin_report(self) -> PluginReport:
+        """The plugins that did not load and the tasks only a restart brings up to date."""
 
 
 class RemoteBackend:
@@ -116,6 +120,9 @@ class RemoteBackend:
     def definitions(self) -> list[TaskDefinition]:
         return self.client.list_installed_task_definitions()
 
+    def plugin_report(self) -> PluginReport:
+        return self.client.plugins()
+
 
 class LocalBackend:
     """Answers from the workspace files; dead workers found on the way are settled."""
@@ -125,6 +132,7 @@ class LocalBackend:
         self._settings: Settings | None = None
         self._workspace: Workspace | None = None
         self._repository: TaskRepository | None = None
+        self._registry: TaskRegistry | None = None
 
     @property
     def settings(self) -> Settings:
@@ -220,9 +228,18 @@ class LocalBackend:
         return self.supervisor().delete(task_ids)
 
     def definitions(self) -> list[TaskDefinition]:
-        from runyard.tasks.registry import TaskRegistry
+        return self.registry().definitions()
 
-        return TaskRegistry.load().definitions()
+    def plugin_report(self) -> PluginReport:
+        return self.registry().report()
+
+    def registry(self) -> TaskRegistry:
+        """This process's catalogue, loaded once (it imports every plugin)."""
+        if self._registry is None:
+            from runyard.tasks.registry import TaskRegistry
+
+            self._registry = TaskRegistry.load()
+        return self._registry
 
 
 @contextmanager

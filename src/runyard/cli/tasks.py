@@ -27,7 +27,6 @@ from runyard.cli.interrupt import bounded_wait, cancel_foreground
 from runyard.cli.logtail import last_lines
 from runyard.cli.paging import DEFAULT_LIMIT
 from runyard.cli.render import (
-    definition_view,
     graph_tree,
     status_summary,
     status_table,
@@ -408,17 +407,8 @@ def defs(
     task: Annotated[str | None, typer.Argument(help="Show one definition in full")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the installed task definitions; with a name, that one's input and output fields."""
-    items = backend.definitions()
-    if task is not None:
-        items = [d for d in items if d.name == task]
-        if not items:
-            fail(f"Unknown Task: {task}")
-    if as_json:
-        print_json([d.model_dump() for d in items] if task is None else items[0].model_dump())
-        return
-    if task is not None:
-        console.print(definition_view(items[0]))
-        return
-    for d in items:
-        console.print(f"[bold]{d.name}[/] ({d.task_type}, {d.source}) {d.description}")
+    """List the installed task definitions and the plugins that did not load; with a name,
+    that one's input and output fields."""
+    from runyard.cli.defs_view import show_definitions
+
+    show_definitions(backend, task, as_json)

@@ -19,6 +19,7 @@ from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
 from runyard.client.plain import KeptConnections, NoAnswer, plain_reaches
 from runyard.errors import ServerNotFound, ServerUnreachable, WaitTimeout
+from runyard.plugin_report import PluginReport
 from runyard.tls import client_verify
 from runyard.wire import (
     TaskContext,
@@ -335,6 +336,16 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"Pipeline run {run_id}", timeout or 0.0)
             time.sleep(poll_interval)
+
+    def plugins(self) -> PluginReport:
+        """The server's task names, the plugins that did not load and why, and the tasks
+        only a server restart brings up to date (``GET /api/v1/plugins``)."""
+        return PluginReport.model_validate(self._api_json("GET", "/api/v1/plugins"))
+
+    def rescan_plugins(self) -> PluginReport:
+        """Make the server look for newly installed plugins now (``POST
+        /api/v1/plugins/rescan``, admin token only); ``added`` names the tasks it found."""
+        return PluginReport.model_validate(self._api_json("POST", "/api/v1/plugins/rescan"))
 
     def _api_json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
         try:

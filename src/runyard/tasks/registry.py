@@ -2,9 +2,14 @@
 
 A plugin that fails to import or is malformed is reported by name in ``errors``; it does
 not break the catalogue. A plugin installed while the server runs is found without a
-restart: asking for a name the catalogue does not know rescans the entry points first, at
-most once per :data:`RESCAN_INTERVAL` seconds (so a flood of unknown names cannot make
-every request walk ``sys.path``), and only then answers :class:`UnknownTask`.
+restart: :meth:`TaskRegistry.rescan` first reads the ``.pth`` files installed since the
+start (an editable install's path, see :mod:`runyard.tasks.sitepath`), drops the import and
+metadata caches, then reads the entry points again. Asking for a name the catalogue does
+not know and listing the definitions rescan at most once per :data:`RESCAN_INTERVAL`
+seconds (so a flood of unknown names cannot make every request walk ``sys.path``); the
+admin's ``POST /api/v1/plugins/rescan`` rescans at once. A plugin whose code changed after
+it was imported (upgraded, removed, edited) is named in ``restart_required`` with the one
+sentence that says a restart is needed (:mod:`runyard.tasks.pluginorigin`).
 
 >>> registry = TaskRegistry.load()
 >>> registry.get("demo").task_type
@@ -17,13 +22,16 @@ import importlib
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from pydantic import ValidationError
 
 from runyard.errors import InvalidInput, UnknownTask
+from runyard.plugin_report import PluginReport
 from runyard.tasks.base import Task, TaskDefinition, TaskInput, describe
+from runyard.tasks.pluginorigin import PluginOrigin
+from runyard.tasks.sitepath import SitePath
 
 ENTRY_POINT_GROUP = "runyard.tasks"
 BUILTINS = {
@@ -45,8 +53,11 @@ class RegisteredTask:
 class TaskRegistry:
     tasks: dict[str, RegisteredTask] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    restart_required: dict[str, str] = field(default_factory=dict)
     plugins: bool = True
     last_scan: float = field(default=0.0, repr=False)
+    _origins: dict[str, PluginOrigin] = field(default_factory=dict, repr=False)
+    _site: SitePath | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
@@ -55,44 +66,97 @@ class TaskRegistry:
         for name, target in BUILTINS.items():
             registry.add(name, target, plugin=None)
         if plugins:
+            registry._site = SitePath()
             registry._scan_plugins()
         return registry
 
-    def _scan_plugins(self) -> None:
-        """Add every entry point not registered yet (a known name is never re-imported)."""
+    def _scan_plugins(self) -> list[str]:
+        """Add every entry point not registered yet; the names added.
+
+        A known name is never imported again: when its code changed since, the task is
+        named in ``restart_required`` instead.
+        """
         self.last_scan = time.monotonic()
+        added, seen = [], set()
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in self.tasks:
-                if self.tasks[ep.name].target != ep.value:
-                    self.errors[ep.name] = f"plugin name {ep.name!r} is already registered"
+            seen.add(ep.name)
+            if self._is_known(ep):
                 continue
             dist = ep.dist.name if ep.dist is not None else ep.module
             self.errors.pop(ep.name, None)  # a fixed, reinstalled plugin loads now
-            self.add(ep.name, ep.value, plugin=dist)
+            if self.add(ep.name, ep.value, plugin=dist):
+                added.append(ep.name)
+            self._origins[ep.name] = PluginOrigin.of(ep)
+        self._forget_uninstalled(seen)
+        return added
 
-    def rescan(self) -> bool:
-        """Look for newly installed plugins; False when the last scan was too recent.
+    def _is_known(self, ep: EntryPoint) -> bool:
+        """Whether ``ep`` was dealt with before (then its restart note is brought up to date)."""
+        origin = self._origins.get(ep.name)
+        if origin is not None and origin.same_distribution(ep):
+            self._note(ep.name, origin.change(ep))
+            # a plugin that failed before it was imported is tried again; one imported
+            # (and failed later) would answer from the module Python keeps
+            return ep.name in self.tasks or origin.module_file is not None
+        if ep.name in self.tasks:
+            if self.tasks[ep.name].target != ep.value:
+                self.errors[ep.name] = f"plugin name {ep.name!r} is already registered"
+            return True
+        return False
 
-        Import and metadata caches are dropped first: both remember a folder's listing,
-        so a package installed after the first scan would stay invisible.
+    def _forget_uninstalled(self, seen: set[str]) -> None:
+        for name in set(self._origins) - seen:
+            if name in self.tasks:
+                self._note(name, self._origins[name].change(None))
+            else:  # it never loaded: nothing of it stays
+                self.errors.pop(name, None)
+                self.restart_required.pop(name, None)
+                del self._origins[name]
+
+    def _note(self, name: str, sentence: str | None) -> None:
+        if sentence is None:
+            self.restart_required.pop(name, None)
+        else:
+            self.restart_required[name] = sentence
+
+    def rescan(self, *, force: bool = False) -> list[str] | None:
+        """Look for newly installed plugins: the names added, None when the last scan was
+        too recent (``force`` rescans anyway).
+
+        New ``.pth`` files are read first (an editable install's folder joins ``sys.path``);
+        import and metadata caches are dropped, as both remember a folder's listing, so a
+        package installed after the first scan would stay invisible.
         """
         if not self.plugins:
-            return False
+            return None
         with self._lock:
-            if time.monotonic() - self.last_scan < RESCAN_INTERVAL:
-                return False
+            if not force and time.monotonic() - self.last_scan < RESCAN_INTERVAL:
+                return None
+            if self._site is not None:
+                self._site.refresh()
             importlib.invalidate_caches()
-            self._scan_plugins()
-            return True
+            return self._scan_plugins()
 
-    def add(self, name: str, target: str, plugin: str | None) -> None:
+    def report(self, added: list[str] | None = None) -> PluginReport:
+        """What the catalogue holds now, for the API and the CLI."""
+        return PluginReport(
+            tasks=self.names(),
+            added=sorted(added or []),
+            plugin_errors=dict(self.errors),
+            restart_required=dict(self.restart_required),
+        )
+
+    def add(self, name: str, target: str, plugin: str | None) -> bool:
+        """Import and describe ``target`` as task ``name``; False (and ``errors`` says
+        why) when it cannot be."""
         try:
             task_cls = import_target(target)
             definition = describe(task_cls, name, plugin)
         except Exception as exc:  # a broken plugin must not break the catalogue
             self.errors[name] = f"{type(exc).__name__}: {exc}"
-            return
+            return False
         self.tasks[name] = RegisteredTask(name, target, task_cls, definition)
+        return True
 
     def names(self) -> list[str]:
         return sorted(self.tasks)
@@ -100,7 +164,7 @@ class TaskRegistry:
     def get(self, name: str) -> RegisteredTask:
         """The task ``name``; an unknown name rescans the plugins once before failing."""
         found = self.tasks.get(name)
-        if found is None and self.rescan():
+        if found is None and self.rescan() is not None:
             found = self.tasks.get(name)
         if found is None:
             raise UnknownTask(name, self.names())

@@ -1,0 +1,63 @@
+"""What ``runyard defs`` prints: the task definitions, the plugins that did not load and why,
+and the one sentence for each task only a server restart brings up to date.
+
+``--json`` without a name prints ``{"definitions": [...], "plugin_errors": {...},
+"restart_required": {...}}``; with a name, that task's definition.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from runyard.cli.common import console, err_console, fail, print_json
+from runyard.cli.render import definition_view
+
+if TYPE_CHECKING:
+    from runyard.cli.backend import Backend
+    from runyard.plugin_report import PluginReport
+    from runyard.tasks.base import TaskDefinition
+
+
+def show_definitions(backend: Backend, task: str | None, as_json: bool) -> None:
+    items = backend.definitions()
+    report = backend.plugin_report()
+    if task is not None:
+        show_one(items, report, task, as_json)
+        return
+    if as_json:
+        print_json(
+            {
+                "definitions": [d.model_dump() for d in items],
+                "plugin_errors": report.plugin_errors,
+                "restart_required": report.restart_required,
+            }
+        )
+        return
+    for d in items:
+        console.print(f"[bold]{d.name}[/] ({d.task_type}, {d.source}) {d.description}")
+    show_problems(report)
+
+
+def show_one(items: list[TaskDefinition], report: PluginReport, task: str, as_json: bool) -> None:
+    found = [d for d in items if d.name == task]
+    if not found:
+        error = report.plugin_errors.get(task)
+        fail(
+            f"the plugin of task {task} did not load: {error}" if error else f"Unknown Task: {task}"
+        )
+    if as_json:
+        print_json(found[0].model_dump())
+    else:
+        console.print(definition_view(found[0]))
+    note = report.restart_required.get(task)
+    if note:
+        err_console.print(f"[yellow]note:[/] {note}", highlight=False, soft_wrap=True)
+
+
+def show_problems(report: PluginReport) -> None:
+    if report.plugin_errors:
+        console.print("\n[bold red]Plugins that did not load:[/]")
+        for name, error in sorted(report.plugin_errors.items()):
+            console.print(f"  [bold]{name}[/]: {error}", highlight=False, soft_wrap=True)
+    for sentence in (report.restart_required[name] for name in sorted(report.restart_required)):
+        console.print(f"[yellow]note:[/] {sentence}", highlight=False, soft_wrap=True)
