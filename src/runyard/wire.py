@@ -17,7 +17,13 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 __all__ = [
     "OPTIONAL_STATUS_FIELDS",
@@ -94,6 +100,10 @@ class TaskStatus(BaseModel):
     queued_reason: str | None = None
     # the upstream tasks it waits for before it may queue for a slot (depends_on)
     waiting_for: list[str] | None = None
+    # its result is cached (runtime/taskcache): recorded under cache_key when it succeeds
+    # (a run waiting for its upstreams gets its key once they succeeded)
+    cache: bool | None = None
+    cache_key: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -109,15 +119,29 @@ class TaskStatus(BaseModel):
 
 OPTIONAL_STATUS_FIELDS = (
     "submitted_by", "limits", "synced_from", "queued_reason", "waiting_for",
+    "cache", "cache_key",
 )
 
 
 class TaskHandle(BaseModel):
-    """What a submit answers: the task id, the run id of this submission and the task."""
+    """What a submit answers: the task id, the run id of this submission and the task.
+
+    ``cached`` is true when an earlier run's cached result answered the submit (the handle
+    is that run's, nothing ran). It is sent only then, so every other answer keeps the
+    seed's three fields, and clients that do not know it ignore it.
+    """
 
     task_id: str
     run_id: str
     task: str
+    cached: bool = False
+
+    @model_serializer(mode="wrap")
+    def _cached_only_when_true(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("cached"):
+            data.pop("cached", None)
+        return data
 
 
 class TaskLogChunk(BaseModel):

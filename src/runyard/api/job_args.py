@@ -71,6 +71,19 @@ class SubmitArgs(Lenient):
         description="Where this run's worker runs: 'local' (this host) or 'kubernetes' "
         "(a Job); default: the server's task_executors entry, else task_executor",
     )
+    cache: bool | None = Field(
+        None,
+        description="true: answer from an earlier succeeded run with the same cache key "
+        "(task, inputs, upstream artifacts, plugin version) if there is one, with "
+        "cached: true and that task's handle, running nothing; false: run it anyway; "
+        "default: the task class's cache setting",
+    )
+    cache_expiry_seconds: float | None = Field(
+        None,
+        ge=0,
+        description="With cache: serve only a run that finished at most this many seconds "
+        "ago; default: the task class's cache_expiry_seconds, else unlimited",
+    )
 
 
 class WaitArgs(Strict):

@@ -40,6 +40,7 @@ from runyard.runtime.submitters import (
     trusted_log_path,
 )
 from runyard.runtime.supervisor import TaskHandle
+from runyard.runtime.taskcache import CacheRequest
 from runyard.tasks.base import TaskDefinition
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.logs import TaskLogChunk, read_log_window
@@ -127,7 +128,7 @@ def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
     key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
     handle = s.supervisor.submit(
         args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor,
-        args.depends_on,
+        args.depends_on, cache=CacheRequest(args.cache, args.cache_expiry_seconds),
     )  # fmt: skip
     return handle.model_dump(mode="json"), True
 

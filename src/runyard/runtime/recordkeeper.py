@@ -6,7 +6,7 @@ starts the sandbox (``setpriv``/``bwrap``/the worker) with one end of a socket a
 ``RUNYARD_RECORDS_FD``, and writes the records the worker sends there
 (:mod:`runyard.runtime.recordsink`), each checked against the run it was launched for:
 
-- the run's identity, inputs, creation time, submitter, limits and log are the server's
+- the run's identity, inputs, cache key, creation time, submitter, limits and log are the server's
   (its ``queued`` status), whatever a record says; only the state and what the run made of
   it (times, steps, exit code, error, result) come from the worker;
 - states only move forward (``queued`` → ``running`` → an end), and nothing follows an end;
@@ -177,7 +177,7 @@ class RecordKeeper:
         self.metadata = TaskMetadata(
             task_id=queued.task_id, reg_name=queued.task_name, created_at=queued.created_at,
             task_type=queued.task_type, input_params=queued.config,
-            output_params=sent.output_params,
+            output_params=sent.output_params, cache_key=queued.cache_key,
         )  # fmt: skip
 
     @property

@@ -73,6 +73,7 @@ from runyard.runtime.submitters import (
     session_of,
     slot_owner,
 )
+from runyard.runtime.taskcache import CacheRequest, TaskCache
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
@@ -110,6 +111,7 @@ class Supervisor:
         self._lock = threading.RLock()
         self._queue = FairQueue()  # local task runs; the Kubernetes ones below
         self._waiting = Waiting()  # runs held back until their upstreams succeed
+        self._cache = TaskCache(workspace, registry)  # cached results of earlier runs
         self._active: dict[str, ActiveRun] = {}
         self._monitor: ExitMonitor | None = None
         self._agent_runs: AgentRuns | None = None
@@ -335,8 +337,13 @@ class Supervisor:
         idempotency_key: str | None = None,
         executor: str | None = None,
         depends_on: object = None,
+        cache: CacheRequest | None = None,
     ) -> TaskHandle:
         """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
+
+        ``cache`` (else the task class's ``cache``): a submit whose cache key matches an
+        earlier success answers that task's handle with ``cached`` true and makes nothing
+        (:mod:`runyard.runtime.taskcache`).
 
         ``depends_on`` (upstream ids, a list or a comma-separated string) holds the run back
         until every upstream succeeded (:mod:`runyard.runtime.dependencies`); an id that
@@ -363,9 +370,14 @@ class Supervisor:
             problem = self.sandbox_problem()
             if problem is not None:
                 raise Forbidden(f"Tasks submitted by an agent run must run sandboxed: {problem}")
+        plan = self._cache.plan(task, inputs, submitted_by, cache or CacheRequest())
+        if plan.hit is not None:
+            return plan.hit
         status = create_task(
-            self.workspace, self.registry, task, inputs, submitted_by, idempotency_key, upstreams
-        )
+            self.workspace, self.registry, task, inputs, submitted_by, idempotency_key, upstreams,
+            cache=plan.status_fields(),
+        )  # fmt: skip
+        self._cache.noted(plan, status.task_id)
         if on_kubernetes and read_mark(self.workspace, status.task_id, status.run_id) is None:
             self.kubernetes_tasks().queue_mark(status)  # before anything launches it
         with self._lock:
@@ -448,7 +460,8 @@ class Supervisor:
         for task_id, entry in ready:
             status = self.workspace.read_status(task_id)
             if status is not None and status.run_id == entry.run_id:
-                self.workspace.write_status(status.model_copy(update={"waiting_for": None}))
+                released = {"waiting_for": None, **self._cache.key_at_release(status)}
+                self.workspace.write_status(status.model_copy(update=released))
                 self._changed(task_id)
             self._queue.append(task_id, entry.run_id, entry.owner)
         for task_id, entry, error in failed:

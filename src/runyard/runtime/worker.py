@@ -164,6 +164,7 @@ def _publish_success(run: WorkerRun, output: TaskOutput) -> int:
     metadata = TaskMetadata(
         task_id=status.task_id, reg_name=status.task_name, created_at=status.created_at,
         task_type=status.task_type, input_params=status.config, output_params=result,
+        cache_key=status.cache_key,
     )
     run.records.write_metadata(metadata)
     _finish(run, TaskState.SUCCEEDED, 0, "", result)

@@ -109,6 +109,12 @@ class Task(ABC):
     Input: ClassVar[type[TaskInput]] = TaskInput
     Output: ClassVar[type[TaskOutput]] = TaskOutput
     steps: ClassVar[tuple[str, ...]] = ()
+    # a submit whose cache key matches an earlier success of this task runs nothing and
+    # answers that task (runyard.runtime.taskcache); cache_expiry_seconds bounds how long
+    # ago it may have finished (None: unlimited); a submit's cache and
+    # cache_expiry_seconds win over these
+    cache: ClassVar[bool] = False
+    cache_expiry_seconds: ClassVar[float | None] = None
 
     @abstractmethod
     def run(self, inputs: Any, run: TaskRun) -> TaskOutput:

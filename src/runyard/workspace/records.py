@@ -49,9 +49,14 @@ class TaskMetadata(BaseModel):
     # lambdas, not ``dict``: see TaskStatus (runyard.wire)
     input_params: dict[str, Any] = Field(default_factory=lambda: {})
     output_params: dict[str, Any] = Field(default_factory=lambda: {})
+    # ours: the key its result is cached under (runtime/taskcache), written only when set
+    cache_key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        data = self.model_dump(mode="json")
+        if data.get("cache_key") is None:
+            data.pop("cache_key", None)
+        return data
 
 
 def status_from_dict(data: dict[str, Any] | None, task_id: str) -> TaskStatus | None:

@@ -1,0 +1,249 @@
+"""Cached results through a real server: a cacheable submit whose key matches an earlier
+success runs nothing and answers that task with ``cached: true``; anything that changes
+the key (inputs, an upstream's artifact bytes, the plugin's version), an expiry, a deleted
+or replaced task, or ``cache: false`` makes it run. Bodies count their runs in a file."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cache_plugin import install, runs_counted
+
+from runyard.client import Client
+from runyard.runtime.taskcache import CACHE_DIR
+from runyard.workspace.layout import Workspace
+from serverproc import ServerProcess, start_server, until
+
+GATED = "while [ ! -e go ]; do sleep 0.05; done; exit 0"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cache-site")
+    install(folder, "1.0")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    srv = start_server(
+        tmp_path_factory.mktemp("cache") / "srv", token="cache-secret",
+        env={"PYTHONPATH": str(site)},
+    )  # fmt: skip
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def counter(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+def submit(server: ServerProcess, task: str, **arguments: Any) -> dict[str, Any]:
+    reply = server.call("submit", task=task, **arguments)
+    assert reply["success"], reply
+    return dict(reply["answer"])
+
+
+def finished(server: ServerProcess, task_id: str) -> dict[str, Any]:
+    return until(lambda: (s := server.call("status", task_id=task_id)["answer"])["state"] in (
+        "succeeded", "failed", "cancelled") and s)  # fmt: skip
+
+
+def ran(server: ServerProcess, task: str, **arguments: Any) -> dict[str, Any]:
+    """Submit, wait for the end; the handle (asserted not cached) and the final status."""
+    handle = submit(server, task, **arguments)
+    assert "cached" not in handle, handle
+    final = finished(server, handle["task_id"])
+    assert final["state"] == "succeeded", final
+    return final
+
+
+def test_the_same_cacheable_submit_twice_runs_its_body_once(
+    server: ServerProcess, counter: Path
+) -> None:
+    first = ran(server, "counted", value=7, counter=str(counter))
+    assert first["cache_key"] and first["cache"] is True
+
+    again = submit(server, "counted", value=7, counter=str(counter))
+    assert again == {"task_id": first["task_id"], "run_id": first["run_id"], "task": "counted",
+                     "cached": True}  # fmt: skip
+    waited = server.call("wait_task", task_id=again["task_id"], run_id=again["run_id"])
+    assert waited["answer"]["result"] == first["result"]
+    assert waited["answer"]["result"]["value"] == 7
+    assert runs_counted(counter) == [first["task_id"]]
+    metadata = Workspace(server.workspace, server.log_dir).read_metadata(first["task_id"])
+    assert metadata is not None and metadata.cache_key == first["cache_key"]
+
+    # cache: false runs it again; its success is the newest result of that key
+    forced = ran(server, "counted", value=7, counter=str(counter), cache=False)
+    assert forced["task_id"] != first["task_id"]
+    assert forced["cache_key"] == first["cache_key"]
+    assert runs_counted(counter) == [first["task_id"], forced["task_id"]]
+    refreshed = submit(server, "counted", value=7, counter=str(counter))
+    assert refreshed["cached"] is True and refreshed["task_id"] == forced["task_id"]
+    assert len(runs_counted(counter)) == 2
+
+
+def test_other_inputs_miss_and_a_task_not_asking_for_the_cache_always_runs(
+    server: ServerProcess, counter: Path
+) -> None:
+    ran(server, "counted", value=1, counter=str(counter))
+    ran(server, "counted", value=2, counter=str(counter))  # another input: another key
+    assert submit(server, "counted", value=2, counter=str(counter))["cached"] is True
+    # a class without cache: neither looked up nor recorded unless the submit asks
+    plain = ran(server, "uncached", value=1, counter=str(counter))
+    assert "cache_key" not in plain
+    ran(server, "uncached", value=1, counter=str(counter))
+    asked = ran(server, "uncached", value=1, counter=str(counter), cache=True)
+    assert asked["cache_key"]
+    served = submit(server, "uncached", value=1, counter=str(counter), cache=True)
+    assert served["cached"] is True and served["task_id"] == asked["task_id"]
+    assert len(runs_counted(counter)) == 5
+
+
+def test_an_expired_result_is_not_served(server: ServerProcess, counter: Path) -> None:
+    first = ran(server, "counted", value=3, counter=str(counter))
+    time.sleep(1.2)
+    late = ran(server, "counted", value=3, counter=str(counter), cache_expiry_seconds=1)
+    assert late["task_id"] != first["task_id"]
+    kept = submit(server, "counted", value=3, counter=str(counter), cache_expiry_seconds=3600)
+    assert kept["cached"] is True and kept["task_id"] == late["task_id"]
+    # the class's own expiry (fleeting: one second)
+    fleeting = ran(server, "fleeting", value=3, counter=str(counter))
+    assert submit(server, "fleeting", value=3, counter=str(counter))["cached"] is True
+    time.sleep(1.2)
+    ran(server, "fleeting", value=3, counter=str(counter))
+    assert len(runs_counted(counter)) == 4 and fleeting["task_id"] in runs_counted(counter)
+
+
+def test_a_deleted_or_replaced_task_never_serves(server: ServerProcess, counter: Path) -> None:
+    first = ran(server, "counted", value=4, counter=str(counter))
+    assert server.call("delete_tasks", task_ids=[first["task_id"]])["answer"] == [first["task_id"]]
+    second = ran(server, "counted", value=4, counter=str(counter))
+    assert second["task_id"] != first["task_id"]
+
+    # a failed run of a key serves nothing: each submit runs (and fails) again
+    unwritable = str(counter.parent / "no-such-folder" / "runs")
+    doomed = submit(server, "counted", value=4, counter=unwritable)
+    assert finished(server, doomed["task_id"])["state"] == "failed"
+    again = submit(server, "counted", value=4, counter=unwritable)
+    assert "cached" not in again and again["task_id"] != doomed["task_id"]
+    assert finished(server, again["task_id"])["state"] == "failed"
+
+    # a fixed name, replaced by a run with other inputs: the hint still names the id
+    fixed = ran(server, "counted", task_name="fixed", value=5, counter=str(counter))
+    replaced = ran(server, "counted", task_name="fixed", value=6, counter=str(counter))
+    assert replaced["task_id"] == fixed["task_id"] and replaced["run_id"] != fixed["run_id"]
+    fresh = ran(server, "counted", value=5, counter=str(counter))
+    assert fresh["task_id"] != fixed["task_id"] and fresh["result"]["value"] == 5
+    assert len(runs_counted(counter)) == 5
+
+
+def test_a_hint_naming_a_task_whose_records_disagree_is_not_served(
+    server: ServerProcess, counter: Path
+) -> None:
+    """The index is a hint: one that names a task of other inputs (a stale or damaged index,
+    say one restored from an older backup) is checked against that task's records."""
+    ours = ran(server, "counted", value=8, counter=str(counter))
+    other = ran(server, "counted", value=9, counter=str(counter))
+    hints = sorted((server.workspace / CACHE_DIR).rglob("*.json"))
+    assert hints
+    for hint in hints:  # every hint now names the task of value 9 first
+        text = hint.read_text().replace(ours["task_id"], other["task_id"])
+        hint.write_text(text)
+    again = ran(server, "counted", value=8, counter=str(counter))
+    assert again["result"]["value"] == 8
+    assert runs_counted(counter) == [ours["task_id"], other["task_id"], again["task_id"]]
+
+
+def test_changed_upstream_artifact_bytes_miss_and_the_same_bytes_hit(
+    server: ServerProcess, counter: Path
+) -> None:
+    def upstream(text: str) -> str:
+        command = f"printf {text} > data.txt"
+        final = ran(server, "command", task_name="up", command=command, shell=True)
+        return str(final["task_id"])
+
+    up = upstream("A")
+    first = ran(server, "counted", value=1, counter=str(counter), depends_on=[up])
+    assert first["config"]["source_tasks"] == up
+    hit = submit(server, "counted", value=1, counter=str(counter), depends_on=[up])
+    assert hit["cached"] is True and hit["task_id"] == first["task_id"]
+    assert upstream("B") == up  # the same upstream id, other bytes
+    second = ran(server, "counted", value=1, counter=str(counter), source_tasks=up)
+    assert second["task_id"] != first["task_id"]
+    upstream("A")  # the first bytes again: the first result serves
+    back = submit(server, "counted", value=1, counter=str(counter), source_tasks=up)
+    assert back["cached"] is True and back["task_id"] == first["task_id"]
+    assert len(runs_counted(counter)) == 2
+
+
+def test_a_waiting_submit_runs_and_records_its_key_when_released(
+    server: ServerProcess, counter: Path
+) -> None:
+    """Decided: while an upstream has not succeeded the key cannot be known, so a submit
+    that waits (depends_on) is not served from the cache; it gets its key when released."""
+    gate = server.call(
+        "submit", task="command", task_name="gate", command=GATED, shell=True
+    )["answer"]["task_id"]
+    until(lambda: server.call("status", task_id=gate)["answer"]["state"] == "running")
+    handle = submit(server, "counted", value=2, counter=str(counter), depends_on=[gate])
+    assert "cached" not in handle
+    waiting = server.call("status", task_id=handle["task_id"])["answer"]
+    assert waiting["waiting_for"] == [gate] and waiting["cache"] is True
+    assert "cache_key" not in waiting
+    (Workspace(server.workspace, server.log_dir).task_dir(gate) / "go").touch()
+    final = finished(server, handle["task_id"])
+    assert final["state"] == "succeeded" and final["cache_key"]
+    served = submit(server, "counted", value=2, counter=str(counter), depends_on=[gate])
+    assert served["cached"] is True and served["task_id"] == handle["task_id"]
+    assert runs_counted(counter) == [handle["task_id"]]
+
+
+def test_the_client_passes_cache_and_reads_cached(server: ServerProcess, counter: Path) -> None:
+    with Client(server.url, token=server.token) as client:
+        first = client.submit("uncached", value=11, counter=str(counter), cache=True)
+        assert first.cached is False
+        client.wait(first)
+        again = client.submit("uncached", value=11, counter=str(counter), cache=True)
+        assert again.cached is True and again.task_id == first.task_id
+        assert client.wait(again).result["value"] == 11
+    assert runs_counted(counter) == [first.task_id]
+
+
+def test_a_bad_cache_argument_is_a_422_and_nothing_is_made(server: ServerProcess) -> None:
+    before = server.call("list_task_ids")["answer"]
+    for bad in ({"cache": "sometimes"}, {"cache_expiry_seconds": -1}):
+        with server.client() as client:
+            body = {"arguments": {"task": "demo", "x": 1, "y": 2, **bad}}
+            reply = client.post("/jobs/submit", json=body)
+        assert reply.status_code == 422, reply.text
+        assert next(iter(bad)) in reply.text
+    assert server.call("list_task_ids")["answer"] == before
+
+
+def test_a_new_plugin_version_misses(tmp_path: Path, counter: Path) -> None:
+    site, root = tmp_path / "site", tmp_path / "srv"
+    install(site, "1.0")
+    server = start_server(root, token="v-secret", env={"PYTHONPATH": str(site)})
+    try:
+        first = ran(server, "counted", value=1, counter=str(counter))
+        assert submit(server, "counted", value=1, counter=str(counter))["cached"] is True
+    finally:
+        server.stop()
+    install(site, "2.0")
+    server = start_server(root, token="v-secret", env={"PYTHONPATH": str(site)})
+    try:
+        second = ran(server, "counted", value=1, counter=str(counter))
+        assert second["cache_key"] != first["cache_key"]
+        assert submit(server, "counted", value=1, counter=str(counter))["cached"] is True
+    finally:
+        server.stop()
+    assert runs_counted(counter) == [first["task_id"], second["task_id"]]
