@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from runyard.cli import agent, backup, example, kubernetes, pipeline, sync, tasks
+from runyard.cli import agent, backup, example, kubernetes, pipeline, schedules, sync, tasks
 from runyard.cli.config_cmd import config, info
 from runyard.cli.gc import gc
 from runyard.cli.lazyapp import LazyTyper
@@ -72,6 +72,7 @@ app.command()(info)
 app.add_typer(agent.app, name="agent")
 app.add_typer(example.app, name="example")
 app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(schedules.app, name="schedule")
 app.add_typer(backup.app, name="backup")
 app.add_typer(sync.app, name="sync")
 app.add_typer(kubernetes.app, name="kubernetes")

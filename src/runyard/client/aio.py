@@ -37,6 +37,7 @@ from runyard.wire import (
 
 if TYPE_CHECKING:  # the agents client loads on first use of ``.agents``
     from runyard.client.aio_agents import AsyncAgentsClient
+    from runyard.client.schedules import AsyncSchedules
 
 T = TypeVar("T")
 
@@ -89,6 +90,13 @@ class AsyncClient:
 
             self._agents = AsyncAgentsClient(self._http, self.url)
         return self._agents
+
+    @property
+    def schedules(self) -> AsyncSchedules:
+        """Cron schedules (``/api/v1/schedules``, admin token), as coroutines."""
+        from runyard.client.schedules import AsyncSchedules
+
+        return AsyncSchedules(self._http, self.url)
 
     async def health(self) -> bool:
         try:

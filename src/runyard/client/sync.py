@@ -32,6 +32,7 @@ from runyard.wire import (
 
 if TYPE_CHECKING:  # the agents client loads on first use of ``.agents``
     from runyard.client.agents import AgentsClient
+    from runyard.client.schedules import Schedules
 
 T = TypeVar("T")
 MAX_RESUMES = 20
@@ -146,6 +147,13 @@ class Client:
 
             self._agents = AgentsClient(self._http, self.url)
         return self._agents
+
+    @property
+    def schedules(self) -> Schedules:
+        """Cron schedules (``/api/v1/schedules``, admin token), over this connection."""
+        from runyard.client.schedules import Schedules
+
+        return Schedules(self._http, self.url)
 
     def health(self) -> bool:
         """True when the server answers its health check."""
