@@ -33,6 +33,7 @@ from runyard.runtime.submitters import Submitter, own_status
 from runyard.runtime.supervisor import Supervisor
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus, utcnow
+from runyard.workspace.space import is_space_error, storage_error
 
 log = logging.getLogger(__name__)
 RUN_ID_ATTEMPTS = 16
@@ -54,8 +55,10 @@ def start_run(supervisor: Supervisor, body: object, submitted_by: Submitter) -> 
                 made.append(step.task_id)
             run = _record(run_id, plan, submitted_by)
             write_run(supervisor.workspace, run)
-    except BaseException:
+    except BaseException as exc:
         _remove(supervisor, made)
+        if isinstance(exc, OSError) and is_space_error(exc):
+            raise storage_error(exc, f"start a run of pipeline {plan.pipeline}") from exc
         raise
     return run
 
