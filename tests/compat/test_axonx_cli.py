@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from runyard.workspace.events import append_event
@@ -37,6 +38,16 @@ SEED_JOBS = {
     "list_installed_task_definitions", "get_task_definition", "submit", "wait_task",
     "list_task_ids", "list_task_statuses", "status", "read_task_log", "stream_task",
     "get_task_graph", "get_task_context", "cancel", "delete_tasks",
+}  # fmt: skip
+# AxonX's own example, scheduling its submit job (never due while the tests run)
+SCHEDULES = {
+    "schedules": {
+        "download_at_1600": {
+            "backend": "cron", "description": "Download recent market data after the close.",
+            "job": "submit", "cron": "0 16 1 1 *", "timezone": "Asia/Shanghai",
+            "arguments": {"task": "demo", "x": 16, "y": 0},
+        },
+    }
 }  # fmt: skip
 
 
@@ -164,7 +175,7 @@ class AxonX:
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = start_server(tmp_path_factory.mktemp("axonx-srv"))
+    proc = start_server(tmp_path_factory.mktemp("axonx-srv"), config=SCHEDULES)
     try:
         yield proc
     finally:
@@ -197,7 +208,7 @@ def test_installed_script_help_and_catalogue(axonx: AxonX) -> None:
     )  # fmt: skip
     assert script.returncode == 0, script.stderr
     listed = {job["name"] for job in json.loads(script.stdout)["answer"]["jobs"]}
-    assert listed == SEED_JOBS | {"help", "version", "diagnose"}
+    assert listed == SEED_JOBS | {"help", "version", "diagnose", "list_schedules"}
     wait = axonx.ok("help", "--job", "wait_task")["answer"]["job"]
     assert wait["input_schema"]["properties"]["detail"]["enum"] == ["summary", "full"]
     unknown = axonx.cli("help", "--job", "no_such_job")
@@ -328,3 +339,35 @@ def test_python_client_calls(axonx: AxonX) -> None:
         "run_job", name="status", arguments={"task_id": ids["task_id"], "detail": "full"}
     )
     assert full["answer"]["result"]["result"] == 8
+
+
+def test_list_schedules(axonx: AxonX) -> None:
+    """AxonX's list_schedules through its CLI: its parameters, its answer, the history."""
+    srv = axonx.srv
+    with httpx.Client(base_url=srv.url, headers=srv.headers, timeout=60) as client:
+        record = client.post("/api/v1/schedules/download_at_1600/trigger").json()
+    assert record["outcome"] == "submitted"
+    srv.call("wait_task", task_id=record["task_id"], run_id=record["run_id"])
+    [plain] = axonx.ok("list_schedules")["answer"]
+    assert {
+        "scheduler_id", "name", "job", "description", "cron", "timezone", "arguments",
+        "concurrency_policy", "next_run_at", "running", "last_trigger",
+    } <= set(plain)  # fmt: skip
+    assert plain["job"] == "submit" and plain["arguments"]["task"] == "demo"
+    assert plain["timezone"] == "Asia/Shanghai" and plain["next_run_at"].endswith("+08:00")
+    assert plain["concurrency_policy"] == "forbid" and "history" not in plain
+    assert "result" not in plain["last_trigger"]
+    named = axonx.ok(
+        "list_schedules", "--name", "download_at_1600", "--include-history", "true",
+        "--history-limit", "5",
+    )["answer"]  # fmt: skip
+    [schedule] = named
+    [run] = schedule["history"]
+    assert {"name", "job", "trigger_id", "triggered_at", "scheduler_id", "state", "error",
+            "finished_at", "result"} <= set(run)  # fmt: skip
+    assert run["state"] == "succeeded" and run["result"]["task_id"] == record["task_id"]
+    assert schedule["history_total"] == 1
+    assert schedule["history_scheduler_ids"] == [schedule["scheduler_id"]]
+    assert axonx.ok("list_schedules", "--name", "nothing")["answer"] == []
+    bad = axonx.cli("list_schedules", "--history-limit", "0")
+    assert bad["rc"] == 1 and "history_limit" in bad["err"], bad
