@@ -13,6 +13,7 @@ import { renderLineagePage } from "./views/lineage.js";
 import { renderSubmit } from "./views/submit.js";
 import { renderSessions } from "./views/sessions.js";
 import { renderSession } from "./views/session.js";
+import { renderPipeline, renderPipelines } from "./views/pipelines.js";
 
 const ROUTES = [
   { pattern: /^\/?$/, nav: "tasks", view: renderTasks },
@@ -22,6 +23,8 @@ const ROUTES = [
   { pattern: /^\/submit$/, nav: "submit", view: renderSubmit },
   { pattern: /^\/sessions$/, nav: "sessions", view: renderSessions },
   { pattern: /^\/sessions\/([^/]+)$/, nav: "sessions", view: renderSession },
+  { pattern: /^\/pipelines$/, nav: "pipelines", view: renderPipelines },
+  { pattern: /^\/pipelines\/([^/]+)$/, nav: "pipelines", view: renderPipeline },
 ];
 
 let cleanup = null;
