@@ -30,6 +30,7 @@ __all__ = [
     "TERMINAL_STATES",
     "GraphEdge",
     "GraphNode",
+    "PluginReport",
     "Step",
     "TaskContext",
     "TaskDefinition",
@@ -166,6 +167,23 @@ class TaskDefinition(BaseModel):
     description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
+
+
+class PluginReport(BaseModel):
+    """What ``GET /api/v1/plugins`` and ``POST /api/v1/plugins/rescan`` answer: the task
+    names, the plugins that did not load and why, and the tasks only a restart updates."""
+
+    tasks: list[str] = Field(description="The task names the server can run, sorted")
+    added: list[str] = Field(
+        default_factory=list, description="Tasks this rescan found (empty for a plain read)"
+    )
+    plugin_errors: dict[str, str] = Field(
+        default_factory=dict, description="Entry point name -> why that plugin did not load"
+    )
+    restart_required: dict[str, str] = Field(
+        default_factory=dict,
+        description="Task name -> one sentence on the change only a server restart brings in",
+    )
 
 
 class GraphNode(BaseModel):

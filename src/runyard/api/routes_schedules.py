@@ -18,6 +18,7 @@ names tasks of every submitter. A bad body, cron expression or time zone is a 42
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
@@ -36,6 +37,8 @@ from runyard.schedules.describe import MAX_HISTORY_LIMIT, describe, describe_all
 from runyard.schedules.firing import Actions
 from runyard.schedules.scheduler import Scheduler
 from runyard.schedules.store import ScheduleStore
+
+log = logging.getLogger("runyard.schedules")
 
 
 def build_scheduler(services: Services) -> Scheduler:
@@ -164,6 +167,11 @@ def mount_schedules(app: FastAPI, services: Services, startup: Startup) -> None:
     supervisor has reconciled, so a catch-up run joins a live queue), stopped first."""
     scheduler = build_scheduler(services)
     scheduler.load()  # answers know every schedule from the first request on
+    for name, settings in services.settings.schedules.items():
+        try:
+            services.registry.get(settings.task)
+        except UnknownTask as exc:  # its ticks are recorded failed, saying the same
+            log.error("schedule %s cannot run: %s", name, exc)
     services.schedules = scheduler
     app.include_router(build_schedules_router(services, scheduler), prefix="/api/v1")
     startup.when_ready(scheduler.start)
