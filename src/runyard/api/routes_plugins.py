@@ -1,6 +1,6 @@
 """The plugin catalogue of a running server.
 
-``GET /api/v1/plugins`` answers a :class:`~runyard.plugin_report.PluginReport`: the task
+``GET /api/v1/plugins`` answers a :class:`~runyard.wire.PluginReport`: the task
 names, the plugins that did not load and why, and the tasks only a restart brings up to
 date; like listing the definitions it looks for new plugins first, at most once a second.
 ``POST /api/v1/plugins/rescan`` (admin only; a run token gets 403) looks at once, reading

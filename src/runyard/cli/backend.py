@@ -22,12 +22,12 @@ from runyard.errors import TaskNotFound
 if TYPE_CHECKING:
     from runyard.client import Client
     from runyard.config import Settings
-    from runyard.plugin_report import PluginReport
     from runyard.repository import TaskRepository
     from runyard.repository.models import TaskContext, TaskGraph
     from runyard.runtime.supervisor import Supervisor
     from runyard.tasks.base import TaskDefinition
     from runyard.tasks.registry import TaskRegistry
+    from runyard.wire import PluginReport
     from runyard.workspace.layout import Workspace
     from runyard.workspace.logs import TaskLogChunk
     from runyard.workspace.records import TaskStatus

@@ -14,8 +14,8 @@ from runyard.cli.render import definition_view
 
 if TYPE_CHECKING:
     from runyard.cli.backend import Backend
-    from runyard.plugin_report import PluginReport
     from runyard.tasks.base import TaskDefinition
+    from runyard.wire import PluginReport
 
 
 def show_definitions(backend: Backend, task: str | None, as_json: bool) -> None:

@@ -19,9 +19,9 @@ from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
 from runyard.client.plain import KeptConnections, NoAnswer, plain_reaches
 from runyard.errors import ServerNotFound, ServerUnreachable, WaitTimeout
-from runyard.plugin_report import PluginReport
 from runyard.tls import client_verify
 from runyard.wire import (
+    PluginReport,
     TaskContext,
     TaskDefinition,
     TaskGraph,

@@ -28,10 +28,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from runyard.errors import InvalidInput, UnknownTask
-from runyard.plugin_report import PluginReport
 from runyard.tasks.base import Task, TaskDefinition, TaskInput, describe
 from runyard.tasks.pluginorigin import PluginOrigin
 from runyard.tasks.sitepath import SitePath
+from runyard.wire import PluginReport
 
 ENTRY_POINT_GROUP = "runyard.tasks"
 BUILTINS = {
