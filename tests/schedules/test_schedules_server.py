@@ -53,10 +53,12 @@ def wait_state(server: ServerProcess, task_id: str, states: set[str], seconds: f
     raise AssertionError(f"{task_id} never reached {states}")
 
 
-def until_history(server: ServerProcess, names: set[str]) -> dict[str, dict[str, Any]]:
+def until_history(
+    server: ServerProcess, names: set[str], seconds: float = 30
+) -> dict[str, dict[str, Any]]:
     """list_schedules once each named schedule has a record (the start-up's catch-up runs
-    just after the server answers)."""
-    deadline = time.monotonic() + 30
+    just after the server answers), or after ``seconds``."""
+    deadline = time.monotonic() + seconds
     while True:
         answer = server.call("list_schedules", include_history=True)["answer"]
         listed = {s["name"]: s for s in answer}
@@ -216,3 +218,29 @@ def test_a_run_token_can_neither_create_nor_trigger(tmp_path: Path) -> None:
         assert srv.call("list_task_ids")["answer"] == []  # nothing was submitted
     finally:
         srv.stop()
+
+
+@pytest.mark.timeout(180)
+def test_an_every_minute_schedule_submits_within_70_seconds_of_the_minute(tmp_path: Path) -> None:
+    """The one test that waits for the wall clock: the ticker thread itself."""
+    every = {"job": "demo", "cron": "* * * * *", "arguments": {"x": 4, "y": 4},
+             "concurrency_policy": "allow"}  # fmt: skip
+    server = start_server(tmp_path / "srv", config={"schedules": {"minutely": every}})
+    try:
+        started = datetime.now(UTC)
+        minute = started.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        listed = until_history(server, {"minutely"}, seconds=minute_wait(started))
+        [record] = listed["minutely"]["history"][:1]
+        assert record["kind"] == "tick" and record["outcome"] == "submitted"
+        assert record["tick"] == minute.isoformat().replace("+00:00", "Z")
+        submitted = datetime.fromisoformat(record["triggered_at"].replace("Z", "+00:00"))
+        assert timedelta(0) <= submitted - minute < timedelta(seconds=70)
+        done = server.call("wait_task", task_id=record["task_id"], run_id=record["run_id"])
+        assert done["answer"]["result"]["result"] == 8
+        assert done["answer"]["submitted_by"] == "schedule:minutely"
+    finally:
+        server.stop()
+
+
+def minute_wait(started: datetime) -> float:
+    return 60 - started.second + 70.0
