@@ -91,6 +91,15 @@ def site(tmp_path: Path) -> Iterator[Site]:
         server.stop()
 
 
+def write_dist_info(site_packages: Path, project: PluginProject, task: str) -> None:
+    """What an installer leaves for a second distribution reusing ``project``'s module."""
+    info = site_packages / f"{task}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {task}\nVersion: 0.1\n")
+    points = f"[runyard.tasks]\n{task} = {project.module}:Greet\n"
+    (info / "entry_points.txt").write_text(points)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:6]}"
 
@@ -186,9 +195,14 @@ def test_the_rescan_route_finds_a_plugin_at_once_and_answers_only_the_admin(
             task = unique("route")
             project = write_project(tmp_path / "p", f"rylive-{task}", {task: "Greet"}, GREETER)
             install(python, project)
-            # at once: a forced rescan does not wait for the one-a-second limit
             found = admin.post("/plugins/rescan")
             assert found.status_code == 200 and found.json()["added"] == [task], found.text
+            # at once: a forced rescan does not wait for the one-a-second limit
+            second = unique("at_once")
+            site_packages = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+            write_dist_info(site_packages, project, second)
+            again = admin.post("/plugins/rescan")
+            assert again.json()["added"] == [second], again.text
             assert task in admin.get("/plugins").json()["tasks"]
             assert admin.post("/plugins/rescan").json()["added"] == []
             stranger = httpx.post(server.url + "/api/v1/plugins/rescan", timeout=30)
