@@ -14,6 +14,7 @@ import { renderSubmit } from "./views/submit.js";
 import { renderSessions } from "./views/sessions.js";
 import { renderSession } from "./views/session.js";
 import { renderPipeline, renderPipelines } from "./views/pipelines.js";
+import { renderSchedule, renderSchedules } from "./views/schedules.js";
 
 const ROUTES = [
   { pattern: /^\/?$/, nav: "tasks", view: renderTasks },
@@ -25,6 +26,8 @@ const ROUTES = [
   { pattern: /^\/sessions\/([^/]+)$/, nav: "sessions", view: renderSession },
   { pattern: /^\/pipelines$/, nav: "pipelines", view: renderPipelines },
   { pattern: /^\/pipelines\/([^/]+)$/, nav: "pipelines", view: renderPipeline },
+  { pattern: /^\/schedules$/, nav: "schedules", view: renderSchedules },
+  { pattern: /^\/schedules\/([^/]+)$/, nav: "schedules", view: renderSchedule },
 ];
 
 let cleanup = null;
