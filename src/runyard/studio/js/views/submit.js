@@ -1,15 +1,17 @@
 // Submit: pick a task definition; its input JSON Schema becomes a form. Errors found here,
 // the server's 422 and its `success: false` answer all show next to the fields they concern.
 
-import { ApiError, issueField, job, jobAnswer } from "../api.js";
+import { ApiError, issueField, job } from "../api.js";
 import { errorBox, h, replace, spinner } from "../dom.js";
 import { navigate, replaceQuery, setTitle, taskHref, toast } from "../ui.js";
+import { pluginProblems } from "../pluginproblems.js";
 import { parseServerErrors, SchemaForm } from "../schemaform.js";
+import { attachTaskPicker } from "../taskpicker.js";
 
 const COMMON = {
   title: "Instance and lineage",
   names: ["task_name", "source_tasks"],
-  note: "Leave the name empty for a generated one. Upstream tasks are full task ids, comma-separated.",
+  note: "Leave the name empty for a generated one. Upstream tasks are full task ids, comma-separated: type them, or search for tasks below the field and choose.",
 };
 
 export function renderSubmit(main, _params, query) {
@@ -33,12 +35,14 @@ class SubmitView {
     this.body = h("div", {}, spinner("Loading task definitions…"));
     this.main.append(h("div", { class: "page-head" }, h("h1", {}, "Submit a task")), this.body);
     try {
-      const [definitions, initial] = await Promise.all([
-        jobAnswer("list_installed_task_definitions"),
+      const [listing, initial] = await Promise.all([
+        job("list_installed_task_definitions"),
         this.fromTaskId ? this.configOf(this.fromTaskId) : {},
       ]);
       if (!this.alive) return;
-      this.definitions = definitions;
+      if (!listing.success) throw new ApiError(String(listing.answer), { status: 200, detail: listing.answer });
+      this.definitions = listing.answer;
+      this.problems = pluginProblems(listing.metadata);
       this.initial = initial;
       this.build();
     } catch (error) {
@@ -53,7 +57,7 @@ class SubmitView {
 
   build() {
     if (!this.definitions.length) {
-      replace(this.body, h("p", {}, "No task definitions are installed."));
+      replace(this.body, this.problems, h("p", {}, "No task definitions are installed."));
       return;
     }
     const names = this.definitions.map((d) => d.name);
@@ -84,7 +88,7 @@ class SubmitView {
       event.preventDefault();
       this.submit();
     });
-    replace(this.body, missing
+    replace(this.body, this.problems, missing
       ? h("div", { class: "alert", role: "status" }, `No task definition named “${this.task}” is installed here; choose another one.`)
       : null, this.form);
     this.showDefinition();
@@ -103,6 +107,8 @@ class SubmitView {
       h("p", { class: "definition-description" }, d.description),
       this.fromTaskId ? h("p", { class: "muted small" }, "Prefilled from ", h("a", { href: taskHref(this.fromTaskId) }, this.fromTaskId), ".") : null);
     this.schemaForm = new SchemaForm(d.input_schema, { initial: this.initial, groups: [COMMON], idPrefix: "in" });
+    const upstream = this.schemaForm.controls.get("source_tasks");
+    if (upstream) attachTaskPicker(upstream.control);
     replace(this.inputs, this.schemaForm.el);
     replace(this.summary);
   }
