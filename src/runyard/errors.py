@@ -23,6 +23,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── TaskNotFound (KeyError)          no status record for a task id
     │   └── NoTaskFolder                 no folder (or none the caller may see) for it
     ├── PipelineRunNotFound (KeyError)   no pipeline run of that id (or none the caller may see)
+    ├── AmbiguousTaskId (LookupError)    a task name that names several tasks (409)
     ├── ScheduleNotFound (KeyError)      no schedule of that name
     ├── ScheduleExists (FileExistsError) a schedule name already taken
     ├── TaskActive (FileExistsError)     a fixed name whose task is still active
@@ -186,6 +187,24 @@ class NoTaskFolder(TaskNotFound):
 
     def __str__(self) -> str:
         return f"No task folder for {self.task_id}"
+
+
+class AmbiguousTaskId(RunyardError, LookupError):
+    """A short task reference (a name, ``type:name``) that names more than one task the
+    caller may see; ``matches`` are their full ids (:mod:`runyard.workspace.lookup`)."""
+
+    SHOWN = 20
+
+    def __init__(self, ref: str, matches: list[str], message: str | None = None) -> None:
+        self.ref = ref
+        self.matches = matches
+        shown = ", ".join(matches[: self.SHOWN])
+        more = f" and {len(matches) - self.SHOWN} more" if len(matches) > self.SHOWN else ""
+        said = f"{ref!r} names {len(matches)} tasks: {shown}{more}; pass one of these full ids"
+        super().__init__(message or said)  # ``message``: a server's sentence, as it said it
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class PipelineRunNotFound(RunyardError, KeyError):

@@ -43,6 +43,7 @@ from runyard.api.jsonbody import BadJsonBody, JsonTooDeep
 from runyard.backup.errors import BackupError
 from runyard.errors import (
     AgentError,
+    AmbiguousTaskId,
     BadEventId,
     BadIdempotencyKey,
     BodyTooLarge,
@@ -109,6 +110,7 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     PreviewTooLarge: (413, "too_large"),
     NoSuchFile: (404, "file_not_found"),
     TaskNotFound: (404, "task_not_found"),
+    AmbiguousTaskId: (409, "ambiguous_task_id"),
     TaskActive: (409, "conflict"),
     TaskNameTaken: (409, "conflict"),
     RunMismatch: (409, "conflict"),
@@ -162,6 +164,7 @@ JOB_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     BadEventId: (422, DETAIL),
     UnknownJob: (404, DETAIL),
     MisplacedTarget: (422, DETAIL),
+    AmbiguousTaskId: (409, DETAIL),
 }
 # families whose errors are the server's to fix: the only ones that may answer 5xx
 SERVER_FAULTS = (
@@ -259,7 +262,7 @@ def test_both_surfaces_answer_through_the_table_on_a_real_server(tmp_path: Path)
     server = start_server(tmp_path / "srv")
     try:
         with server.client() as client:
-            bad_id = client.get("/api/v1/tasks/not-an-id/runs")
+            bad_id = client.get("/api/v1/tasks/not.an.id/runs")  # not-an-id: a name
             assert _v1_error(bad_id, 400)["code"] == "invalid_task_id"
             missing = client.get("/api/v1/tasks/base%23demo%23nope/runs")
             assert _v1_error(missing, 404)["code"] == "task_not_found"

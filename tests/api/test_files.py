@@ -29,7 +29,7 @@ def test_task_files(server: ServerProcess) -> None:
             assert reply.status_code in (400, 404), (bad, reply.status_code)
             assert "root:" not in reply.text
         assert client.get(f"{base}/missing.txt").json()["error"]["code"] == "file_not_found"
-        bad_id = client.get("/api/v1/tasks/not-an-id/files")
+        bad_id = client.get("/api/v1/tasks/not.an.id/files")  # not-an-id: a task name
         assert bad_id.status_code == 400 and bad_id.json()["error"]["code"] == "invalid_task_id"
         absent = client.get(f"/api/v1/tasks/{quote('base#demo#none', safe='')}/files")
         assert absent.status_code == 404

@@ -167,7 +167,7 @@ def test_a_body_that_stops_half_way_gets_408(server: ServerProcess) -> None:
 
 def test_a_slow_body_that_keeps_moving_is_read_whole(server: ServerProcess) -> None:
     """The body deadline is on silence, not on the whole body: a trickle past it is fine."""
-    body = b'{"arguments": {"task_id": "nope"}}'
+    body = b'{"arguments": {"task_id": "no.pe"}}'
     head = (
         f"POST /jobs/status HTTP/1.1\r\nHost: {netloc(server)}\r\n"
         f"Authorization: Bearer {server.token}\r\nConnection: close\r\n"
@@ -184,4 +184,4 @@ def test_a_slow_body_that_keeps_moving_is_read_whole(server: ServerProcess) -> N
         while chunk := sock.recv(4096):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200"), answer
-    assert b"Invalid task id 'nope'" in answer, answer  # the whole body was read
+    assert b"Invalid task id 'no.pe'" in answer, answer  # the whole body was read

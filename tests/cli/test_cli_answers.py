@@ -43,8 +43,8 @@ def test_bad_inputs_are_one_plain_sentence_with_an_exit_code(shared: ServerProce
     assert unknown.returncode == 2 and "Unknown Task: nope." in unknown.stderr
     bad_field = cli(shared, "submit", "demo", "x=abc", "y=2")
     assert bad_field.returncode == 2 and "Invalid input for task demo: x:" in bad_field.stderr
-    bad_id = cli(shared, "status", "garbage")
-    assert bad_id.returncode == 2 and "Invalid task id 'garbage'" in bad_id.stderr
+    bad_id = cli(shared, "status", "gar.bage")  # "garbage" alone is a task name
+    assert bad_id.returncode == 2 and "Invalid task id 'gar.bage'" in bad_id.stderr
     answers = [unknown, bad_field, bad_id]
     for command in ("status", "logs", "graph", "cancel", "rm"):
         missing = cli(shared, command, "base#demo#missing")

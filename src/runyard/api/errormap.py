@@ -51,6 +51,7 @@ from runyard.api.scopes import request_scope, scrub
 from runyard.backup.errors import BackupError
 from runyard.errors import (
     AgentError,
+    AmbiguousTaskId,
     BadEventId,
     BadIdempotencyKey,
     BodyTooLarge,
@@ -146,6 +147,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     PreviewTooLarge: Rule(413, "too_large"),
     NoSuchFile: Rule(404, "file_not_found"),
     TaskNotFound: Rule(404, "task_not_found"),
+    AmbiguousTaskId: Rule(409, "ambiguous_task_id"),
     TaskActive: Rule(409, "conflict"),
     TaskNameTaken: Rule(409, "conflict"),
     RunMismatch: Rule(409, "conflict"),
@@ -207,6 +209,7 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     BadEventId: Rule(422, DETAIL),  # the Job events route; /api/v1 streams answer a 400
     UnknownJob: Rule(404, DETAIL),
     MisplacedTarget: Rule(422, DETAIL),
+    AmbiguousTaskId: Rule(409, DETAIL),  # a task name of several tasks: no job ran
 }
 
 # HTTPExceptions of shared helpers (body reading, the guard) as /api/v1 codes (agents' routes)

@@ -19,6 +19,7 @@ from runyard.agents.models import RunScope
 from runyard.api.downloads import download
 from runyard.api.scopes import can_see, request_scope
 from runyard.api.services import Services
+from runyard.api.taskrefs import resolve_ref_async
 from runyard.errors import NoSuchFile, NoTaskFolder, UnsafePath
 from runyard.workspace.filenames import name_from_shown, shown_name
 from runyard.workspace.identity import parse_task_id
@@ -49,6 +50,7 @@ def build_files_router(services: Services) -> APIRouter:
 
     @router.get("/tasks/{task_id}/files")
     async def task_files(request: Request, task_id: str) -> Any:
+        task_id = await resolve_ref_async(services, task_id, request_scope(request))
         folder = task_dir(services, task_id, request_scope(request))
         try:
             items = await run_in_threadpool(list_files, folder)
@@ -68,7 +70,9 @@ async def open_task_file(
 ) -> OpenedFile:
     """A file of a task the request may see, opened race-free (regular, singly linked).
     Raises what :func:`task_dir` raises, UnsafePath for a refused path (400) and
-    NoSuchFile for a missing file (404). ``path`` is a shown name (as listed)."""
+    NoSuchFile for a missing file (404). ``path`` is a shown name (as listed); ``task_id``
+    may be any task reference (:mod:`runyard.api.taskrefs`)."""
+    task_id = await resolve_ref_async(services, task_id, request_scope(request))
     folder = task_dir(services, task_id, request_scope(request))
     name = name_from_shown(path)
     try:

@@ -14,6 +14,7 @@ from runyard.api.compat_jobs import all_jobs
 from runyard.api.envelope import (
     JobResponse,
     envelope_model,
+    error_answer,
     job_response,
 )
 from runyard.api.errormap import job_error_response, job_failure
@@ -30,8 +31,9 @@ from runyard.api.streaming import (
     single_result,
     stream_task_events,
 )
+from runyard.api.taskrefs import resolved_args
 from runyard.changes import ChangeHub
-from runyard.errors import Forbidden, MisplacedTarget, UnknownJob
+from runyard.errors import Forbidden, MisplacedTarget, TaskNotFound, UnknownJob
 
 log = logging.getLogger("runyard.api")
 # failures a caller causes: answered, not logged as a server fault
@@ -101,10 +103,13 @@ def _add_job_routes(
             target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_stream(target, job.name, raw, last_event_id)
         if job.name == "stream_task":
-            args = envelope.arguments
-            stream = stream_task_events(
-                services, hub, args.task_id, args.poll_interval, cursor, scope
-            )
+            try:
+                args = await resolved_args(services, envelope.arguments, scope)
+                stream = stream_task_events(
+                    services, hub, args.task_id, args.poll_interval, cursor, scope
+                )
+            except TaskNotFound as exc:  # answered in the stream, as for a full id of no task
+                stream = single_result(scrub(services, error_answer(exc), scope), False)
         else:
             answer = await _run(job, services, envelope.arguments, hub, scope)
             if isinstance(answer, Response):
@@ -161,6 +166,7 @@ async def _run(
     """The job's Job envelope; a failure as the error table says (api/errormap.py): mostly
     HTTP 200 with ``success: false``, a 507 envelope for a full disk, a 403 for a run token."""
     try:
+        arguments = await resolved_args(services, arguments, scope)  # names to full ids
         result = await job.run(services, arguments, hub, scope)
     except Exception as exc:
         return _failed(job.name, services, scope, exc)

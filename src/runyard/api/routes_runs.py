@@ -22,11 +22,14 @@ from starlette.concurrency import run_in_threadpool
 from runyard.api.jobs import current_status
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
+from runyard.api.taskrefs import resolve_ref
 from runyard.workspace.history import kept_runs, runs_answer
 
 
 def task_runs(services: Services, task_id: str, scope: Any) -> dict[str, Any]:
-    """The answer; raises InvalidInput for a bad id, TaskNotFound for an unseen task."""
+    """The answer; raises InvalidInput for a bad id, TaskNotFound for an unseen task,
+    AmbiguousTaskId for a task name of several tasks (``task_id`` is any reference)."""
+    task_id = resolve_ref(services, task_id, scope)
     current = current_status(services, task_id, scope)
     return runs_answer(task_id, current, kept_runs(services.workspace, task_id))
 

@@ -2,8 +2,9 @@
 
 ``@with_backend`` adds ``--url --token --workspace-dir --log-dir --config`` to a command
 and calls it with a backend (the server when one answers, else the files);
-``@with_client`` does the same with a client of the server. Either turns a runyard error
-into a one-line message and a non-zero exit.
+``@with_client`` does the same with a client of the server. Either makes the command's
+``task_id``/``task_ids`` full ids first (a task's name is enough, :mod:`runyard.cli.taskref`)
+and turns a runyard error into a one-line message and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from runyard.cli.common import (
     load_place,
 )
 from runyard.cli.errors import plain
+from runyard.cli.taskref import resolved_refs
 from runyard.errors import RunyardError
 
 if TYPE_CHECKING:
@@ -67,7 +69,7 @@ def _with_common(fn: Callable[..., Any], make: Callable[..., Any]) -> Callable[.
         settings = load_place(common["workspace_dir"], common["log_dir"], common["config"])
         made = make(settings, common["url"], common["token"])
         try:
-            return fn(made, **kwargs)
+            return fn(made, **resolved_refs(made, kwargs))  # task names to full ids
         except (RunyardError, KeyError) as exc:
             fail(*plain(exc))
 

@@ -6,7 +6,8 @@ terminal, so both are dropped here. Exit codes:
 
 ====  =====================================================================
 1     not found, refused, failed, or the server could not be reached
-2     bad input: an unknown task, a bad field value, a malformed id
+2     bad input: an unknown task, a bad field value, a malformed id, a task name of
+      several tasks
 124   a ``--timeout`` ran out; the task is still running
 130   interrupted (Ctrl-C)
 ====  =====================================================================
@@ -17,6 +18,7 @@ from __future__ import annotations
 import re
 
 from runyard.errors import (
+    AmbiguousTaskId,
     HTTPError,
     InvalidInput,
     JobFailed,
@@ -59,6 +61,8 @@ def plain(exc: BaseException) -> tuple[str, int]:
         return f"The server answered {exc.status_code}: {_sentence(str(exc.detail))}", EXIT_FAILED
     if isinstance(exc, TaskNotFound):
         return f"Task {exc.task_id} does not exist", EXIT_FAILED
+    if isinstance(exc, AmbiguousTaskId):  # the sentence lists the full ids to pass instead
+        return str(exc), EXIT_USAGE
     if isinstance(exc, InvalidInput):
         return _sentence(str(exc)), EXIT_USAGE
     if isinstance(exc, KeyError) and exc.args:

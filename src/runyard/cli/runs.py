@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from runyard.config import Settings
 
 REQUEST_TIMEOUT = 60.0
-TaskIdArg = Annotated[str, typer.Argument(help="Full task id, e.g. 'base#demo#api-demo'")]
+TaskIdArg = Annotated[
+    str, typer.Argument(help="Task id ('base:demo:api-demo' or with '#'), or its unique name")
+]
 
 
 def runs(
@@ -96,15 +98,17 @@ def _remote(
 
 
 def _local(settings: Settings, task_id: str) -> dict[str, Any]:
-    from runyard.errors import InvalidInput
+    from runyard.cli.backend import LocalBackend
+    from runyard.cli.errors import plain
+    from runyard.cli.taskref import resolve
+    from runyard.errors import RunyardError
     from runyard.workspace.history import kept_runs, runs_answer
-    from runyard.workspace.identity import parse_task_id
     from runyard.workspace.layout import Workspace
 
     try:
-        parse_task_id(task_id)
-    except InvalidInput as exc:
-        fail(str(exc))
+        task_id = resolve(LocalBackend(settings), task_id)  # a task's name is enough
+    except RunyardError as exc:
+        fail(*plain(exc))
     workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
     current = workspace.read_status(task_id)
     if current is None:

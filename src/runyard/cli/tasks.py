@@ -50,7 +50,9 @@ NameOpt = Annotated[str | None, typer.Option("--name", help="Fixed task name (1-
 SourceOpt = Annotated[
     str | None, typer.Option("--source", help="Upstream task ids, comma-separated")
 ]
-TaskIdArg = Annotated[str, typer.Argument(help="Full task id, e.g. 'base#demo#api-demo'")]
+TaskIdArg = Annotated[
+    str, typer.Argument(help="Task id ('base:demo:api-demo' or with '#'), or its unique name")
+]
 TimeoutOpt = Annotated[
     float | None,
     typer.Option(
@@ -367,7 +369,7 @@ def cancel(backend: Backend, task_id: TaskIdArg, as_json: JsonOpt = False) -> No
 @with_backend
 def rm(
     backend: Backend,
-    task_ids: Annotated[list[str], typer.Argument(help="Full task ids")],
+    task_ids: Annotated[list[str], typer.Argument(help="Task ids, or their unique names")],
     as_json: JsonOpt = False,
 ) -> None:
     """Delete finished (or metadata-only) tasks and their files.

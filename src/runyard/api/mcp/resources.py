@@ -33,6 +33,7 @@ from runyard.api.envelope import error_answer
 from runyard.api.jobs import current_status
 from runyard.api.scopes import require_visible, scrub
 from runyard.api.services import Services
+from runyard.api.taskrefs import resolve_ref_async
 from runyard.api.unwritten import missing_file
 from runyard.errors import NoSuchFile, RunyardError, TaskNotFound
 from runyard.runtime.submitters import log_to_read
@@ -55,7 +56,8 @@ def resource_templates() -> list[types.ResourceTemplate]:
             name=name,
             uri_template=template,
             mime_type=mime,
-            description="task_id percent-encoded ('#' as %23); " + _ABOUT[name],
+            description="task_id as type:task:name (or '#' as %23), or a unique task name; "
+            + _ABOUT[name],
         )
         for name, template, mime in TEMPLATES
     ]
@@ -124,7 +126,7 @@ async def read_resource(
 async def _task_resource(
     services: Services, uri: str, ref: ResourceRef, scope: RunScope | None
 ) -> types.TextResourceContents | types.BlobResourceContents:
-    task_id = ref.name
+    task_id = await resolve_ref_async(services, ref.name, scope)  # a name, or type:task:name
     if ref.rest == "status":
         status = await run_in_threadpool(current_status, services, task_id, scope)
         return _json(uri, scrub(services, status.to_json(), scope))

@@ -22,6 +22,7 @@ from runyard.api.jobs import JOBS, Job
 from runyard.api.mcp.waiting import WAIT_JOB
 from runyard.api.scopes import scrub
 from runyard.api.services import Services
+from runyard.api.taskrefs import resolved_args
 from runyard.changes import ChangeHub
 
 log = logging.getLogger("runyard.api.mcp")
@@ -100,6 +101,7 @@ async def run_job(
 ) -> dict[str, Any]:
     """The JobResponse of one handler call, errors as ``success: false`` answers."""
     try:
+        args = await resolved_args(services, args, scope)  # names to full ids
         answer, success, *rest = await job.run(services, args, hub, scope)
     except Exception as exc:
         if not isinstance(exc, (ValueError, KeyError, LookupError, OSError)):

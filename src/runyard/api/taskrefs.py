@@ -1,0 +1,83 @@
+"""Task references on the server: a name, ``type:name`` or ``type:task:name`` made a full id.
+
+Every route and job that takes a task id takes a reference (:mod:`runyard.workspace.lookup`)
+and resolves it here, once, before it acts: the Job API's ``task_id`` and ``task_ids``
+arguments (over HTTP and MCP alike, :func:`resolved_args`), the ``/api/v1/tasks/{task_id}/...``
+routes and the MCP task resources (:func:`resolve_ref`). A short reference is matched only
+among the tasks the caller may see (a run token: its own session's), so neither an answer
+nor an ambiguity's list of matches ever names another session's task.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from runyard.agents.models import RunScope
+from runyard.api.scopes import can_see
+from runyard.api.services import Services
+from runyard.errors import InvalidTaskId, TaskNotFound
+from runyard.workspace.lookup import full_id_of, resolve_task_ref
+
+
+def resolve_ref(services: Services, ref: object, scope: RunScope | None) -> str:
+    """The full id ``ref`` names among the tasks ``scope`` may see. A full id (``#`` or
+    ``:``) comes back canonical without a lookup; a short one is matched in the index."""
+
+    def visible(task_id: str) -> bool:
+        return can_see(services, task_id, scope)
+
+    return resolve_task_ref(ref, services.repository.list_ids, None if scope is None else visible)
+
+
+def _needs_lookup(args: BaseModel) -> bool:
+    refs = [getattr(args, "task_id", None), *(getattr(args, "task_ids", None) or [])]
+    return any(isinstance(ref, str) and full_id_of(ref) is None for ref in refs)
+
+
+def resolved_args_now(services: Services, args: Any, scope: RunScope | None) -> Any:
+    """``args`` with its ``task_id`` and ``task_ids`` made full ids. An entry of
+    ``task_ids`` that names no task is left out and a malformed one kept (deleting either
+    deletes nothing, as for a full id of no task); an ambiguous one fails the whole call."""
+    if not isinstance(args, BaseModel):
+        return args
+    update: dict[str, Any] = {}
+    if isinstance(getattr(args, "task_id", None), str):
+        update["task_id"] = resolve_ref(services, args.task_id, scope)
+    task_ids = getattr(args, "task_ids", None)
+    if isinstance(task_ids, list):
+        update["task_ids"] = _resolved_list(services, task_ids, scope)
+    return args.model_copy(update=update) if update else args
+
+
+def _resolved_list(services: Services, refs: list[Any], scope: RunScope | None) -> list[Any]:
+    resolved: list[Any] = []
+    for ref in refs:
+        try:
+            task_id = full_id_of(ref) or resolve_ref(services, ref, scope)
+        except TaskNotFound:
+            continue
+        except InvalidTaskId:
+            task_id = ref  # as before names were taken: the delete passes it over
+        if task_id not in resolved:
+            resolved.append(task_id)
+    return resolved
+
+
+async def resolved_args(services: Services, args: Any, scope: RunScope | None) -> Any:
+    """:func:`resolved_args_now`, in the thread pool when a short reference must be matched
+    against the index (a full id is only rewritten, on the event loop)."""
+    if isinstance(args, BaseModel) and _needs_lookup(args):
+        return await run_in_threadpool(resolved_args_now, services, args, scope)
+    return resolved_args_now(services, args, scope)
+
+
+async def resolve_ref_async(services: Services, ref: object, scope: RunScope | None) -> str:
+    """:func:`resolve_ref` for a route on the event loop: a short reference is matched in
+    the thread pool (it walks the index), a full id is only rewritten."""
+    task_id = full_id_of(ref)
+    if task_id is not None:
+        return task_id
+    return await run_in_threadpool(resolve_ref, services, ref, scope)

@@ -1,0 +1,60 @@
+"""Task references on the command line: ``runyard status api-demo`` as well as the full id.
+
+Every command that takes a task id (an argument named ``task_id`` or ``task_ids``) takes
+any reference :mod:`runyard.workspace.lookup` accepts: the full id with ``#`` or ``:``
+(``base:demo:api-demo`` needs no quoting), the task's name, or ``type:name``/``task:name``.
+:func:`resolved_refs` turns them into full ids before the command runs, so what it prints
+names the task in full. With a server the server resolves (its answer carries the full
+id), and a run token would see only its own session's tasks there; without one the
+workspace's index does. Imports are made when a command runs: the CLI starts without them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runyard.errors import AmbiguousTaskId, HTTPError
+
+AMBIGUOUS = 409
+
+
+def resolved_refs(made: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of a command with its ``task_id``/``task_ids`` made full ids, looked up
+    through ``made`` (a backend or a client). Raises what the lookup raises."""
+    if isinstance(kwargs.get("task_id"), str):
+        kwargs = {**kwargs, "task_id": resolve(made, kwargs["task_id"])}
+    if isinstance(kwargs.get("task_ids"), list):
+        kwargs = {**kwargs, "task_ids": [resolve(made, ref) for ref in kwargs["task_ids"]]}
+    return kwargs
+
+
+def resolve(made: Any, ref: str) -> str:
+    """The full id ``ref`` names: a full id at once, a short one through ``made``."""
+    from runyard.workspace.lookup import full_id_of
+
+    task_id = full_id_of(ref)
+    if task_id is not None:
+        return task_id
+    from runyard.cli.backend import LocalBackend
+
+    if isinstance(made, LocalBackend):
+        return resolve_in_files(made, ref)
+    client = getattr(made, "client", made)  # a RemoteBackend, or a Client itself
+    return resolve_on_server(client, ref)
+
+
+def resolve_in_files(backend: Any, ref: str) -> str:
+    """``ref`` matched among the tasks of the workspace's index (no server)."""
+    from runyard.workspace.lookup import resolve_task_ref
+
+    return resolve_task_ref(ref, backend.repository.list_ids)
+
+
+def resolve_on_server(client: Any, ref: str) -> str:
+    """``ref`` as the server resolves it: its status answer names the task in full."""
+    try:
+        return str(client.status(ref).task_id)
+    except HTTPError as exc:
+        if exc.status_code == AMBIGUOUS:  # the server's sentence lists the full ids
+            raise AmbiguousTaskId(ref, [], str(exc.detail)) from exc
+        raise
