@@ -15,16 +15,30 @@ def mcp(
     """Serve MCP on stdio: relayed to the workspace's running server, else from the files."""
     import asyncio
 
-    from runyard.api.app import runyard_version
-    from runyard.api.mcp.relay import relay
-    from runyard.api.mcp.stdio import serve_files
     from runyard.cli.backend import locate_server
-    from runyard.client import Client
 
     settings = load_settings(workspace_dir, log_dir, config)
     located = locate_server(settings, url, token)
     # a recorded server that does not answer has stopped: the files are the truth then
-    if located is not None and (url is not None or Client(*located).health()):
+    if located is not None and (url is not None or _answers(*located)):
+        from runyard.api.mcp.relay import relay
+
         asyncio.run(relay(*located))
     else:
+        from runyard.api.mcp.stdio import serve_files
+        from runyard.cli.facts import runyard_version
+
         asyncio.run(serve_files(settings, runyard_version()))
+
+
+def _answers(url: str, token: str | None) -> bool:
+    """Whether the server at ``url`` answers its health check (over the standard
+    library's HTTP where that reaches it: the relay should not wait for a client)."""
+    from runyard.client.plain import PlainClient, plain_reaches
+
+    if plain_reaches(url):
+        return PlainClient(url, token, timeout=10.0).health()
+    from runyard.client import Client
+
+    with Client(url, token, timeout=10.0) as client:
+        return client.health()

@@ -14,22 +14,28 @@ promises the SDK's client transport does not keep:
   :data:`CONNECT_SECONDS` fails them all the same way (a stopped or wedged server keeps
   their connections open without a word).
 
+It speaks JSON-RPC lines on stdio itself and loads neither the MCP SDK nor its models
+(about 0.7 s of imports): messages pass through as JSON, so the relay starts in the time
+Python, anyio and httpx take. Only stdout's copy of fd 1 carries the wire; fd 1 itself
+points at stderr while it runs, so nothing stray can corrupt it.
+
 >>> asyncio.run(relay("http://127.0.0.1:8765", token))
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import Any
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import IO, Any
 
 import anyio
 import httpx
-import mcp_types as types
-from mcp.server.stdio import stdio_server
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 
-from runyard.api.mcp.server import MCP_PATH
+from runyard.api.mcp import MCP_PATH
 
 log = logging.getLogger("runyard.api.mcp")
 
@@ -37,6 +43,9 @@ CONNECT_SECONDS = 10.0  # connect, write and /health; reads of calls are unbound
 PROBE_SECONDS = 5.0
 VERSION_HEADER = "mcp-protocol-version"
 ACCEPT = "application/json, text/event-stream"
+INTERNAL_ERROR = -32603  # JSON-RPC's code for an error of the server side
+
+Message = dict[str, Any]
 
 
 class RelayError(Exception):
@@ -49,64 +58,125 @@ async def relay(url: str, token: str | None) -> None:
     if token:
         headers["authorization"] = f"Bearer {token}"
     timeout = httpx.Timeout(CONNECT_SECONDS, read=None)
-    async with (
-        httpx.AsyncClient(headers=headers, timeout=timeout) as http,
-        stdio_server() as (local_in, local_out),
-    ):
-        link = _Link(http, url.rstrip("/"), local_out)
-        async with anyio.create_task_group() as group:
-            group.start_soon(link.watch)
-            async for message in local_in:
-                if isinstance(message, Exception):
-                    log.warning("dropped an unreadable message from the client: %s", message)
-                else:
-                    group.start_soon(link.forward, message.message)
-            group.cancel_scope.cancel()  # stdin closed: nobody is left to read the answers
-        await local_out.aclose()  # ends stdio_server's writer, so its exit does not wait
+    with wire_streams() as (wire_in, wire_out):
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=timeout) as http,
+            LineWriter.over(wire_out) as out,
+        ):
+            link = _Link(http, url.rstrip("/"), out)
+            async with anyio.create_task_group() as group:
+                group.start_soon(link.watch)
+                async for message in read_messages(wire_in):
+                    group.start_soon(link.forward, message)
+                group.cancel_scope.cancel()  # stdin closed: nobody is left to read answers
+
+
+@contextmanager
+def wire_streams() -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """Private copies of fds 0 and 1 for the wire; meanwhile fd 0 reads nothing and fd 1
+    writes to stderr, so stray output misses the wire. Both are put back at the end."""
+    sys.stdout.flush()
+    saved = {fd: os.dup(fd) for fd in (0, 1)}
+    wire_in = os.fdopen(os.dup(0), "rb")
+    wire_out = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+        yield wire_in, wire_out
+    finally:
+        os.close(null)
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+        wire_in.close()
+        wire_out.close()
+
+
+async def read_messages(wire_in: IO[bytes]) -> AsyncIterator[Message]:
+    """The JSON-RPC messages of the client, one a line, until stdin closes; a line that is
+    not one is logged and dropped (as the SDK's stdio transport does)."""
+    lines = anyio.wrap_file(wire_in)
+    async for line in lines:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            log.warning("dropped an unreadable message from the client: %s", exc)
+            continue
+        if not is_message(message):
+            log.warning("dropped a message that is not JSON-RPC 2.0: %.200s", line)
+            continue
+        yield message
+
+
+def is_message(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("jsonrpc") == "2.0"
+
+
+class LineWriter:
+    """Writes messages to the wire, one JSON line each, never two at once."""
+
+    def __init__(self, wire: anyio.AsyncFile[bytes]) -> None:
+        self._wire = wire
+        self._lock = anyio.Lock()
+
+    @classmethod
+    @asynccontextmanager
+    async def over(cls, wire_out: IO[bytes]) -> AsyncIterator[LineWriter]:
+        yield cls(anyio.wrap_file(wire_out))
+
+    async def send(self, message: Message) -> None:
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        async with self._lock:
+            await self._wire.write(line.encode("utf-8"))
+            await self._wire.flush()
 
 
 class _Link:
     """The relay's side of one server: POSTs messages, answers every request once."""
 
-    def __init__(self, http: httpx.AsyncClient, url: str, out: Any) -> None:
+    def __init__(self, http: httpx.AsyncClient, url: str, out: LineWriter) -> None:
         self.http = http
         self.url = url
         self.out = out
         self.version: str | None = None  # the protocol version initialize agreed on
-        self.pending: dict[types.RequestId, anyio.CancelScope] = {}
+        self.pending: dict[Any, anyio.CancelScope] = {}
         self.down = ""  # why the watch gave up on the server, once it has
 
-    async def forward(self, message: types.JSONRPCMessage) -> None:
-        if not isinstance(message, types.JSONRPCRequest):
+    async def forward(self, message: Message) -> None:
+        if "method" not in message or "id" not in message:  # a notification or an answer
             try:
                 await self._post(message)
             except RelayError as exc:
-                log.warning("a %s was not relayed: %s", type(message).__name__, exc)
+                log.warning("a message was not relayed: %s", exc)
             return
         await self._call(message)
 
-    async def _call(self, request: types.JSONRPCRequest) -> None:
+    async def _call(self, request: Message) -> None:
+        request_id = request["id"]
         scope = anyio.CancelScope()
-        self.pending[request.id] = scope
+        self.pending[_key(request_id)] = scope
         try:
             with scope:
                 answers = await self._post(request)
             if scope.cancelled_caught:
                 raise RelayError(self.down)
         except RelayError as exc:
-            answers = [_error(request.id, str(exc))]
+            answers = [_error(request_id, str(exc))]
         finally:
-            self.pending.pop(request.id, None)
-        if not any(getattr(answer, "id", None) == request.id for answer in answers):
-            answers.append(_error(request.id, f"the runyard server answered no {request.method}"))
+            self.pending.pop(_key(request_id), None)
+        if not any(answer.get("id") == request_id for answer in answers):
+            method = request.get("method")
+            answers.append(_error(request_id, f"the runyard server answered no {method}"))
         for answer in answers:
-            await self.out.send(SessionMessage(answer))
+            await self.out.send(answer)
 
-    async def _post(self, message: types.JSONRPCMessage) -> list[types.JSONRPCMessage]:
-        body = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
+    async def _post(self, message: Message) -> list[Message]:
         headers = {VERSION_HEADER: self.version} if self.version else {}
         try:
-            reply = await self.http.post(self.url + MCP_PATH, json=body, headers=headers)
+            reply = await self.http.post(self.url + MCP_PATH, json=message, headers=headers)
         except httpx.HTTPError as exc:
             raise RelayError(f"the runyard server at {self.url} did not answer ({exc!r})") from exc
         if reply.status_code == 202:
@@ -115,10 +185,11 @@ class _Link:
         self._note_version(answers)
         return answers
 
-    def _note_version(self, answers: list[types.JSONRPCMessage]) -> None:
+    def _note_version(self, answers: list[Message]) -> None:
         for answer in answers:
-            if isinstance(answer, types.JSONRPCResponse) and "protocolVersion" in answer.result:
-                self.version = str(answer.result["protocolVersion"])
+            result = answer.get("result")
+            if isinstance(result, dict) and "protocolVersion" in result:
+                self.version = str(result["protocolVersion"])
 
     async def watch(self) -> None:
         """Fail the pending calls once the server stops answering ``/health``."""
@@ -138,19 +209,26 @@ class _Link:
         return True
 
 
-def _messages(reply: httpx.Response) -> list[types.JSONRPCMessage]:
+def _key(request_id: Any) -> str:
+    """A request id as a dict key: ids are strings or numbers, and 1 is not "1"."""
+    return json.dumps(request_id)
+
+
+def _messages(reply: httpx.Response) -> list[Message]:
     """The JSON-RPC messages a POST answered, or a RelayError saying what came instead."""
     try:
         data = reply.json()
-        items = data if isinstance(data, list) else [data]
-        return [types.jsonrpc_message_adapter.validate_python(item) for item in items]
-    except (ValueError, ValidationError) as exc:
+    except ValueError:
+        data = None
+    items = data if isinstance(data, list) else [data]
+    if not items or not all(is_message(item) for item in items):
         raise RelayError(
             f"the runyard server at {reply.request.url} answered HTTP {reply.status_code}: "
             f"{reply.text[:300]}"
-        ) from exc
+        )
+    return items
 
 
-def _error(request_id: types.RequestId, message: str) -> types.JSONRPCError:
-    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+def _error(request_id: Any, message: str) -> Message:
+    error = {"code": INTERNAL_ERROR, "message": message}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}

@@ -28,13 +28,13 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from runyard.agents.models import RunScope
+from runyard.api.mcp import MCP_PATH
 from runyard.api.mcp.resources import definition_resources, read_resource, resource_templates
 from runyard.api.mcp.tools import call_tool, tool_list
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
 from runyard.changes import ChangeHub
 
-MCP_PATH = "/mcp"
 INSTRUCTIONS = (
     "runyard runs typed research tasks in worker processes with durable records. Call "
     "list_installed_task_definitions (or read runyard://definitions/{task}) to see what can "
