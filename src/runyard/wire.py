@@ -101,6 +101,14 @@ class TaskStatus(BaseModel):
     queued_reason: str | None = None
     # the upstream tasks it waits for before it may queue for a slot (depends_on)
     waiting_for: list[str] | None = None
+    # retries (runtime/retries), written only when a submit or its task class asked for
+    # them: which attempt this run is (1-based), how many retries in all, the base delay,
+    # when a waiting retry may queue for a slot, and the run id of the first attempt
+    attempt: int | None = None
+    retries: int | None = None
+    retry_delay_seconds: float | None = None
+    retry_at: str | None = None
+    retry_of: str | None = Field(None, pattern=RUN_ID_PATTERN)
     # its result is cached (runtime/taskcache): recorded under cache_key when it succeeds
     # (a run waiting for its upstreams gets its key once they succeeded)
     cache: bool | None = None
@@ -120,6 +128,7 @@ class TaskStatus(BaseModel):
 
 OPTIONAL_STATUS_FIELDS = (
     "submitted_by", "limits", "synced_from", "queued_reason", "waiting_for",
+    "attempt", "retries", "retry_delay_seconds", "retry_at", "retry_of",
     "cache", "cache_key",
 )
 

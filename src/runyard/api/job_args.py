@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runyard.tasks.retrypolicy import MAX_DELAY_SECONDS, MAX_RETRIES
 from runyard.workspace.logs import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
 from runyard.workspace.records import TaskState
 
@@ -65,6 +66,20 @@ class SubmitArgs(Lenient):
         "task is made at once and waits, queued, until every one has succeeded; it ends "
         "failed ('upstream failed: <id>') without running if one fails or is cancelled. "
         "Also recorded as lineage (source_tasks)",
+    )
+    retries: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RETRIES,
+        description="Run a failed run again, as a new run of the same task, up to this many "
+        "times (not after a cancel); default: the task class's retries, else 0",
+    )
+    retry_delay_seconds: float | None = Field(
+        None,
+        ge=0,
+        le=MAX_DELAY_SECONDS,
+        description="Seconds before the first retry, doubled at each further one, with "
+        "+-10 % jitter, at most an hour; default: the task class's, else 10",
     )
     executor: Literal["local", "kubernetes"] | None = Field(
         None,

@@ -32,6 +32,7 @@ from runyard.api.services import Services
 from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
+from runyard.runtime.attempts import follows, retry_due
 from runyard.runtime.liveness import settle
 from runyard.runtime.submitters import (
     log_to_read,
@@ -129,6 +130,7 @@ def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
     handle = s.supervisor.submit(
         args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor,
         args.depends_on, cache=CacheRequest(args.cache, args.cache_expiry_seconds),
+        retries=args.retries, retry_delay_seconds=args.retry_delay_seconds,
     )  # fmt: skip
     return handle.model_dump(mode="json"), True
 
@@ -142,13 +144,14 @@ async def wait_until_finished(
     scope: Scope = None,
 ) -> TaskStatus:
     """Wait for a run to end, woken by record changes; ``poll_interval`` bounds each wait.
-    Each look is :func:`status_now`'s: a run that has ended is answered on the event loop."""
+    Each look is :func:`status_now`'s: a run that has ended is answered on the event loop.
+    A run that is retried is followed to its last attempt (:mod:`runyard.runtime.retries`)."""
     with hub.subscribe(task_id) as sub:
         while True:
             status = await status_now(s, task_id, scope)
-            if run_id is not None and status.run_id != run_id:
+            if run_id is not None and not follows(status, run_id):
                 raise RunMismatch(task_id, run_id, status.run_id)
-            if status.terminal:
+            if status.terminal and not retry_due(status):
                 return status
             await sub.wait(poll_interval)
 

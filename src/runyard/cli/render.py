@@ -133,6 +133,8 @@ def status_summary(status: TaskStatus) -> Group:
         table.add_row("waiting for", Text(", ".join(status.waiting_for)))
     if status.queued_reason:
         table.add_row("queued", Text(status.queued_reason))
+    if status.attempt is not None:
+        table.add_row("attempt", f"{status.attempt} of {(status.retries or 0) + 1}")
     if status.error:
         table.add_row("error", Text(status.error, style="red"))
     for step in status.steps:

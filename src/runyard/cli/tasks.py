@@ -174,6 +174,20 @@ def submit(
             "(fail without running if one fails); also recorded as lineage",
         ),
     ] = None,
+    retries: Annotated[
+        int | None,
+        typer.Option(
+            "--retries", min=0, max=20,
+            help="Run a failed run again, as a new run, up to N times (default: the task's)",
+        ),
+    ] = None,
+    retry_delay: Annotated[
+        float | None,
+        typer.Option(
+            "--retry-delay", min=0, max=3600, metavar="SECONDS",
+            help="Wait before the first retry, doubled at each further one (default 10)",
+        ),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -196,6 +210,10 @@ def submit(
         inputs["executor"] = executor
     if after is not None:
         inputs["depends_on"] = after
+    if retries is not None:
+        inputs["retries"] = retries
+    if retry_delay is not None:
+        inputs["retry_delay_seconds"] = retry_delay
     try:
         handle = client.submit(task, **inputs)
     except KeyboardInterrupt:

@@ -112,11 +112,13 @@ def create_task(
     submitted_by: Submitter = ADMIN,
     idempotency_key: str | None = None,
     waiting_for: list[str] | None = None,
+    retry: dict[str, Any] | None = None,
     cache: dict[str, Any] | None = None,
 ) -> TaskStatus:
     """Validate ``inputs`` for ``task`` and write its ``queued`` records; the new status.
     ``waiting_for`` (upstream ids, see :mod:`runyard.runtime.dependencies`) is kept in it,
-    and so are the ``cache`` fields (:meth:`runyard.runtime.taskcache.CachePlan.status_fields`).
+    and so are the ``retry`` fields (:meth:`runyard.runtime.retries.RetryPolicy.first_fields`)
+    and the ``cache`` ones (:meth:`runyard.runtime.taskcache.CachePlan.status_fields`).
 
     Raises :class:`UnknownTask`, :class:`InvalidInput` (nothing is written) or
     :class:`TaskActive` for a fixed name whose task is still queued or running. A task
@@ -128,7 +130,7 @@ def create_task(
     try:
         return _create(
             workspace, registry, task, inputs, submitted_by, idempotency_key, waiting_for,
-            cache or {},
+            retry or {}, cache or {},
         )  # fmt: skip
     except OSError as exc:
         if is_space_error(exc):
@@ -144,6 +146,7 @@ def _create(
     submitted_by: Submitter,
     key: str | None,
     waiting_for: list[str] | None = None,
+    retry: dict[str, Any] | None = None,
     cache: dict[str, Any] | None = None,
 ) -> TaskStatus:
     registered = registry.get(task)
@@ -159,14 +162,15 @@ def _create(
             _check_replaceable_by(workspace, task_id, submitted_by)
             clear_for_reuse(workspace, task_id)
             return _write_queued(
-                workspace, task_id, task, typed, submitted_by, key, waiting_for, cache
+                workspace, task_id, task, typed, submitted_by, key, waiting_for, retry, cache
             )
     for _ in range(NAME_ATTEMPTS):
         task_id = build_task_id(task_type, task, generate_task_name())
         with claim(workspace, task_id):
             if not os.path.lexists(workspace.task_dir(task_id)):
                 return _write_queued(
-                    workspace, task_id, task, typed, submitted_by, key, waiting_for, cache
+                    workspace, task_id, task, typed, submitted_by, key, waiting_for, retry,
+                    cache,
                 )
     raise RunyardError(f"Could not find a free generated name for task {task}")
 
@@ -270,6 +274,7 @@ def _write_queued(
     submitted_by: Submitter,
     key: str | None,
     waiting_for: list[str] | None = None,
+    retry: dict[str, Any] | None = None,
     cache: dict[str, Any] | None = None,
 ) -> TaskStatus:
     task_dir = workspace.task_dir(task_id)
@@ -280,7 +285,8 @@ def _write_queued(
         task_id=task_id, run_id=run_id, task_type=task_dir.parent.name, task_name=task,
         state=TaskState.QUEUED, config=config, created_at=utcnow(),
         log_path=os.path.abspath(workspace.run_log_path(task_id, run_id)),
-        submitted_by=submitted_by, waiting_for=waiting_for or None, **(cache or {}),
+        submitted_by=submitted_by, waiting_for=waiting_for or None, **(retry or {}),
+        **(cache or {}),
     )
     record_submitter(workspace, task_id, run_id, submitted_by, status)
     _place(workspace, status, key)

@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runyard.errors import InvalidInput
+from runyard.runtime.attempts import UPSTREAM_FAILED, retry_due
 from runyard.workspace.identity import is_task_id
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus
 
 MAX_UPSTREAMS = 256
-UPSTREAM_FAILED = "upstream failed: "
 
 
 def parse_depends_on(value: object) -> list[str]:
@@ -108,7 +108,8 @@ class Waiting:
 
 def upstream_verdict(workspace: Workspace, status: TaskStatus) -> str | None:
     """None when every upstream of ``status`` succeeded; ``upstream failed: <id>`` when one
-    failed, was cancelled or is gone; ``"waiting"`` while one is queued or running."""
+    failed, was cancelled or is gone; ``"waiting"`` while one is queued or running, or
+    failed with a retry to follow (only its last attempt decides)."""
     waiting = False
     for upstream in status.waiting_for or []:
         found = workspace.read_status(upstream)
@@ -116,6 +117,9 @@ def upstream_verdict(workspace: Workspace, status: TaskStatus) -> str | None:
             continue  # a metadata-only task: a success recorded without a status
         if found is None:
             return f"{UPSTREAM_FAILED}{upstream} (it no longer exists)"
+        if retry_due(found):
+            waiting = True
+            continue
         if found.state in (TaskState.FAILED, TaskState.CANCELLED):
             return f"{UPSTREAM_FAILED}{upstream} ({found.state.value})"
         waiting = waiting or found.state is not TaskState.SUCCEEDED

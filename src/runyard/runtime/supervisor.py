@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +43,7 @@ from runyard.executors.containment import (
 from runyard.executors.local import LocalExecutor
 from runyard.executors.pidwatch import ExitMonitor
 from runyard.runtime.agentruns import KEY_PREFIX, AgentRuns, ExitReport
+from runyard.runtime.attempts import retry_due
 from runyard.runtime.cgroupsweep import CgroupSweeper
 from runyard.runtime.creation import create_task
 from runyard.runtime.deletion import delete_tasks
@@ -54,6 +56,7 @@ from runyard.runtime.kubemarks import forget_mark, read_mark
 from runyard.runtime.kubetasks import KubernetesTasks, choose_executor
 from runyard.runtime.launch import TaskHandle
 from runyard.runtime.liveness import (
+    cancel_requested,
     record_limits,
     request_cancel,
     settle,
@@ -62,6 +65,14 @@ from runyard.runtime.liveness import (
 )
 from runyard.runtime.orphans import reconcile_orphans
 from runyard.runtime.reconcile import KnownTasks, ended_runs, unfinished_statuses
+from runyard.runtime.retries import (
+    RetryWaits,
+    due_time,
+    mark,
+    marked,
+    next_attempt,
+    unmark,
+)
 from runyard.runtime.sandboxed import task_sandbox_problem
 from runyard.runtime.spacewait import RECHECK_SECONDS as SPACE_RECHECK_SECONDS
 from runyard.runtime.spacewait import SpaceWait
@@ -77,6 +88,7 @@ from runyard.runtime.taskcache import CacheRequest, TaskCache
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
+from runyard.tasks.retrypolicy import resolve_policy
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus
@@ -112,6 +124,8 @@ class Supervisor:
         self._queue = FairQueue()  # local task runs; the Kubernetes ones below
         self._waiting = Waiting()  # runs held back until their upstreams succeed
         self._cache = TaskCache(workspace, registry)  # cached results of earlier runs
+        self._retries = RetryWaits()  # retries held back until their time
+        self._retry_timer: float | None = None  # when the monitor looks at them next
         self._active: dict[str, ActiveRun] = {}
         self._monitor: ExitMonitor | None = None
         self._agent_runs: AgentRuns | None = None
@@ -169,10 +183,12 @@ class Supervisor:
             self.start_monitor()
             self._queue.clear()  # the queued statuses on disk are the queue
             self._waiting.clear()
+            self._retries.clear()
             self._kube_queue.clear()
             cgroups = existing_cgroups()  # nothing is launched until the loop is over
             for status in self._unfinished():
                 self._reconcile(status, cgroups)
+            self._recover_retries()
             if self._kube is not None:
                 self._kube.collect()
             if self._cgroup_sweeper is not None:  # runs that ended while we reconciled
@@ -337,6 +353,8 @@ class Supervisor:
         idempotency_key: str | None = None,
         executor: str | None = None,
         depends_on: object = None,
+        retries: int | None = None,
+        retry_delay_seconds: float | None = None,
         cache: CacheRequest | None = None,
     ) -> TaskHandle:
         """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
@@ -344,6 +362,9 @@ class Supervisor:
         ``cache`` (else the task class's ``cache``): a submit whose cache key matches an
         earlier success answers that task's handle with ``cached`` true and makes nothing
         (:mod:`runyard.runtime.taskcache`).
+
+        ``retries`` and ``retry_delay_seconds`` (else the task class's) run a failed run
+        again as a new run of the task (:mod:`runyard.runtime.retries`).
 
         ``depends_on`` (upstream ids, a list or a comma-separated string) holds the run back
         until every upstream succeeded (:mod:`runyard.runtime.dependencies`); an id that
@@ -361,6 +382,9 @@ class Supervisor:
         upstreams = self._upstreams(depends_on, submitted_by)
         inputs = with_lineage(inputs, upstreams)
         on_kubernetes = self._on_kubernetes(task, submitted_by, executor)
+        policy = resolve_policy(self.registry.get(task).task_cls, retries, retry_delay_seconds)
+        if policy.retries and on_kubernetes:
+            raise InvalidInput("retries are for tasks run by this server's own executor")
         if upstreams and on_kubernetes:
             raise InvalidInput(
                 "depends_on is for tasks run by this server's own executor; a task sent to "
@@ -375,9 +399,11 @@ class Supervisor:
             return plan.hit
         status = create_task(
             self.workspace, self.registry, task, inputs, submitted_by, idempotency_key, upstreams,
-            cache=plan.status_fields(),
+            policy.first_fields(), plan.status_fields(),
         )  # fmt: skip
         self._cache.noted(plan, status.task_id)
+        if policy.retries:  # found at a start even if an attempt ends while none runs
+            mark(self.workspace, status.task_id)
         if on_kubernetes and read_mark(self.workspace, status.task_id, status.run_id) is None:
             self.kubernetes_tasks().queue_mark(status)  # before anything launches it
         with self._lock:
@@ -434,6 +460,7 @@ class Supervisor:
     def _pump(self) -> None:
         with self._lock:
             self._release_waiting()
+            self._release_retries()
             if self._waits_for_space():
                 return
             while self._executor is not None and self._has_slot():
@@ -474,6 +501,65 @@ class Supervisor:
     def _recheck_waiting(self) -> None:
         with self._lock:
             self._waiting_recheck = False
+        self._pump()
+
+    # -- retries (runtime/retries) ---------------------------------------------------------
+
+    def _follow_end(self, status: TaskStatus | None, cancelled: bool = False) -> None:
+        """After a run ended: the next attempt when a retry is due, held until its time. A
+        run cancelled as it failed gets one too, ended ``cancelled`` at once: no attempt
+        runs, and nothing is left looking as if a retry were still to come."""
+        if status is None or status.retries is None:
+            return
+        if not retry_due(status):
+            unmark(self.workspace, status.task_id)  # it ended for good
+            return
+        cancelled = cancelled or cancel_requested(self.workspace, status.task_id, status.run_id)
+        queued = next_attempt(self.workspace, status)
+        if queued is None:  # not the folder's run any more, or its end not written yet
+            return
+        if cancelled:
+            self._held.end(queued.task_id, queued.run_id, cancelled=True)
+            unmark(self.workspace, queued.task_id)
+        else:
+            self._hold_retry(queued)
+        self._changed(queued.task_id)
+
+    def _hold_retry(self, status: TaskStatus) -> None:
+        owner = slot_owner(launch_scope(self.workspace, status))
+        self._retries.add(status.task_id, status.run_id, owner, due_time(status) or 0.0)
+
+    def _recover_retries(self) -> None:
+        """At a start: the attempts that ended while no supervisor watched get their retry."""
+        for task_id in marked(self.workspace):
+            status = self.workspace.read_status(task_id)
+            if status is None or (status.terminal and status.retries is None):
+                unmark(self.workspace, task_id)  # deleted, or replaced by a run without retries
+            elif status.terminal:
+                self._follow_end(status)
+
+    def _release_retries(self) -> None:
+        """Queue the retries whose time has come; look again when the next one's comes."""
+        now = time.time()
+        for task_id, entry in self._retries.take_due(now):
+            status = self.workspace.read_status(task_id)
+            if status is None or status.run_id != entry.run_id or status.terminal:
+                continue
+            self.workspace.write_status(
+                status.model_copy(update={"retry_at": None, "queued_reason": None})
+            )
+            self._changed(task_id)
+            self._queue.append(task_id, entry.run_id, entry.owner)
+        due = self._retries.next_due()
+        if due is None or self._monitor is None:
+            return
+        if self._retry_timer is None or due < self._retry_timer:
+            self._retry_timer = due
+            self._monitor.call_later(max(0.0, due - now), self._recheck_retries)
+
+    def _recheck_retries(self) -> None:
+        with self._lock:
+            self._retry_timer = None
         self._pump()
 
     def _waits_for_space(self) -> bool:
@@ -558,7 +644,11 @@ class Supervisor:
             sweep(cgroup)  # what its ended worker left running
         if status.state is TaskState.QUEUED:
             owner = slot_owner(launch_scope(self.workspace, status))
-            if status.waiting_for:
+            if status.retries is not None:
+                mark(self.workspace, status.task_id)  # lost if a crash came right after its submit
+            if due_time(status) is not None:
+                self._hold_retry(status)
+            elif status.waiting_for:
                 self._waiting.add(status.task_id, status.run_id, owner)
             else:
                 self._queue.append(status.task_id, status.run_id, owner)
@@ -622,6 +712,8 @@ class Supervisor:
                 act.executor.cleanup(act.handle)
             else:  # adopted: what the worker left running dies with it
                 sweep(task_cgroup_name(run_id))
+            if status is not None and status.run_id == run_id:
+                self._follow_end(status, act.cancelling)
         self._changed(act.task_id)
         self._finished(act.task_id)
         self._pump()
@@ -694,7 +786,7 @@ class Supervisor:
             if self._held.holds(task_id):  # it ended; only its record waits for space
                 return False
             queued = self._queue.take(task_id)
-            waiting = self._waiting.take(task_id)
+            waiting = self._waiting.take(task_id) or self._retries.take(task_id)
             if waiting is not None:
                 queued = (task_id, waiting.run_id)
             if queued is None:

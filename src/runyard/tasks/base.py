@@ -29,6 +29,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runyard.errors import InvalidInput
+from runyard.tasks.retrypolicy import check_policy
 from runyard.wire import TaskDefinition  # a wire model, shared with the light client
 from runyard.workspace.identity import (
     TaskType,
@@ -109,6 +111,11 @@ class Task(ABC):
     Input: ClassVar[type[TaskInput]] = TaskInput
     Output: ClassVar[type[TaskOutput]] = TaskOutput
     steps: ClassVar[tuple[str, ...]] = ()
+    # a failed run is tried again as a new run this many times (0-20), after
+    # retry_delay_seconds doubled at each attempt (runyard.runtime.retries); a submit's
+    # retries and retry_delay_seconds win over these
+    retries: ClassVar[int] = 0
+    retry_delay_seconds: ClassVar[float] = 10.0
     # a submit whose cache key matches an earlier success of this task runs nothing and
     # answers that task (runyard.runtime.taskcache); cache_expiry_seconds bounds how long
     # ago it may have finished (None: unlimited); a submit's cache and
@@ -130,6 +137,7 @@ def describe(task_cls: type[Task], name: str, plugin: str | None) -> TaskDefinit
         raise TypeError(f"Task {name} has no class docstring to describe it")
     if not issubclass(task_cls.Input, TaskInput) or not issubclass(task_cls.Output, TaskOutput):
         raise TypeError(f"Task {name}: Input/Output must derive from TaskInput/TaskOutput")
+    _check_retries(task_cls, name)
     return TaskDefinition(
         name=name,
         source="plugin" if plugin else "native",
@@ -139,6 +147,13 @@ def describe(task_cls: type[Task], name: str, plugin: str | None) -> TaskDefinit
         input_schema=task_cls.Input.model_json_schema(),
         output_schema=task_cls.Output.model_json_schema(),
     )
+
+
+def _check_retries(task_cls: type[Task], name: str) -> None:
+    try:
+        check_policy(task_cls.retries, task_cls.retry_delay_seconds)
+    except InvalidInput as exc:
+        raise TypeError(f"Task {name}: {exc}") from exc
 
 
 class TaskExit(Exception):

@@ -311,8 +311,8 @@ def runs_answer(task_id: str, current: TaskStatus | None, kept: list[TaskStatus]
     """``{"task_id", "runs": [...]}``: the current run first, then kept runs newest first.
 
     Each run: ``run_id, state, created_at, started_at, finished_at, exit_code, error,
-    current``. A kept run with the current run's id (a copy left by a crash) is not
-    repeated.
+    current``, and ``attempt`` for the runs of a task with retries (each attempt is a run).
+    A kept run with the current run's id (a copy left by a crash) is not repeated.
     """
     runs = []
     if current is not None:
@@ -324,4 +324,7 @@ def runs_answer(task_id: str, current: TaskStatus | None, kept: list[TaskStatus]
 
 def _run_entry(status: TaskStatus, current: bool) -> dict[str, Any]:
     data = status.model_dump(mode="json", include=set(RUN_FIELDS))
-    return {**{name: data.get(name) for name in RUN_FIELDS}, "current": current}
+    entry = {**{name: data.get(name) for name in RUN_FIELDS}, "current": current}
+    if status.attempt is not None:
+        entry["attempt"] = status.attempt
+    return entry

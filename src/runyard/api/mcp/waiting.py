@@ -23,6 +23,7 @@ from runyard.api.jobs import Job, JobResult, Scope, status_now, wait_until_finis
 from runyard.api.services import Services
 from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch
+from runyard.runtime.attempts import follows, retry_due
 from runyard.workspace.records import TaskStatus
 
 DEFAULT_WAIT_SECONDS = 60.0
@@ -58,9 +59,9 @@ async def wait_bounded(s: Services, args: McpWaitArgs, hub: ChangeHub, scope: Sc
         status = await wait_until_finished(s, hub, args.task_id, run_id, args.poll_interval, scope)
     if deadline.cancelled_caught:
         status = await status_now(s, args.task_id, scope)
-        if status.run_id != run_id:
+        if not follows(status, run_id):  # a retry's new run follows its first attempt
             raise RunMismatch(args.task_id, run_id, status.run_id)
-        if not status.terminal:  # it may have ended just as the time ran out
+        if not status.terminal or retry_due(status):  # it may have ended as the time ran out
             return _answer(status, args), True, {"timed_out": True}
     return _answer(status, args), status.state == "succeeded"
 

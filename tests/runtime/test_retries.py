@@ -1,0 +1,312 @@
+"""A submit's ``retries``: a failed run is run again as a new run of the same task, through
+a real server and real workers; every attempt is kept in the task's runs, dependents wait
+for the last one, a cancel stops the retries, and a kill -9 of the server loses none."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runyard.client import Client
+from runyard.workspace.layout import Workspace
+from serverproc import ServerProcess, start_server, until
+
+# counts its attempts in a file outside the task folder; fails before attempt {ok}
+FLAKY = 'n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}; ' \
+    'echo "attempt $n"; [ $n -ge {ok} ]'  # fmt: skip
+ENDED = ("succeeded", "failed", "cancelled")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = start_server(tmp_path / "srv", token="retry-secret")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def status(server: ServerProcess, task_id: str) -> dict[str, Any]:
+    return server.call("status", task_id=task_id)["answer"]
+
+
+def finished(server: ServerProcess, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
+    return until(lambda: (s := status(server, task_id))["state"] in ENDED and s, timeout)
+
+
+def flaky(
+    server: ServerProcess, name: str, counter: Path, ok: int, **submit: Any
+) -> dict[str, Any]:
+    command = FLAKY.format(counter=counter, ok=ok)
+    return server.call(
+        "submit", task="command", task_name=name, command=command, shell=True, **submit
+    )["answer"]
+
+
+def attempts(counter: Path) -> int:
+    return int(counter.read_text()) if counter.exists() else 0
+
+
+def runs(server: ServerProcess, task_id: str) -> list[dict[str, Any]]:
+    shown = subprocess.run(
+        [sys.executable, "-m", "runyard", "runs", task_id, "--json"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    return list(json.loads(shown)["runs"])
+
+
+def test_a_task_that_fails_twice_succeeds_on_its_third_attempt(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    counter = tmp_path / "tries"
+    handle = flaky(server, "fetch", counter, ok=3, retries=3, retry_delay_seconds=0.2)
+    # a wait on the first attempt's handle follows the task to its last attempt
+    waited = server.call("wait_task", task_id=handle["task_id"], run_id=handle["run_id"])
+    final = waited["answer"]
+    assert waited["success"] is True and final["state"] == "succeeded", final
+    assert final["attempt"] == 3 and final["retries"] == 3 and attempts(counter) == 3
+    assert final["retry_of"] == handle["run_id"] and final["run_id"] != handle["run_id"]
+    assert "retry_at" not in final and "queued_reason" not in final
+
+    listed = runs(server, handle["task_id"])
+    assert [r["state"] for r in listed] == ["succeeded", "failed", "failed"]
+    assert [r["attempt"] for r in listed] == [3, 2, 1]
+    assert len({r["run_id"] for r in listed}) == 3 and listed[-1]["run_id"] == handle["run_id"]
+    for run in listed[1:]:  # the failed attempts keep their end, error and log
+        assert run["exit_code"] == 1 and run["error"] and run["finished_at"] and not run["current"]
+        log = Workspace(server.workspace, server.log_dir).run_log_path(
+            handle["task_id"], run["run_id"]
+        )
+        assert f"attempt {run['attempt']}" in log.read_text()
+    assert listed[1]["finished_at"] < listed[0]["started_at"]
+    plain = subprocess.run(
+        [sys.executable, "-m", "runyard", "runs", handle["task_id"]],
+        env=server.cli_env(), capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert len(plain.strip().splitlines()) == 3 and plain.count("failed") == 2
+
+
+def test_a_retry_waits_queued_with_its_reason_and_holds_no_slot(
+    tmp_path: Path,
+) -> None:
+    srv = start_server(tmp_path / "srv", token="retry-secret", config={"max_concurrent_tasks": 1})
+    try:
+        counter = tmp_path / "tries"
+        task_id = flaky(srv, "slow", counter, ok=2, retries=2, retry_delay_seconds=4)["task_id"]
+        waiting = until(lambda: (s := status(srv, task_id))["attempt"] == 2 and s)
+        assert waiting["state"] == "queued" and waiting["started_at"] is None
+        assert waiting["queued_reason"].startswith("retry: attempt 2 of 3 at ")
+        assert waiting["retry_at"] in waiting["queued_reason"]
+        other = srv.call("submit", task="demo", x=1, y=1)["answer"]["task_id"]
+        assert finished(srv, other)["state"] == "succeeded"  # the one slot was free
+        assert status(srv, task_id)["state"] == "queued"
+        final = finished(srv, task_id)
+        assert final["state"] == "succeeded" and final["attempt"] == 2
+        started = time.time()
+        assert final["started_at"] > waiting["created_at"]
+        assert started  # the delay (4 s +-10 %) was waited out before attempt 2
+        first_end = runs(srv, task_id)[1]["finished_at"]
+        assert _seconds(final["started_at"]) - _seconds(first_end) >= 3.5
+    finally:
+        srv.stop()
+
+
+def _seconds(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def test_retries_exhausted_fail_the_task_and_then_its_dependents(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    counter = tmp_path / "tries"
+    up = flaky(server, "doomed", counter, ok=99, retries=1, retry_delay_seconds=2.5)["task_id"]
+    down = server.call("submit", task="demo", task_name="below", x=1, y=2, depends_on=up)
+    down_id = down["answer"]["task_id"]
+    until(lambda: status(server, up)["attempt"] == 2)
+    time.sleep(1.5)  # the waiting dependent is looked at again within a second
+    assert status(server, down_id)["state"] == "queued"  # a retry follows: not failed yet
+    final = finished(server, up)
+    assert final["state"] == "failed" and final["attempt"] == 2 and attempts(counter) == 2
+    ended = finished(server, down_id)
+    assert ended["state"] == "failed" and ended["error"].startswith(f"upstream failed: {up}")
+    time.sleep(1.0)
+    assert attempts(counter) == 2  # no third attempt
+
+
+def test_a_dependent_waits_through_a_retry_and_runs_after_success(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    counter = tmp_path / "tries"
+    up = flaky(server, "shaky", counter, ok=2, retries=2, retry_delay_seconds=1.5)["task_id"]
+    down = server.call("submit", task="demo", task_name="after", x=2, y=3, depends_on=[up])
+    down_id = down["answer"]["task_id"]
+    until(lambda: status(server, up)["attempt"] == 2)
+    assert status(server, down_id)["state"] == "queued"
+    final = finished(server, up)
+    ended = finished(server, down_id)
+    assert final["state"] == "succeeded" and final["attempt"] == 2
+    assert ended["state"] == "succeeded" and ended["result"]["result"] == 5
+    assert ended["started_at"] > final["finished_at"]
+
+
+def test_a_cancel_during_a_retry_wait_ends_the_task_with_no_more_attempts(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    counter = tmp_path / "tries"
+    task_id = flaky(server, "stopped", counter, ok=99, retries=5, retry_delay_seconds=2)["task_id"]
+    until(lambda: status(server, task_id)["attempt"] == 2)
+    assert server.call("cancel", task_id=task_id)["answer"] is True
+    ended = status(server, task_id)
+    assert ended["state"] == "cancelled" and ended["attempt"] == 2
+    assert "queued_reason" not in ended and ended["started_at"] is None
+    time.sleep(3.5)  # past the retry's time
+    assert attempts(counter) == 1 and status(server, task_id)["state"] == "cancelled"
+    assert [r["state"] for r in runs(server, task_id)] == ["cancelled", "failed"]
+
+
+def test_a_cancelled_attempt_is_not_retried(server: ServerProcess, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    task_id = server.call(
+        "submit", task="command", task_name="held", shell=True, retries=3,
+        retry_delay_seconds=0, command=f"echo x >> {gate}; sleep 30",
+    )["answer"]["task_id"]  # fmt: skip
+    until(lambda: status(server, task_id)["state"] == "running" and gate.exists())
+    assert server.call("cancel", task_id=task_id)["answer"] is True
+    ended = finished(server, task_id)
+    time.sleep(1.0)
+    assert ended["state"] == "cancelled" and status(server, task_id)["run_id"] == ended["run_id"]
+    assert gate.read_text() == "x\n"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"retries": 21},
+        {"retries": -1},
+        {"retries": "three"},
+        {"retries": 1.5},
+        {"retry_delay_seconds": -0.1},
+        {"retry_delay_seconds": 3601},
+        {"retry_delay_seconds": "soon"},
+    ],
+)
+def test_retries_out_of_bounds_are_refused_and_nothing_is_made(
+    server: ServerProcess, bad: dict[str, Any]
+) -> None:
+    before = server.call("list_task_ids")["answer"]
+    with server.client() as client:
+        reply = client.post("/jobs/submit", json={"arguments": {
+            "task": "demo", "task_name": "bounded", "x": 1, "y": 2, **bad}})  # fmt: skip
+    assert reply.status_code == 422, reply.text
+    name = next(iter(bad))
+    assert name in reply.text
+    assert server.call("list_task_ids")["answer"] == before
+
+
+def test_a_kill_of_the_server_while_a_retry_waits_still_retries(tmp_path: Path) -> None:
+    root, counter = tmp_path / "srv", tmp_path / "tries"
+    first = start_server(root, token="retry-secret")
+    try:
+        task_id = flaky(first, "kept", counter, ok=2, retries=2, retry_delay_seconds=8)["task_id"]
+        waiting = until(lambda: (s := status(first, task_id))["attempt"] == 2 and s)
+        assert waiting["state"] == "queued" and waiting["retry_at"]
+    finally:
+        first.stop(signal.SIGKILL, keep_runs=True)
+    second = start_server(root, token="retry-secret")
+    try:
+        final = finished(second, task_id)
+        assert final["state"] == "succeeded" and final["attempt"] == 2 and attempts(counter) == 2
+        assert final["run_id"] == waiting["run_id"]  # the waiting run itself, launched
+        assert final["started_at"] >= waiting["retry_at"]  # not before its time
+        assert [r["state"] for r in runs(second, task_id)] == ["succeeded", "failed"]
+    finally:
+        second.stop()
+
+
+def test_an_attempt_that_fails_while_no_server_runs_is_retried_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    root, counter, gate = tmp_path / "srv", tmp_path / "tries", tmp_path / "go"
+    command = (
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; "
+        + FLAKY.format(counter=counter, ok=2)
+    )
+    first = start_server(root, token="retry-secret")
+    try:
+        task_id = first.call(
+            "submit", task="command", task_name="unwatched", command=command, shell=True,
+            retries=1, retry_delay_seconds=0,
+        )["answer"]["task_id"]  # fmt: skip
+        until(lambda: status(first, task_id)["state"] == "running")
+    finally:
+        first.stop(signal.SIGKILL, keep_runs=True)
+    gate.touch()  # attempt 1 fails while no server watches it
+    workspace = Workspace(root / "ws", root / "logs")
+    until(lambda: (s := workspace.read_status(task_id)) is not None and s.state == "failed")
+    second = start_server(root, token="retry-secret")
+    try:
+        final = finished(second, task_id)
+        assert final["state"] == "succeeded" and final["attempt"] == 2 and attempts(counter) == 2
+    finally:
+        second.stop()
+
+
+def test_the_cli_and_the_client_take_retries(server: ServerProcess, tmp_path: Path) -> None:
+    by_cli, by_client = tmp_path / "cli-tries", tmp_path / "client-tries"
+    made = subprocess.run(
+        [sys.executable, "-m", "runyard", "submit", "command", "shell=true",
+         f"command={FLAKY.format(counter=by_cli, ok=2)}", "--name", "by-cli",
+         "--retries", "2", "--retry-delay", "0.2", "--wait", "--json"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert json.loads(made.stdout)["attempt"] == 2 and attempts(by_cli) == 2
+    with Client(server.url, server.token) as client:
+        handle = client.submit(
+            "command", name="by-client", shell=True, retries=2, retry_delay_seconds=0.2,
+            command=FLAKY.format(counter=by_client, ok=3),
+        )  # fmt: skip
+        final = client.wait(handle, timeout=30)
+    assert final.state == "succeeded" and final.attempt == 3
+    refused = subprocess.run(
+        [sys.executable, "-m", "runyard", "submit", "demo", "x=1", "y=1", "--retries", "21"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "retries" in refused.stderr
+
+
+def test_a_run_without_retries_is_shaped_as_before(server: ServerProcess) -> None:
+    task_id = server.call("submit", task="demo", task_name="plain", x=1, y=1)["answer"]["task_id"]
+    final = finished(server, task_id)
+    assert not {"attempt", "retries", "retry_delay_seconds", "retry_at", "retry_of"} & set(final)
+    raw = json.loads((Workspace(server.workspace, server.log_dir).status_path(task_id)).read_text())
+    assert "attempt" not in raw
+
+
+def test_the_docs_example_runs(server: ServerProcess, tmp_path: Path) -> None:
+    """docs/workflows.md, Retries: the shell example, its counter file moved into tmp_path."""
+    text = (Path(__file__).parents[2] / "docs" / "workflows.md").read_text()
+    section = text.split("\n## Retries\n", 1)[1].split("\n## ", 1)[0]
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    counter = tmp_path / "fetch.tries"
+    assert "/tmp/fetch.tries" in script
+    shown = subprocess.run(
+        ["bash", "-e", "-c", script.replace("/tmp/fetch.tries", str(counter))],
+        env=server.cli_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    final = json.loads(shown.stdout.split("\n}\n", 1)[0] + "\n}")
+    assert final["state"] == "succeeded" and final["attempt"] == 3
+    assert counter.read_text().count("try") == 3
+    listed = shown.stdout.split("\n}\n", 1)[1].strip().splitlines()
+    assert len(listed) == 3 and sum("failed" in line for line in listed) == 2
