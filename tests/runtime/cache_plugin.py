@@ -65,9 +65,7 @@ def install(site: Path, version: str) -> None:
         old.rmdir()
     info = site / f"{PACKAGE}-{version}.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n"
-    )
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text(ENTRY_POINTS)
 
 

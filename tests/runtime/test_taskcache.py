@@ -5,6 +5,9 @@ or replaced task, or ``cache: false`` makes it run. Bodies count their runs in a
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,9 +193,7 @@ def test_a_waiting_submit_runs_and_records_its_key_when_released(
 ) -> None:
     """Decided: while an upstream has not succeeded the key cannot be known, so a submit
     that waits (depends_on) is not served from the cache; it gets its key when released."""
-    gate = server.call(
-        "submit", task="command", task_name="gate", command=GATED, shell=True
-    )["answer"]["task_id"]
+    gate = submit(server, "command", task_name="gate", command=GATED, shell=True)["task_id"]
     until(lambda: server.call("status", task_id=gate)["answer"]["state"] == "running")
     handle = submit(server, "counted", value=2, counter=str(counter), depends_on=[gate])
     assert "cached" not in handle
@@ -216,6 +217,32 @@ def test_the_client_passes_cache_and_reads_cached(server: ServerProcess, counter
         assert again.cached is True and again.task_id == first.task_id
         assert client.wait(again).result["value"] == 11
     assert runs_counted(counter) == [first.task_id]
+
+
+def runyard(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runyard", *args], env=server.cli_env(), capture_output=True,
+        text=True, timeout=60, check=True,
+    )  # fmt: skip
+
+
+def test_the_cli_says_which_task_served_a_cached_submit(
+    server: ServerProcess, counter: Path
+) -> None:
+    fields = ["uncached", "value=21", f"counter={json.dumps(str(counter))}"]
+    first = runyard(server, "submit", *fields, "--cache", "--wait")
+    task_id = runs_counted(counter)[0]
+    assert task_id in first.stdout and "served by" not in first.stderr
+    again = runyard(server, "submit", *fields, "--cache")
+    assert again.stdout.strip() == task_id  # stdout stays the task id, for scripts
+    assert f"cached: served by {task_id}" in again.stderr and "nothing ran" in again.stderr
+    answer = json.loads(runyard(server, "submit", *fields, "--cache", "--json").stdout)
+    assert answer["cached"] is True and answer["task_id"] == task_id
+    plain = runyard(server, "submit", *fields, "--no-cache", "--wait")
+    assert "served by" not in plain.stderr
+    assert len(runs_counted(counter)) == 2 and runs_counted(counter)[1] != task_id
+    old = runyard(server, "submit", *fields, "--cache", "--cache-expiry", "0", "--wait")
+    assert "served by" not in old.stderr and len(runs_counted(counter)) == 3
 
 
 def test_a_bad_cache_argument_is_a_422_and_nothing_is_made(server: ServerProcess) -> None:
