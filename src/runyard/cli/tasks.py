@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from runyard.cli.backend import Backend
     from runyard.client import Client
     from runyard.config import Settings
+    from runyard.wire import TaskHandle
     from runyard.workspace.records import TaskStatus
 
 # how long `run` waits, once its task has ended, for the worker's cgroup to be emptied and
@@ -148,6 +149,14 @@ def _submitted_to_server(
     return True
 
 
+def cached_note(handle: TaskHandle) -> str:
+    """What ``submit`` tells (on stderr) when a cached result answered it."""
+    return (
+        f"cached: served by {handle.task_id} (run {handle.run_id}), which already succeeded "
+        "with the same inputs; nothing ran"
+    )
+
+
 def _interrupted(status: TaskStatus) -> None:
     """After Ctrl-C on ``run``: say how the cancel ended, exit 130."""
     if status.state == "cancelled":
@@ -188,6 +197,22 @@ def submit(
             help="Wait before the first retry, doubled at each further one (default 10)",
         ),
     ] = None,
+    cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--cache/--no-cache",
+            help="--cache: answer with an earlier succeeded run of the same task, inputs, "
+            "upstream artifacts and plugin version, running nothing; --no-cache: run anyway "
+            "(default: the task's setting)",
+        ),
+    ] = None,
+    cache_expiry: Annotated[
+        float | None,
+        typer.Option(
+            "--cache-expiry", min=0, metavar="SECONDS",
+            help="With the cache: only a run that finished at most SECONDS ago serves",
+        ),
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -214,6 +239,10 @@ def submit(
         inputs["retries"] = retries
     if retry_delay is not None:
         inputs["retry_delay_seconds"] = retry_delay
+    if cache is not None:
+        inputs["cache"] = cache
+    if cache_expiry is not None:
+        inputs["cache_expiry_seconds"] = cache_expiry
     try:
         handle = client.submit(task, **inputs)
     except KeyboardInterrupt:
@@ -221,6 +250,8 @@ def submit(
             "interrupted while submitting; the task may be queued (see `runyard ls`)",
             EXIT_INTERRUPTED,
         )
+    if handle.cached and not as_json:
+        err_console.print(cached_note(handle), highlight=False, soft_wrap=True)
     if not wait:
         print_json(handle.model_dump()) if as_json else console.print(handle.task_id)
         return
