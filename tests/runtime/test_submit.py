@@ -71,7 +71,7 @@ def test_omitted_or_empty_name_is_generated(workspace, registry, name):
 def test_generated_name_skips_an_existing_folder(workspace, registry, monkeypatch):
     taken = create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "taken"})
     names = iter(["taken", "fresh"])
-    monkeypatch.setattr(creation, "generate_task_name", lambda: next(names))
+    monkeypatch.setattr(creation, "generate_task_name", lambda *_: next(names))
 
     status = create_task(workspace, registry, "demo", {"x": 1, "y": 2})
 

@@ -141,10 +141,10 @@ def test_build_refuses_what_parse_refuses() -> None:
             build_task_id(*parts)  # type: ignore[arg-type]
 
 
-def test_generated_names_follow_the_name_rule_and_do_not_repeat() -> None:
-    names = [generate_task_name() for _ in range(5000)]
-    assert len(set(names)) == len(names)
-    for name in names[:200]:
+def test_generated_names_follow_the_name_rule() -> None:
+    """Candidates may repeat (creation takes one only if no folder has it: test_submit)."""
+    names = [generate_task_name("demo", attempt) for attempt in range(64)]
+    for name in names:
         assert re.fullmatch(r"[A-Za-z0-9-]{1,32}", name)
         assert parse_task_id(build_task_id("base", "demo", name)).task_name == name
 

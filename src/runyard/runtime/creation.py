@@ -164,8 +164,8 @@ def _create(
             return _write_queued(
                 workspace, task_id, task, typed, submitted_by, key, waiting_for, retry, cache
             )
-    for _ in range(NAME_ATTEMPTS):
-        task_id = build_task_id(task_type, task, generate_task_name())
+    for attempt in range(NAME_ATTEMPTS):
+        task_id = build_task_id(task_type, task, generate_task_name(task, attempt))
         with claim(workspace, task_id):
             if not os.path.lexists(workspace.task_dir(task_id)):
                 return _write_queued(

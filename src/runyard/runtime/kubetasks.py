@@ -172,7 +172,7 @@ def planned_status(
     registered = registry.get(task)
     typed = registry.validate_inputs(task, inputs)
     task_type = registered.definition.task_type
-    task_id = build_task_id(task_type, task, typed.task_name or generate_task_name())
+    task_id = build_task_id(task_type, task, typed.task_name or generate_task_name(task))
     run_id = uuid.uuid4().hex
     config = typed.model_dump(mode="json")
     config["task_name"] = task_id.rsplit("#", 1)[1]

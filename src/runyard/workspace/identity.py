@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import functools
 import re
-import secrets
-import time
 from enum import StrEnum
 from typing import NamedTuple
 
 from runyard.errors import InvalidInput, InvalidTaskId
 from runyard.wire import RUN_ID_PATTERN
+from runyard.workspace.names import readable_name
 
 
 class TaskType(StrEnum):
@@ -112,10 +111,11 @@ def _checked(task_id: str, task_type: str, task: str, task_name: str) -> TaskId:
     return TaskId(task_type, task, task_name)
 
 
-def generate_task_name() -> str:
-    """A fresh anonymous name: UTC time plus 48 random bits, 28 chars of ``[A-Za-z0-9-]``."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{stamp}-{secrets.token_hex(6)}"
+def generate_task_name(task: str = "", attempt: int = 0) -> str:
+    """A candidate name for an unnamed task of ``task``, readable (``demo-brave-otter-7``,
+    :mod:`runyard.workspace.names`); the caller takes it only if free, else asks again
+    with the next ``attempt``."""
+    return readable_name(task, attempt)
 
 
 def parse_source_tasks(value: object) -> list[str]:
