@@ -300,9 +300,11 @@ def test_the_docs_example_runs(server: ServerProcess, tmp_path: Path) -> None:
     script = section.split("```sh\n", 1)[1].split("```", 1)[0]
     counter = tmp_path / "fetch.tries"
     assert "/tmp/fetch.tries" in script
+    env = server.cli_env()
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"  # this venv's runyard
     shown = subprocess.run(
         ["bash", "-e", "-c", script.replace("/tmp/fetch.tries", str(counter))],
-        env=server.cli_env(), capture_output=True, text=True, timeout=120,
+        env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert shown.returncode == 0, shown.stdout + shown.stderr
     final = json.loads(shown.stdout.split("\n}\n", 1)[0] + "\n}")
