@@ -132,19 +132,28 @@ def test_unknown_and_malformed_run_ids_answer_404(server: ServerProcess) -> None
 
 
 def test_a_submit_failing_midway_removes_the_steps_made(tmp_path: Path) -> None:
-    flag = tmp_path / "disk-full"
+    """The disk fills up as the second step is made, a second after the first was: the
+    first never ran (nothing launches while a run's steps are made) and is gone."""
+    flag, ran = tmp_path / "disk-full", tmp_path / "first-ran"
     flag.touch()
-    srv = start_server(tmp_path / "srv", token="pipe-secret",
-                       env={"RUNYARD_FAULT_ENOSPC": f"pipeline.step:{flag}"})  # fmt: skip
+    body = copy.deepcopy(GOOD)
+    body["steps"][0] = {"key": "a", "task": "command",
+                        "inputs": {"command": f"touch {ran}", "shell": True}}  # fmt: skip
+    faults = {"RUNYARD_FAULT_ENOSPC": f"pipeline.step:{flag}",
+              "RUNYARD_FAULT_DELAY": "pipeline.step:1"}  # fmt: skip
+    srv = start_server(tmp_path / "srv", token="pipe-secret", env=faults)
     try:
         with srv.client() as client:
-            reply = client.post(RUNS, json=GOOD)
+            reply = client.post(RUNS, json=body)
             assert reply.status_code == 507, reply.text
+            assert "nothing was created" in reply.json()["error"]["message"]
             assert task_folders(srv) == set() and records(srv) == []
             assert client.get(RUNS).json() == {"items": [], "total": 0}
+            assert not ran.exists()
             flag.unlink()
-            reply = client.post(RUNS, json=GOOD)
+            reply = client.post(RUNS, json=body)
             assert reply.status_code == 200, reply.text
+            until(lambda: ran.exists())
         assert len(task_folders(srv)) == 3 and len(records(srv)) == 1
     finally:
         srv.stop()

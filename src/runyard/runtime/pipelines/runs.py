@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from runyard.errors import InvalidPipeline, TaskNotFound
-from runyard.faults import fault_point
+from runyard.faults import fault_delay, fault_point
 from runyard.runtime.liveness import settle
 from runyard.runtime.pipelines.plan import Plan, make_plan
 from runyard.runtime.pipelines.records import (
@@ -49,6 +49,7 @@ def start_run(supervisor: Supervisor, body: object, submitted_by: Submitter) -> 
         with supervisor.launches_held():
             for step in plan.steps:
                 if made:
+                    fault_delay("pipeline.step")
                     fault_point("pipeline.step")
                 upstreams = step.upstream_ids(plan.ids())
                 supervisor.submit(step.task, step.inputs, submitted_by, depends_on=upstreams)
