@@ -29,6 +29,7 @@ class Flaky(Task):
         counter = Path(inputs.counter)
         seen = int(counter.read_text()) if counter.exists() else 0
         counter.write_text(str(seen + 1))
+        (run.task_dir / f"attempt-{seen + 1}.txt").write_text("left in the task folder\n")
         if seen + 1 < inputs.succeed_on:
             raise RuntimeError(f"attempt {seen + 1} fails")
         return FlakyOutput(attempts=seen + 1)

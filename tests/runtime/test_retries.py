@@ -130,7 +130,10 @@ def test_retries_exhausted_fail_the_task_and_then_its_dependents(
 ) -> None:
     counter = tmp_path / "tries"
     up = flaky(server, "doomed", counter, ok=99, retries=1, retry_delay_seconds=2.5)["task_id"]
-    down = server.call("submit", task="demo", task_name="below", x=1, y=2, depends_on=up)
+    down = server.call(
+        "submit", task="demo", task_name="below", x=1, y=2, depends_on=up, retries=2,
+        retry_delay_seconds=0,
+    )  # fmt: skip
     down_id = down["answer"]["task_id"]
     until(lambda: status(server, up)["attempt"] == 2)
     time.sleep(1.5)  # the waiting dependent is looked at again within a second
@@ -141,6 +144,9 @@ def test_retries_exhausted_fail_the_task_and_then_its_dependents(
     assert ended["state"] == "failed" and ended["error"].startswith(f"upstream failed: {up}")
     time.sleep(1.0)
     assert attempts(counter) == 2  # no third attempt
+    # a dependent that never ran is not retried, whatever its own retries
+    assert status(server, down_id)["run_id"] == ended["run_id"] and ended["attempt"] == 1
+    assert len(runs(server, down_id)) == 1
 
 
 def test_a_dependent_waits_through_a_retry_and_runs_after_success(

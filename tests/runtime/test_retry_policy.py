@@ -54,6 +54,9 @@ def test_a_task_class_default_retries_its_failed_runs(
     assert final.state == "succeeded" and final.attempt == 3 and final.retries == 2
     assert final.retry_delay_seconds == Flaky.retry_delay_seconds
     assert counter.read_text() == "3"
+    # what the failed attempts left in the folder went before the next one ran
+    left = sorted(p.name for p in workspace.task_dir(handle.task_id).glob("attempt-*"))
+    assert left == ["attempt-3.txt"]
     kept = kept_runs(workspace, handle.task_id)
     assert [(s.state, s.attempt) for s in kept] == [("failed", 2), ("failed", 1)]
     assert all("attempt" in s.error and s.error for s in kept)
