@@ -61,3 +61,11 @@ def sign_in_by_link(page: Any, server: ServerProcess) -> None:
     page.goto(login_link(server))
     page.wait_for_selector("#forget-token:not([hidden])")  # shown once the tab holds a token
     page.goto("about:blank")
+
+
+def console_errors(page: Any) -> list[str]:
+    """A list that fills with every console error the page logs from now on (the ``page``
+    fixture fails on page errors and policy reports only)."""
+    errors: list[str] = []
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    return errors

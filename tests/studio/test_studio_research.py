@@ -1,5 +1,5 @@
 """The Studio on the research pipeline example (installed into the venv): the final report
-rendered from Markdown (safely) with its PNG figures, a PNG preview, and the etl task's
+opened at once on its task page, rendered from Markdown (safely) with its PNG figures, a PNG preview, and the etl task's
 Parquet file as a table read server-side — in a real Chromium against a real server."""
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def test_the_report_renders_with_its_figures_and_no_html(
     sign_in_by_link(page, research)
     page.goto(research.url + "/" + task_hash(pipeline["report"]))
     files = page.locator("#artifact-files")
-    files.get_by_role("button", name="Preview report", exact=True).click()
+    # the report opens at once, beside its two figures, with no click
+    expect(files.locator(".preview-title")).to_have_text("Preview: report")
     rendered = files.locator(".preview-markdown")
     expect(rendered.locator("h1")).to_have_text(HOSTILE_TITLE)
     assert rendered.locator("h1 img, h1 b, script").count() == 0

@@ -1,11 +1,12 @@
 // Times as the Studio shows them everywhere: relative ("3 min ago") in the page, with the
 // absolute local time and its zone on hover (the `title`), and the ISO instant in
-// `datetime`. Relative texts are refreshed by one timer for the whole page.
+// `datetime`. Relative texts are refreshed by one timer for the whole page, every second: a
+// recent time counts in seconds ("Started 7 s ago"), and it ticks as a duration beside it does.
 
 import { h } from "./dom.js";
 import { formatTime, parseTime } from "./format.js";
 
-const REFRESH_MS = 15_000;
+const REFRESH_MS = 1000;
 const UNITS = [
   [60, "s"], [60, "min"], [24, "h"], [30, "d"], [12, "mo"], [Infinity, "y"],
 ];
@@ -48,8 +49,8 @@ export function timeElement(iso, { className = "" } = {}) {
     relativeTime(iso));
 }
 
-function refreshAll() {
-  const now = Date.now();
+/** Refresh every relative time in the page; only texts that changed are written. */
+export function refreshAll(now = Date.now()) {
   for (const el of document.querySelectorAll("time[data-relative]")) {
     const text = relativeTime(el.getAttribute("datetime"), now);
     if (el.textContent !== text) el.textContent = text;

@@ -137,14 +137,30 @@ export async function downloadFile(url, fileName) {
 }
 
 /**
- * A table of files with download and preview. Each file: {name, path, size, sha256, url,
- * mediaType}. Answers the element; the preview opens below the table.
+ * The file a table opens at once with `openSingle`: its one Markdown file (a report), else
+ * its one image; null when there is none or more than one. Answers {file, kind}.
  */
-export function fileTable(files, { caption, emptyText = "No files.", id } = {}) {
+export function singlePreview(files) {
+  const named = (file) => file.path || file.name;
+  const markdown = files.filter((file) => MARKDOWN_EXTENSIONS.has(extension(named(file))));
+  if (markdown.length) return markdown.length === 1 ? { file: markdown[0], kind: "text" } : null;
+  const images = files.filter((file) => previewKind(named(file), file.mediaType) === "image");
+  return images.length === 1 ? { file: images[0], kind: "image" } : null;
+}
+
+/**
+ * A table of files with download and preview. Each file: {name, path, size, sha256, url,
+ * mediaType}. Answers the element; the preview opens below the table. With `openSingle`, the
+ * table's single Markdown or image file (see singlePreview) is previewed at once, under the
+ * same caps as a click (it starts before the table is in the page, so it takes no focus).
+ */
+export function fileTable(files, { caption, emptyText = "No files.", id, openSingle = false } = {}) {
   const preview = new Preview();
   if (!files.length) return h("p", { class: "muted" }, emptyText);
   const hashes = files.some((file) => file.sha256);
   const tbody = h("tbody", {}, files.map((file) => fileRow(file, preview, hashes)));
+  const opened = openSingle ? singlePreview(files) : null;
+  if (opened) preview.show(opened.file, opened.kind);
   return h("div", { class: "files", id },
     h("div", { class: "table-wrap" },
       h("table", { class: "table files-table" },
@@ -218,7 +234,7 @@ class Preview {
       file.sha256 ? h("p", { class: "muted small hash-full" }, "sha256 ", h("code", {}, file.sha256)) : null,
       body);
     this.el.hidden = false;
-    heading.focus();
+    heading.focus(); // a no-op for a table's first preview: it is not in the page yet
     try {
       const content = await this.render(file, kind, abort.signal);
       if (!abort.signal.aborted) replace(body, content);

@@ -18,6 +18,15 @@ const RECORD_FILES = new Set(["status.json", "metadata.json", "events.jsonl"]);
 // stream_task event ids are (events.jsonl offset << 40) | log offset; starting with events
 // offset 0 and the log offset we already show replays progress but not the log we have.
 const LOG_SHIFT = 40n;
+// the pauses between asking again for a task not listed yet: about 8 s in all
+const NOT_FOUND_DELAYS_MS = [250, 500, 750, 1000, 1500, 2000, 2000];
+
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+/** Did a status answer say that no task has this id (as opposed to a malformed id)? */
+function isUnknownTask(reply) {
+  return !reply.success && String(reply.answer).startsWith("KeyError:");
+}
 
 export function renderTask(main, [taskId]) {
   const view = new TaskDetail(main, taskId);
@@ -37,7 +46,7 @@ class TaskDetail {
     setTitle(instanceName(this.taskId));
     replace(this.main, spinner("Loading task…"));
     try {
-      const reply = await job("status", { task_id: this.taskId });
+      const reply = await this.firstStatus();
       if (!this.alive) return;
       if (!reply.success) return this.notFound(String(reply.answer));
       this.build(reply.answer);
@@ -45,6 +54,31 @@ class TaskDetail {
       if (this.alive) replace(this.main, errorBox(error.message, "Could not load the task."));
     }
     return undefined;
+  }
+
+  // A task opened right after its submit may not be listed yet (another server's submit, a
+  // link printed before the record is written): an unknown id is asked again a few times,
+  // for about 8 s in all, before the page says "Task not found".
+  async firstStatus() {
+    let reply = await job("status", { task_id: this.taskId });
+    for (let attempt = 0; attempt < NOT_FOUND_DELAYS_MS.length && this.alive && isUnknownTask(reply); attempt++) {
+      this.showWaiting(attempt + 1);
+      await sleep(NOT_FOUND_DELAYS_MS[attempt]);
+      if (!this.alive) break;
+      reply = await job("status", { task_id: this.taskId });
+    }
+    return reply;
+  }
+
+  showWaiting(attempt) {
+    replace(this.main,
+      h("h1", {}, instanceName(this.taskId)),
+      h("div", { class: "alert", role: "status", id: "task-waiting" },
+        h("span", { class: "spin", "aria-hidden": "true" }), " ",
+        h("strong", {}, "Waiting for the task…"), " ",
+        h("span", { class: "alert-text" },
+          `${this.taskId} is not listed yet (a task just submitted can take a moment). `,
+          `Asking again (${attempt} of ${NOT_FOUND_DELAYS_MS.length})…`)));
   }
 
   stop() {
@@ -143,6 +177,8 @@ class TaskDetail {
     const waits = [];
     if (s.waiting_for?.length) waits.push(["Waiting for", h("div", { id: "task-waiting-for" }, sourceLinks(s.waiting_for.join(",")))]);
     if (s.queued_reason) waits.push(["Queued because", s.queued_reason]);
+    const cache = cacheFact(s);
+    if (cache) waits.push(["Cache", cache]);
     replace(this.factsSlot, facts([
       ...waits,
       ["Registered task", s.task_name],
@@ -237,7 +273,8 @@ class TaskDetail {
       danger: false,
     });
     if (!ok) return;
-    const handle = await jobAnswer("submit", { ...(s.config || {}), task: s.task_name });
+    // a rerun runs: a cached result of these very inputs would answer with this task again
+    const handle = await jobAnswer("submit", { ...(s.config || {}), task: s.task_name, cache: false });
     toast(`Submitted ${handle.task_id}.`);
     navigate(taskHref(handle.task_id));
   }
@@ -268,7 +305,7 @@ class TaskDetail {
       this.renderLeftFiles();
     } else {
       const empty = s.state === "succeeded" ? "This task recorded no artifacts." : "Artifacts are published when the task succeeds.";
-      replace(this.artifactsSlot, fileTable(files, { caption: "Artifacts", emptyText: empty, id: "artifact-files" }));
+      replace(this.artifactsSlot, fileTable(files, { caption: "Artifacts", emptyText: empty, id: "artifact-files", openSingle: true }));
     }
     replace(this.resultSlot, Object.keys(rest).length
       ? h("pre", { class: "json", tabindex: "0" }, jsonText(rest))
@@ -433,4 +470,18 @@ function valueText(value) {
     el.textContent = text;
   });
   return append(el, [`${text.slice(0, LONG_VALUE)}… `, more]);
+}
+
+/** What the cache holds of a run: its key once known (a success serves later submits of
+ * the same key, marked "cached result"), or that it gets one when its upstreams succeed. */
+function cacheFact(s) {
+  if (s.cache_key) {
+    const serves = s.state === "succeeded";
+    return h("span", { id: "task-cache" },
+      serves ? h("span", { class: "badge", title: "Submits with the same cache key are answered with this task" }, "cached result") : null,
+      serves ? " " : null,
+      "key ", h("code", { title: s.cache_key }, `${s.cache_key.slice(0, 12)}…`));
+  }
+  const later = s.cache && s.waiting_for?.length;
+  return later ? h("span", { id: "task-cache" }, "its key is taken once its upstreams succeeded") : null;
 }
