@@ -43,6 +43,9 @@ def test_the_client_runs_a_pipeline_with_params_and_follows_it(server: ServerPro
         assert second.started_at > first.finished_at
         assert run["id"] in {item["id"] for item in client.pipeline_runs()["items"]}
         assert client.cancel_pipeline_run(run["id"])["cancelled"] == []
+        again = client.run_pipeline(sums().wire(), y=3)  # the wire form, as built
+        assert again["params"] == {"x": 1, "y": 3} and again["id"] != run["id"]
+        assert client.wait_pipeline_run(again["id"], timeout=60)["state"] == "succeeded"
         with pytest.raises(NotFound):
             client.pipeline_run("sums-20260101-000000-abcdef")
 

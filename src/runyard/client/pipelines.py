@@ -17,10 +17,10 @@ UNFINISHED = "running"
 def run_body(pipeline: Any, params: dict[str, Any]) -> dict[str, Any]:
     """The request body of a run of ``pipeline`` with ``params`` over its defaults."""
     if isinstance(pipeline, dict):
-        body = dict(pipeline)
+        given = dict(pipeline)
         if params:
-            body["params"] = {**body.get("params", {}), **params}
-        return body
+            given["params"] = {**given.get("params", {}), **params}
+        return given
     wire = getattr(pipeline, "wire", None)
     if not callable(wire):
         raise TypeError(f"run_pipeline() takes a runyard.Pipeline, got {type(pipeline).__name__}")
