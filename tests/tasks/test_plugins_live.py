@@ -144,6 +144,11 @@ def test_an_editable_install_is_found_through_its_new_pth_file(site: Site) -> No
     shown = site.defs(task)
     assert shown.returncode == 0, shown.stderr
     assert "Greet someone" in shown.stdout and "note:" not in shown.stderr
+    # the worker, forked from a launcher that started before the install, imports it too
+    handle = site.server.call("submit", task=task, task_name="e", who="editable")["answer"]
+    final = site.server.call("wait_task", task_id=handle["task_id"], run_id=handle["run_id"])
+    assert final["answer"]["state"] == "succeeded", final
+    assert final["answer"]["result"]["greeting"] == "Hello, editable!"
     # the module the server imported is edited in place: only a restart brings it in
     project.module_file.write_text(GREETER.replace("Greet someone", "Greet anyone"))
     later = time.time() + 5

@@ -2,13 +2,15 @@
 
 An editable install (``pip install -e``) and many packagers put a ``.pth`` file in a site
 folder; the interpreter reads those once, at start, so a server started before such an
-install cannot import the package. :class:`SitePath` reads the ``.pth`` files of the site
-folders again, as ``site`` does at start: each folder line that exists is appended to
-``sys.path`` when it is not there yet, and each ``import`` line is run, but only for a file
-that appeared or changed since the last look (a line such as setuptools'
-``__editable___*_finder.install()`` must not run twice for the same install). A folder that
-a removed ``.pth`` file named stays on ``sys.path``: taking it away would not unload what
-was imported from it.
+install cannot import the package, nor can the workers its launcher forks. :class:`SitePath`
+reads the ``.pth`` files of the site folders again, as ``site`` does at start: each folder
+line that exists is appended to ``sys.path`` when it is not there yet (every file, every
+time: that is idempotent), and each ``import`` line is run, but only for a file that
+appeared or changed since the last look (a line such as setuptools'
+``__editable___*_finder.install()`` must not run twice for the same install).
+:data:`PROCESS_START` is the look taken when this module was imported, as near to the
+interpreter's start as runyard gets. A folder that a removed ``.pth`` file named stays on
+``sys.path``: taking it away would not unload what was imported from it.
 
 >>> fresh = SitePath()
 >>> fresh.refresh()  # nothing was installed since
@@ -49,10 +51,9 @@ class SitePath:
         """Add what new or changed ``.pth`` files name; returns the folders added."""
         added = self._add_site_dirs()
         for path, mtime in _pth_files():
-            if self._seen.get(path) == mtime:
-                continue
+            fresh = self._seen.get(path) != mtime
             self._seen[path] = mtime
-            added.extend(_read_pth(path))
+            added.extend(_read_pth(path, run_imports=fresh))
         return added
 
     def _add_site_dirs(self) -> list[str]:
@@ -80,7 +81,7 @@ def _pth_files() -> Iterator[tuple[str, int]]:
                     continue
 
 
-def _read_pth(path: str) -> list[str]:
+def _read_pth(path: str, *, run_imports: bool) -> list[str]:
     """One ``.pth`` file, read as ``site.addpackage`` does; a broken line is skipped."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
@@ -93,7 +94,8 @@ def _read_pth(path: str) -> list[str]:
         if not line.strip() or line.startswith("#"):
             continue
         if line.startswith(("import ", "import\t")):
-            _run_import_line(line)
+            if run_imports:
+                _run_import_line(line)
             continue
         entry = os.path.abspath(os.path.join(folder, line.rstrip()))
         if entry not in sys.path and os.path.exists(entry):
@@ -108,3 +110,6 @@ def _run_import_line(line: str) -> None:
         exec(line)  # noqa: S102 - a .pth import line is code by definition
     except Exception as exc:
         log.warning("a .pth import line failed: %r: %s: %s", line, type(exc).__name__, exc)
+
+
+PROCESS_START = SitePath()
