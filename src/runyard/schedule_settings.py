@@ -24,10 +24,11 @@ never fires. This module names croniter but nothing of runyard beyond the base l
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEDULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -35,6 +36,7 @@ INPUT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # AxonX schedules a Job; its example schedules the ``submit`` job with ``arguments.task``
 SUBMIT_JOB = "submit"
 DEFAULT_TIMEZONE = "UTC"
+NEVER_FROM = datetime(2000, 1, 1, tzinfo=UTC)
 
 ConcurrencyPolicy = Literal["forbid", "allow", "replace"]
 CatchUp = Literal["latest", "none"]
@@ -59,15 +61,19 @@ def check_cron(expression: str) -> str:
             f"Invalid cron expression {expression!r}: give five fields, minute hour "
             "day-of-month month day-of-week, such as '0 16 * * 1-5'"
         )
+    try:  # a leap day comes within eight years; a date that never comes does not
+        croniter(" ".join(fields), NEVER_FROM).get_next(datetime)
+    except CroniterError:
+        raise ValueError(f"Cron expression {expression!r} names a date that never comes") from None
     return " ".join(fields)
 
 
 def check_timezone(name: str) -> str:
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a path
         raise ValueError(
-            f"Unknown timezone {name!r}: use an IANA name such as Europe/Berlin"
+            f"Unknown timezone {name[:100]!r}: use an IANA name such as Europe/Berlin"
         ) from None
     return name
 

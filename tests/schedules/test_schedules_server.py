@@ -121,6 +121,11 @@ def test_create_pause_resume_delete_and_bad_input(srv: ServerProcess) -> None:
             ({**good, "cron": "61 2 * * *"}, "Invalid cron expression"),
             ({**good, "cron": "* * * * * *"}, "five fields"),
             ({**good, "timezone": "Europe/Atlantis"}, "Unknown timezone"),
+            ({**good, "timezone": "A" * 5000}, "Unknown timezone"),  # longer than a path
+            ({**good, "timezone": "../../../etc/localtime"}, "Unknown timezone"),
+            ({**good, "cron": "0 0 31 2 *"}, "never comes"),  # valid fields, no date
+            ({**good, "arguments": ["x"]}, "arguments"),
+            ({**good, "name": "x" * 65}, "Invalid schedule name"),
             ({**good, "job": "no_such_task"}, "Unknown"),
             ({**good, "name": "../etc"}, "Invalid schedule name"),
             ({**good, "concurrency_policy": "queue"}, "concurrency_policy"),

@@ -210,6 +210,7 @@ def test_backfill_one_run_per_tick_with_the_tick_time(tmp_path: Path) -> None:
         ({"cron": "61 * * * *"}, "Invalid cron expression"),
         ({"cron": "* * * * * *"}, "five fields"),
         ({"timezone": "Europe/Atlantis"}, "Unknown timezone"),
+        ({"cron": "0 0 30 2 *"}, "never comes"),
         ({"concurrency_policy": "queue"}, "concurrency_policy"),
         ({"catch_up": "all"}, "catch_up"),
         ({"history_retention_days": 0}, "history_retention_days"),

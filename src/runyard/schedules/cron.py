@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
 from runyard.errors import InvalidSchedule
 
@@ -37,14 +37,20 @@ def _walk(cron: str, zone: str, start: datetime, forward: bool) -> Iterator[date
     step = walker.get_next if forward else walker.get_prev
     keep_repeats = _every_hour(cron)
     for _ in range(MAX_STEPS):
-        wall = step(datetime)
+        try:
+            wall = step(datetime)
+        except CroniterError:  # no further date (refused when the settings load)
+            return
         if keep_repeats or not _repeated(wall):
             yield wall.astimezone(UTC)
 
 
 def next_tick(cron: str, zone: str, after: datetime) -> datetime:
     """The first tick strictly after ``after`` (an aware time)."""
-    return next(_walk(cron, zone, after, True))
+    tick = next(_walk(cron, zone, after, True), None)
+    if tick is None:
+        raise InvalidSchedule(f"{cron!r} has no tick after {iso_utc(after)}")
+    return tick
 
 
 def latest_tick(cron: str, zone: str, at: datetime) -> datetime | None:

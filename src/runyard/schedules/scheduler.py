@@ -126,7 +126,11 @@ class Scheduler:
         with self._lock:
             moment = now or self._clock()
             for entry in list(self._entries.values()):
-                record = self._run_entry(entry, moment)
+                try:
+                    record = self._run_entry(entry, moment)
+                except Exception:  # one schedule's fault (its state unwritable) stops no other
+                    log.exception("schedules: %s could not tick", entry.name)
+                    continue
                 if record is not None:
                     made.append(record)
         return made
