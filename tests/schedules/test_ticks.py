@@ -14,6 +14,7 @@ from runyard.errors import ConfigError, InvalidSchedule
 from runyard.schedule_settings import ScheduleSettings
 from runyard.schedules.cron import iso_utc, ticks_between
 from runyard.schedules.firing import Actions
+from runyard.schedules.history import MAX_RECORDS, new_record, prune, settle
 from runyard.schedules.scheduler import Scheduler
 from runyard.schedules.store import ScheduleStore
 
@@ -245,3 +246,10 @@ def test_stored_created_schedule_keeps_its_settings(tmp_path: Path) -> None:
     assert again.entry("hourly").settings.cron == "0 * * * *"
     clock.moment = clock.moment + timedelta(hours=1)
     assert again.run_due()[0]["tick"] == "2026-05-04T11:00:00Z"
+
+
+def test_history_is_held_to_its_newest_records() -> None:
+    now = at("2026-05-04T10:00:00")
+    record = settle(new_record("s", "demo", "id", now, now, "tick"), "skipped", now)
+    kept = prune([{**record, "trigger_id": str(n)} for n in range(MAX_RECORDS + 50)], 7, now)
+    assert len(kept) == MAX_RECORDS and kept[-1]["trigger_id"] == str(MAX_RECORDS + 49)

@@ -8,7 +8,7 @@ submit, a TaskHandle) and runyard's: the ``tick`` it stands for, its ``kind`` (`
 submit's, as AxonX records its Job call: ``succeeded``, ``failed``, or ``skipped``.
 
 Records finished more than ``history_retention_days`` ago are pruned whenever the history
-is written.
+is written, and at most the newest :data:`MAX_RECORDS` are kept.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ Outcome = Literal["submitted", "skipped", "failed"]
 Kind = Literal["tick", "catch_up", "trigger", "backfill"]
 STATE_OF = {"submitted": "succeeded", "skipped": "skipped", "failed": "failed"}
 MAX_ERROR = 2000
+# each trigger rewrites the whole file: an every-minute schedule kept for years must not
+# make that a write of hundreds of megabytes
+MAX_RECORDS = 10_000
 
 
 class TriggerRecord(BaseModel):
@@ -93,9 +96,10 @@ def load_history(raw: object) -> list[dict[str, Any]]:
 
 
 def prune(records: list[dict[str, Any]], retention_days: int, now: datetime) -> list[dict]:
-    """The records finished within the last ``retention_days`` days."""
+    """The records finished within the last ``retention_days`` days, the newest
+    :data:`MAX_RECORDS` of them at most."""
     cutoff = now - timedelta(days=retention_days)
-    return [r for r in records if _finished(r) >= cutoff]
+    return [r for r in records if _finished(r) >= cutoff][-MAX_RECORDS:]
 
 
 def _finished(record: dict[str, Any]) -> datetime:
