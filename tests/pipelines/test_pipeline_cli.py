@@ -46,6 +46,16 @@ pipe.task("demo", key="last", depends_on=[middle], x=2, y=3)
 """
 
 
+BROKEN = """
+from runyard import Pipeline
+
+pipe = Pipeline("broken")
+first = pipe.task("demo", x=1, y=2)
+second = pipe.task("demo", depends_on=[first], x=3, y=4)
+pipe.task("no_such_task", depends_on=[second])
+"""
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     srv = start_server(tmp_path / "srv", token="pipe-secret", config={"max_concurrent_tasks": 4})
@@ -139,3 +149,13 @@ def test_cancel_ends_the_running_step_and_the_waiting_ones(
     missing = cli(server, "status", "three-20260101-000000-abcdef", cwd=tmp_path)
     assert missing.returncode != 0 and "No pipeline run" in missing.stderr
     assert os.path.isdir(server.workspace / ".pipelines")
+
+
+def test_a_bad_step_name_makes_nothing(server: ServerProcess, tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text(BROKEN)
+    before = server.call("list_task_ids")["answer"]
+    done = cli(server, "run", "broken.py", "--wait", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "Step no-such-task: Unknown Task: no_such_task" in done.stderr, done.stderr
+    assert server.call("list_task_ids")["answer"] == before
+    assert not (server.workspace / ".pipelines").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,3 +194,32 @@ def test_a_run_token_sees_and_cancels_only_its_sessions_runs(tmp_path: Path) -> 
             assert {i["id"] for i in admin.get(RUNS).json()["items"]} >= {mine["id"], theirs["id"]}
     finally:
         server.stop()
+
+
+def test_a_run_goes_on_across_a_kill_of_the_server(tmp_path: Path) -> None:
+    gate = {
+        "key": "a",
+        "task": "command",
+        "inputs": {"command": "while [ ! -e go ]; do sleep 0.05; done", "shell": True},
+    }
+    body = {**copy.deepcopy(GOOD), "steps": [gate, *copy.deepcopy(GOOD["steps"][1:])]}
+    first = start_server(tmp_path / "srv", token="pipe-secret")
+    try:
+        with first.client() as client:
+            run = client.post(RUNS, json=body).json()
+        ids = {step["key"]: step["task_id"] for step in run["steps"]}
+        until(lambda: first.call("status", task_id=ids["a"])["answer"]["state"] == "running")
+    finally:
+        first.stop(signal.SIGKILL, keep_runs=True)
+    second = start_server(tmp_path / "srv", token="pipe-secret")
+    try:
+        with second.client() as client:
+            path = f"{RUNS}/{run['id']}"
+            shown = client.get(path).json()
+            assert [s["state"] for s in shown["steps"]] == ["running", "queued", "queued"]
+            assert shown["steps"][1]["waiting_for"] == [ids["a"]]
+            (second.workspace / "base" / ids["a"] / "go").touch()
+            final = until(lambda: (r := client.get(path).json())["state"] != "running" and r)
+        assert final["state"] == "succeeded", final
+    finally:
+        second.stop()
