@@ -89,6 +89,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         listener.close()
 
 
+@pytest.mark.openssl
 def test_a_tls_connection_tried_through_it_fails(tls_server: tuple[str, Path]) -> None:
     url, cert = tls_server
     untrusting = httpx.Client(verify=client_verify("http://127.0.0.1"), timeout=10)

@@ -174,6 +174,7 @@ def test_a_file_longer_than_its_stat_said_is_read_whole_up_to_the_limit(tmp_path
         os.close(fd)
 
 
+@pytest.mark.strace
 def test_a_tolerant_read_is_open_fstat_read_close(tmp_path: Path) -> None:
     """A record read on a busy server's threads gives the interpreter lock away at each
     call: four, where a file object takes ten."""
