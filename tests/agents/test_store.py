@@ -14,6 +14,7 @@ from runyard.agents.models import (
     HistoryEntry,
     MountGrant,
     Run,
+    RunSummary,
     Session,
     SessionState,
     SessionStatus,
@@ -157,6 +158,29 @@ def test_a_finished_run_is_not_revived_by_a_late_launch(store: AgentStore) -> No
         late.id, state=TaskState.CANCELLED, finished_at=NOW, exit_code=130, error="", answer=None
     )
     assert store.mark_running(late.id, started_at=NOW, handle={}).state == TaskState.CANCELLED
+
+
+def test_run_summaries_count_runs_and_give_the_newest_state(store: AgentStore) -> None:
+    busy, idle, other = session(store, "busy"), session(store, "idle"), session(store, "other")
+    first, second = run(busy.id), run(busy.id)
+    store.add_run(first, exclusive=True)
+    store.finish_run(
+        first.id, state=TaskState.FAILED, finished_at=NOW, exit_code=1, error="x", answer=None
+    )
+    store.add_run(run(other.id), exclusive=True)  # another session's run counts there only
+    store.add_run(second, exclusive=True)
+    store.mark_running(second.id, started_at=NOW, handle={})
+    summaries = store.run_summaries([busy.id, idle.id, "ses-unknown"])
+    assert summaries == {
+        busy.id: RunSummary(2, TaskState.RUNNING),
+        idle.id: RunSummary(0, None),
+        "ses-unknown": RunSummary(0, None),
+    }
+    store.finish_run(
+        second.id, state=TaskState.SUCCEEDED, finished_at=NOW, exit_code=0, error="", answer=None
+    )
+    assert store.run_summaries([busy.id])[busy.id] == RunSummary(2, TaskState.SUCCEEDED)
+    assert store.run_summaries([]) == {}
 
 
 def test_session_state_record(store: AgentStore) -> None:

@@ -1,5 +1,5 @@
 """Agent sessions: create, upload by drag and drop, run with a prompt, live events, output
-files, close and reopen."""
+files, close and reopen; the list's run count and latest run state."""
 
 from __future__ import annotations
 
@@ -66,7 +66,15 @@ def test_session_upload_run_and_outputs(studio, page):
     expect(page.locator("#session-status")).to_contain_text("open")
     expect(page.locator("#prompt")).to_be_enabled()
 
+    with studio.client() as client:  # a session that never ran, beside it
+        assert client.post("/api/v1/sessions", json={"title": "Never ran"}).status_code == 201
     page.get_by_role("link", name="Sessions", exact=True).first.click()
     row = page.locator("#sessions-table tbody tr.row-link", has_text="Quarterly <b>numbers</b>")
     expect(row).to_be_visible()
+    expect(row.locator("td[data-col='runs']")).to_have_text("1")
+    expect(row.locator("td[data-col='latest-run'] .badge")).to_have_text("succeeded")
+    expect(row).to_have_attribute("aria-label", re.compile(r", 1 run, latest succeeded$"))
+    idle = page.locator("#sessions-table tbody tr.row-link", has_text="Never ran")
+    expect(idle.locator("td[data-col='runs']")).to_have_text("0")
+    expect(idle.locator("td[data-col='latest-run']")).to_have_text("—")
     screenshot(page, "sessions")

@@ -40,6 +40,7 @@ from runyard.agents.models import (
     MountGrant,
     Page,
     RunScope,
+    RunSummary,
     Session,
     SessionState,
     SessionStatus,
@@ -123,6 +124,10 @@ class Catalog:
         if scope is not None:
             return Page([self.session(scope.session_id)])
         return self.store.list_sessions(check_limit(limit), cursor)
+
+    def run_summaries(self, session_ids: list[str]) -> dict[str, RunSummary]:
+        """Run count and newest run state of sessions already listed (so already allowed)."""
+        return self.store.run_summaries(session_ids)
 
     def set_status(
         self, session_id: str, status: SessionStatus, scope: RunScope | None = None

@@ -142,6 +142,15 @@ class SessionState:
 
 
 @dataclass(frozen=True)
+class RunSummary:
+    """How many runs a session has and the state of its newest (None: it has none); the
+    sessions list shows them beside each session."""
+
+    run_count: int = 0
+    latest_run_state: TaskState | None = None
+
+
+@dataclass(frozen=True)
 class RunEvent:
     run_id: str
     seq: int

@@ -22,7 +22,15 @@ from starlette.responses import Response
 
 from runyard.agents.errors import BadRequest, UploadTooLarge
 from runyard.agents.layout import list_output_files, open_output, open_upload
-from runyard.agents.models import MountGrant, Page, RunScope, SessionStatus, new_id, to_wire
+from runyard.agents.models import (
+    MountGrant,
+    Page,
+    RunScope,
+    RunSummary,
+    SessionStatus,
+    new_id,
+    to_wire,
+)
 from runyard.agents.packages import available_packages, resolve_package
 from runyard.agents.runs import RunRequest
 from runyard.api.agentservice import AgentService
@@ -152,6 +160,14 @@ def _page(page: Page) -> dict[str, Any]:
     return to_wire(page)
 
 
+def _with_run_summaries(page: Page, summaries: dict[str, RunSummary]) -> dict[str, Any]:
+    """A page of sessions, each with ``runCount`` and ``latestRunState`` (its newest run's)."""
+    wire = _page(page)
+    for item in wire["items"]:
+        item.update(to_wire(summaries[item["id"]]))
+    return wire
+
+
 def _body_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
@@ -185,7 +201,8 @@ def _session_routes(router: APIRouter, services: Services, service: AgentService
         request: Request, limit: int | None = Query(None), cursor: str | None = Query(None)
     ) -> Any:
         page = await run_in_threadpool(catalog.list_sessions, limit, cursor, run_scope(request))
-        return _page(page)
+        ids = [session.id for session in page.items]
+        return _with_run_summaries(page, await run_in_threadpool(catalog.run_summaries, ids))
 
     @router.get("/sessions/{session_id}")
     async def get_session(request: Request, session_id: str) -> Any:

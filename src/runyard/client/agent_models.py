@@ -43,6 +43,9 @@ class Session(_Wire):
     latest_run_id: str | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
     forked_from: dict[str, str] | None = None
+    # in the sessions list only: how many runs it has, and its newest run's state
+    run_count: int | None = None
+    latest_run_state: str | None = None
 
 
 class Artifact(_Wire):

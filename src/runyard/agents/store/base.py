@@ -31,6 +31,7 @@ from runyard.agents.models import (
     Page,
     Run,
     RunEvent,
+    RunSummary,
     Session,
     SessionState,
     SessionStatus,
@@ -110,6 +111,11 @@ class AgentStore(ABC):
 
     @abstractmethod
     def list_runs(self, session_id: str | None, limit: int, cursor: str | None = None) -> Page: ...
+
+    @abstractmethod
+    def run_summaries(self, session_ids: list[str]) -> dict[str, RunSummary]:
+        """Each of ``session_ids``: its number of runs and its newest run's state (a session
+        without runs, or unknown, gets ``RunSummary()``)."""
 
     @abstractmethod
     def active_runs(self) -> list[Run]:

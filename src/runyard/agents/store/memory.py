@@ -21,6 +21,7 @@ from runyard.agents.models import (
     Page,
     Run,
     RunEvent,
+    RunSummary,
     Session,
     SessionState,
     SessionStatus,
@@ -191,6 +192,19 @@ class MemoryStore(AgentStore):
             return self._page(
                 records, limit, cursor, lambda r: session_id is None or r.session_id == session_id
             )
+
+    def run_summaries(self, session_ids: list[str]) -> dict[str, RunSummary]:
+        with self._lock:
+            wanted = set(session_ids)
+            runs = sorted(
+                (r for r in self._runs.values() if r.session_id in wanted),
+                key=lambda r: self._order[r.id],
+            )
+            found: dict[str, RunSummary] = {}
+            for run in runs:  # oldest first: the newest one's state is the one kept
+                count = found.get(run.session_id, RunSummary()).run_count
+                found[run.session_id] = RunSummary(count + 1, run.state)
+            return {ident: found.get(ident, RunSummary()) for ident in session_ids}
 
     def active_runs(self) -> list[Run]:
         with self._lock:

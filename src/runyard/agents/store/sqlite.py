@@ -24,6 +24,7 @@ from runyard.agents.models import (
     Page,
     Run,
     RunEvent,
+    RunSummary,
     Session,
     SessionState,
     SessionStatus,
@@ -38,6 +39,8 @@ from runyard.wire import TaskState
 from runyard.workspace.space import is_space_error
 
 ACTIVE = "('queued', 'running')"
+STATES = frozenset(state.value for state in TaskState)
+SUMMARY_BATCH = 500  # session ids per query, well below SQLite's bound on parameters
 
 
 MAX_ROWID = (1 << 63) - 1
@@ -308,6 +311,23 @@ class SQLiteStore(AgentStore):
         return self._page(
             "runs", schema.RUN_COLUMNS, where, params, limit, cursor, schema.run_from_row
         )
+
+    def run_summaries(self, session_ids: list[str]) -> dict[str, RunSummary]:
+        found: dict[str, RunSummary] = {}
+        for at in range(0, len(session_ids), SUMMARY_BATCH):
+            batch = session_ids[at : at + SUMMARY_BATCH]
+            marks = ", ".join("?" * len(batch))
+            sql = (  # both halves go by the runs_by_session index
+                "SELECT session_id, COUNT(*) AS runs, (SELECT state FROM runs AS newest "
+                "WHERE newest.session_id = runs.session_id ORDER BY rowid DESC LIMIT 1) AS latest "
+                f"FROM runs WHERE session_id IN ({marks}) GROUP BY session_id"
+            )
+            with self._lock:
+                rows = self._conn.execute(sql, batch).fetchall()
+            for row in rows:
+                latest = TaskState(row["latest"]) if row["latest"] in STATES else None
+                found[row["session_id"]] = RunSummary(int(row["runs"]), latest)
+        return {ident: found.get(ident, RunSummary()) for ident in session_ids}
 
     def active_runs(self) -> list[Run]:
         with self._lock:

@@ -1,9 +1,12 @@
-// Agent sessions: the list (newest first, paged with nextCursor) and creating a new one.
+// Agent sessions: the list (newest first, paged with nextCursor; each with its number of runs
+// and its newest run's state) and creating a new one.
 
 import { agent, ApiError, itemsOf } from "../api.js";
 import { errorBox, h, onActivate, replace, spinner, stateBadge } from "../dom.js";
 import { timeElement } from "../times.js";
 import { navigate, sessionHref, setTitle } from "../ui.js";
+
+const COLUMNS = 6;
 
 export function agentUnavailable(error) {
   return error instanceof ApiError && (error.status === 404 || error.status === 405) && !error.code;
@@ -46,6 +49,8 @@ export function renderSessions(main) {
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "Title"),
           h("th", { scope: "col" }, "Status"),
+          h("th", { scope: "col", class: "num" }, "Runs"),
+          h("th", { scope: "col" }, "Latest run"),
           h("th", { scope: "col", class: "col-opt" }, "Messages"),
           h("th", { scope: "col", class: "col-opt-2" }, "Updated"))),
         tbody)),
@@ -54,7 +59,7 @@ export function renderSessions(main) {
   let cursor = null;
   const load = async () => {
     more.disabled = true;
-    if (!cursor) replace(tbody, h("tr", {}, h("td", { colspan: 4 }, spinner())));
+    if (!cursor) replace(tbody, h("tr", {}, h("td", { colspan: COLUMNS }, spinner())));
     try {
       const query = cursor ? `?cursor=${encodeURIComponent(cursor)}` : "";
       const answer = await agent(`/sessions${query}`);
@@ -62,7 +67,7 @@ export function renderSessions(main) {
       if (!cursor) replace(tbody);
       const sessions = itemsOf(answer);
       tbody.append(...sessions.map(sessionRow));
-      if (!tbody.children.length) tbody.append(h("tr", {}, h("td", { colspan: 4, class: "empty" }, "No sessions yet.")));
+      if (!tbody.children.length) tbody.append(h("tr", {}, h("td", { colspan: COLUMNS, class: "empty" }, "No sessions yet.")));
       cursor = answer?.nextCursor || null;
       more.hidden = !cursor;
     } catch (error) {
@@ -80,11 +85,21 @@ export function renderSessions(main) {
   };
 }
 
+/** "3 runs", "1 run", "no runs"; and the newest run's state, for the row's label. */
+function runsLabel(session) {
+  const count = Number(session.runCount) || 0;
+  const runs = count === 0 ? "no runs" : count === 1 ? "1 run" : `${count} runs`;
+  return session.latestRunState ? `${runs}, latest ${session.latestRunState}` : runs;
+}
+
 function sessionRow(session) {
+  const latest = session.latestRunState ? String(session.latestRunState).toLowerCase() : "";
   const tr = h("tr", { tabindex: "0", class: "row-link", "data-session-id": session.id,
-    "aria-label": `${session.title || "Untitled session"}, ${session.status}` },
+    "aria-label": `${session.title || "Untitled session"}, ${session.status}, ${runsLabel(session)}` },
   h("td", {}, h("a", { href: sessionHref(session.id), tabindex: "-1" }, session.title || "Untitled session")),
   h("td", {}, stateBadge(String(session.status || "").toLowerCase())),
+  h("td", { class: "num", "data-col": "runs" }, String(Number(session.runCount) || 0)),
+  h("td", { "data-col": "latest-run" }, latest ? stateBadge(latest) : h("span", { class: "muted" }, "—")),
   h("td", { class: "col-opt num" }, String((session.history || []).length)),
   h("td", { class: "col-opt-2 nowrap" }, timeElement(session.updatedAt)));
   onActivate(tr, () => navigate(sessionHref(session.id)));
