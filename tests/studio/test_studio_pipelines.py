@@ -54,6 +54,8 @@ def test_a_run_page_draws_its_steps_and_follows_them_live(studio: ServerProcess,
     expect(node(page, ids["gate"])).to_have_class(re.compile("state-running"))
     expect(node(page, ids["join"])).to_have_class(re.compile("state-queued"))
     expect(page.locator("#pipeline-state")).to_contain_text("running")
+    expect(page.locator("#pipeline-graph figcaption")).to_contain_text("4 tasks, 4 links")
+    expect(page.locator("#pipeline-graph .legend-selected")).to_have_count(0)  # no such node
     screenshot(page, "pipeline-running")
 
     gate_dir = studio.workspace / "base" / ids["gate"]

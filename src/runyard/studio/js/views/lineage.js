@@ -24,7 +24,7 @@ function nodeStatus(node) {
 }
 
 /** The graph as a figure: an SVG plus a legend. `onOpen(taskId)` opens a node. */
-export function lineageGraph(graph, { onOpen = (id) => navigate(taskHref(id)), label = "Lineage graph" } = {}) {
+export function lineageGraph(graph, { onOpen = (id) => navigate(taskHref(id)), label = "Lineage graph", legend = true } = {}) {
   const nodes = graph.nodes || [];
   const byId = new Map(nodes.map((n) => [n.task_id, n]));
   const edges = (graph.edges || []).map((e) => ({ from: e.from ?? e.source, to: e.to ?? e.target }))
@@ -57,8 +57,9 @@ export function lineageGraph(graph, { onOpen = (id) => navigate(taskHref(id)), l
   return h("figure", { class: "lineage" },
     h("div", { class: "dag-scroll", tabindex: "-1" }, svg),
     h("figcaption", { class: "legend" },
-      legendItem("selected", "selected task"),
-      legendItem("provisional", `${PLANNED}: not published yet (the task has not succeeded)`),
+      // a pipeline run's steps have neither a selected node nor planned links
+      legend ? legendItem("selected", "selected task") : null,
+      legend ? legendItem("provisional", `${PLANNED}: not published yet (the task has not succeeded)`) : null,
       legendItem("missing", "missing (referenced, absent)"),
       h("span", { class: "muted small" }, `${nodes.length} ${nodes.length === 1 ? "task" : "tasks"}, ${edges.length} ${edges.length === 1 ? "link" : "links"}`)));
 }

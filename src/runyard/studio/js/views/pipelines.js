@@ -96,7 +96,7 @@ export function renderPipeline(main, [runId]) {
   const show = (run) => {
     replace(state, stateBadge(run.state));
     cancel.hidden = run.state !== "running";
-    replace(graph, lineageGraph(stepsGraph(run), { label: `Steps of ${run.id}` }));
+    replace(graph, lineageGraph(stepsGraph(run), { label: `Steps of ${run.id}`, legend: false }));
     replace(steps, ...run.steps.map((step) => h("tr", { "data-step": step.key },
       h("td", {}, step.key), h("td", {}, stateBadge(step.state)),
       h("td", {}, h("a", { href: taskHref(step.task_id) }, step.task_id)),
