@@ -14,7 +14,6 @@ user believes they changed.
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from pathlib import Path
@@ -25,6 +24,7 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings, YamlConfigSettingsSource
 
 from runyard.errors import ConfigError
+from runyard.suggest import closest
 
 
 def read_config_file(settings_cls: type[BaseSettings], path: Path) -> dict[str, Any]:
@@ -60,8 +60,8 @@ def check_keys(model: type[BaseModel], data: Any, file_name: str, prefix: str = 
 
 def unknown_key_message(key: str, fields: Any, prefix: str, file_name: str) -> str:
     leaf = key[len(prefix) :]
-    close = difflib.get_close_matches(str(leaf), list(fields), n=1, cutoff=0.6)
-    hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
+    close = closest(str(leaf), fields)
+    hint = f"; did you mean '{prefix}{close}'?" if close else ""
     return f"unknown setting '{key}' in {file_name}{hint}"
 
 

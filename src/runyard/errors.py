@@ -124,7 +124,10 @@ class UnknownTask(InvalidInput):
     def __init__(self, name: str, available: list[str]) -> None:
         self.name = name
         self.available = available
-        super().__init__(f"Unknown Task: {name}. Available: {', '.join(available)}")
+        from runyard.suggest import did_you_mean  # a refusal's hint, loaded when refused
+
+        hint = did_you_mean(name, available)
+        super().__init__(f"Unknown Task: {name}.{hint} Available: {', '.join(available)}")
 
 
 class UnsafePath(InvalidInput):

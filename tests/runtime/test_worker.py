@@ -92,7 +92,9 @@ def test_command_exit_code_and_output(settings, workspace, registry):
     status = run_to_end(settings, workspace, registry, "command", inputs)
 
     assert status.state == "failed" and status.exit_code == 3
-    assert status.error == "TaskExit: Command exited with code 3"
+    # the error carries the command's last lines (tasks/builtin/outputtail.py)
+    tail = "its last output:\nout-line\nerr-line"
+    assert status.error == f"TaskExit: Command exited with code 3; {tail}"
     log = Path(status.log_path).read_text()
     assert "out-line" in log and "err-line" in log
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from runyard.cli.common import console, err_console, fail, print_json
 from runyard.cli.render import definition_view
+from runyard.errors import UnknownTask
 
 if TYPE_CHECKING:
     from runyard.cli.backend import Backend
@@ -43,7 +44,9 @@ def show_one(items: list[TaskDefinition], report: PluginReport, task: str, as_js
     if not found:
         error = report.plugin_errors.get(task)
         fail(
-            f"the plugin of task {task} did not load: {error}" if error else f"Unknown Task: {task}"
+            f"the plugin of task {task} did not load: {error}"
+            if error
+            else str(UnknownTask(task, [d.name for d in items]))  # names the closest
         )
     if as_json:
         print_json(found[0].model_dump())

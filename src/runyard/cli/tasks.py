@@ -22,6 +22,7 @@ from runyard.cli.common import (
     print_json,
 )
 from runyard.cli.connect import with_backend, with_client
+from runyard.cli.ended import ended_badly
 from runyard.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, plain
 from runyard.cli.interrupt import bounded_wait, cancel_foreground
 from runyard.cli.logtail import last_lines
@@ -81,7 +82,7 @@ def _finish(status: TaskStatus, as_json: bool) -> None:
     else:
         console.print(status_summary(status))
     if status.state != "succeeded":
-        raise typer.Exit(status.exit_code or 1)
+        ended_badly(status)  # exit 1, the task's own code in the message
 
 
 def run(

@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from runyard.errors import InvalidInput, UnknownTask
+from runyard.suggest import closest
 from runyard.tasks.base import Task, TaskDefinition, TaskInput, describe
 from runyard.tasks.pluginorigin import PluginOrigin
 from runyard.tasks.sitepath import PROCESS_START, SitePath
@@ -182,18 +183,28 @@ def validate_inputs(task_cls: type[Task], name: str, inputs: dict[str, Any]) -> 
     try:
         return task_cls.Input.model_validate(inputs)
     except ValidationError as exc:
-        raise InvalidInput(f"Invalid input for task {name}: {format_validation(exc)}") from exc
+        fields = list(task_cls.Input.model_fields)
+        raise InvalidInput(
+            f"Invalid input for task {name}: {format_validation(exc, fields)}"
+        ) from exc
 
 
-def format_validation(exc: ValidationError) -> str:
+def format_validation(exc: ValidationError, fields: list[str] | None = None) -> str:
+    """Each error as ``where: what``; an unknown top-level field names the closest of
+    ``fields`` (``yy: unknown input field; did you mean 'y'?``)."""
     parts = []
     for err in exc.errors(include_url=False):
         where = ".".join(str(p) for p in err["loc"]) or "input"
         message = err["msg"]
         if err["type"] == "extra_forbidden":
-            message = "unknown input field"
+            message = "unknown input field" + _field_hint(err["loc"], fields or [])
         parts.append(f"{where}: {message}")
     return "; ".join(parts)
+
+
+def _field_hint(where: tuple[int | str, ...], fields: list[str]) -> str:
+    close = closest(str(where[0]), fields) if len(where) == 1 else None
+    return f"; did you mean '{close}'?" if close else ""
 
 
 def import_target(target: str) -> type[Task]:

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 
 from runyard.errors import UnsafePath
 from runyard.tasks.base import Task, TaskExit, TaskInput, TaskOutput, TaskRun
+from runyard.tasks.builtin.outputtail import TAIL_BYTES, TAIL_LINES, LogMark
 from runyard.workspace.artifacts import check_relative_path
 from runyard.workspace.filenames import shown_name
 from runyard.workspace.identity import TaskType
@@ -40,6 +41,11 @@ class CommandInput(TaskInput):
 
 class CommandOutput(TaskOutput):
     exit_code: int = Field(description="The command's exit code")
+    output_tail: str = Field(
+        "",
+        description=f"The last lines the command wrote (at most {TAIL_LINES} lines, "
+        f"{TAIL_BYTES} bytes), as the task's log holds them",
+    )
 
 
 class Command(Task):
@@ -53,12 +59,14 @@ class Command(Task):
     steps = ("run", "collect")
 
     def run(self, inputs: CommandInput, run: TaskRun) -> CommandOutput:
+        mark = LogMark.now()
         with run.step("run"):
-            code = _run_command(inputs, run.task_dir)
+            code = _run_command(inputs, run.task_dir, mark)
         if code < 0:
-            raise TaskExit(128 - code, f"Command killed by signal {-code}")
+            raise TaskExit(128 - code, _with_tail(f"Command killed by signal {-code}", mark))
         if code != 0:
-            raise TaskExit(code, f"Command exited with code {code}")
+            raise TaskExit(code, _with_tail(f"Command exited with code {code}", mark))
+        tail = mark.tail()  # before the collect step logs anything
         with run.step("collect"):
             for rel in _matching_files(run.task_dir, inputs.artifacts):
                 try:
@@ -67,10 +75,16 @@ class Command(Task):
                     run.log(f"not recorded as an artifact: {shown_name(rel)} ({exc.reason})")
                     continue
                 run.record_artifact(rel, rel)
-        return CommandOutput(exit_code=code)
+        return CommandOutput(exit_code=code, output_tail=tail)
 
 
-def _run_command(inputs: CommandInput, cwd: Path) -> int:
+def _with_tail(message: str, mark: LogMark) -> str:
+    """A failure's message, followed by the last lines the command wrote."""
+    tail = mark.tail()
+    return f"{message}; its last output:\n{tail}" if tail else message
+
+
+def _run_command(inputs: CommandInput, cwd: Path, mark: LogMark) -> int:
     argv = ["/bin/sh", "-c", inputs.command] if inputs.shell else shlex.split(inputs.command)
     sys.stdout.flush()
     try:
@@ -82,7 +96,8 @@ def _run_command(inputs: CommandInput, cwd: Path) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        raise TaskExit(124, f"Command timed out after {inputs.timeout_seconds} s") from None
+        message = _with_tail(f"Command timed out after {inputs.timeout_seconds} s", mark)
+        raise TaskExit(124, message) from None
     finally:
         if proc.poll() is None:
             proc.terminate()
