@@ -6,7 +6,7 @@ import re
 
 import pytest
 from playwright.sync_api import expect
-from studio_support import screenshot, task_hash
+from studio_support import console_errors, finish, screenshot, task_hash
 
 pytestmark = pytest.mark.browser
 
@@ -80,3 +80,46 @@ def test_edit_and_submit_prefills_from_a_task(studio, page):
     expect(page.locator("#in-x")).to_have_value("7")
     expect(page.locator("#in-y")).to_have_value("8")
     expect(page.locator("#in-task_name")).to_have_value("prefill-src")
+
+
+def test_source_tasks_are_picked_by_search_or_typed(studio, page):
+    errors = console_errors(page)
+    made = {}
+    for name in ("pickme-alpha", "pickme-beta"):
+        handle = studio.call("submit", task="demo", x=1, y=2, task_name=name)["answer"]
+        finish(studio, handle)
+        made[name] = handle["task_id"]
+    typed = studio.call("submit", task="demo", x=3, y=4, task_name="typed-up")["answer"]
+    finish(studio, typed)
+    page.goto(studio.url + "/#/submit?task=demo")
+    field = page.locator("#in-source_tasks")
+    field.fill(typed["task_id"])  # a full id typed by hand still counts
+    search = page.locator("#in-source_tasks-search")
+    search.fill("pickme")
+    matches = page.locator("#in-source_tasks-matches .picker-option")
+    expect(matches).to_have_count(2)
+    expect(matches.first).to_contain_text("pickme-beta")  # newest first
+    matches.filter(has_text="pickme-alpha").click()
+    matches.filter(has_text="pickme-alpha").click()  # a second choice adds nothing
+    expect(field).to_have_value(f"{typed['task_id']}, {made['pickme-alpha']}")
+    search.fill("pickme-beta")
+    expect(matches).to_have_count(1)
+    matches.first.click()
+    expect(field).to_have_value(
+        f"{typed['task_id']}, {made['pickme-alpha']}, {made['pickme-beta']}"
+    )
+    search.fill("no-task-is-called-this")
+    expect(page.locator("#in-source_tasks-search ~ .picker-status")).to_contain_text("No task")
+    expect(matches).to_have_count(0)
+    screenshot(page, "submit-source-picker")
+
+    page.fill("#in-x", "1")
+    page.fill("#in-y", "1")
+    page.fill("#in-task_name", "picked-downstream")
+    page.click("#submit-task")
+    expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=15_000)
+    config = studio.call("status", task_id="base#demo#picked-downstream")["answer"]["config"]
+    assert [s.strip() for s in config["source_tasks"].split(",")] == [
+        typed["task_id"], made["pickme-alpha"], made["pickme-beta"],
+    ]  # fmt: skip
+    assert errors == []
