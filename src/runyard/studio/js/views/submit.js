@@ -6,12 +6,11 @@ import { errorBox, h, replace, spinner } from "../dom.js";
 import { navigate, replaceQuery, setTitle, taskHref, toast } from "../ui.js";
 import { pluginProblems } from "../pluginproblems.js";
 import { parseServerErrors, SchemaForm } from "../schemaform.js";
-import { attachTaskPicker } from "../taskpicker.js";
 
 const COMMON = {
   title: "Instance and lineage",
   names: ["task_name", "source_tasks"],
-  note: "Leave the name empty for a generated one. Upstream tasks are full task ids, comma-separated: type them, or search for tasks below the field and choose.",
+  note: "Leave the name empty for a generated one. Upstream tasks are full task ids, comma-separated.",
 };
 
 export function renderSubmit(main, _params, query) {
@@ -79,10 +78,11 @@ class SubmitView {
     this.summary = h("div", { id: "form-summary", tabindex: "-1" });
     this.inputs = h("div");
     this.button = h("button", { type: "submit", class: "btn btn-primary", id: "submit-task" }, "Submit");
+    this.cache = cacheChoice();
     this.form = h("form", { class: "submit-form", novalidate: true, "aria-labelledby": "definition-label" },
       h("div", { class: "field" },
         h("label", { for: "definition", id: "definition-label" }, "Task definition"), this.picker),
-      this.about, this.summary, this.inputs,
+      this.about, this.summary, this.inputs, this.cache.el,
       h("div", { class: "form-actions" }, this.button));
     this.form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -107,8 +107,6 @@ class SubmitView {
       h("p", { class: "definition-description" }, d.description),
       this.fromTaskId ? h("p", { class: "muted small" }, "Prefilled from ", h("a", { href: taskHref(this.fromTaskId) }, this.fromTaskId), ".") : null);
     this.schemaForm = new SchemaForm(d.input_schema, { initial: this.initial, groups: [COMMON], idPrefix: "in" });
-    const upstream = this.schemaForm.controls.get("source_tasks");
-    if (upstream) attachTaskPicker(upstream.control);
     replace(this.inputs, this.schemaForm.el);
     replace(this.summary);
   }
@@ -140,10 +138,10 @@ class SubmitView {
     this.button.disabled = true;
     this.button.textContent = "Submitting…";
     try {
-      const reply = await job("submit", { ...values, task: this.definition.name });
+      const reply = await job("submit", { ...values, ...this.cache.argument(), task: this.definition.name });
       if (!this.alive) return undefined;
       if (reply.success) {
-        toast(`Submitted ${reply.answer.task_id}.`);
+        toast(reply.answer.cached ? cachedNote(reply.answer) : `Submitted ${reply.answer.task_id}.`);
         navigate(taskHref(reply.answer.task_id));
         return undefined;
       }
@@ -164,4 +162,22 @@ class SubmitView {
     }
     return undefined;
   }
+}
+
+/** The submit's `cache` choice: the task's own setting, a cached result, or a run anyway. */
+function cacheChoice() {
+  const select = h("select", { id: "submit-cache", name: "cache" },
+    h("option", { value: "" }, "The task's setting"),
+    h("option", { value: "true" }, "Use a cached result when an earlier run matches"),
+    h("option", { value: "false" }, "Run it, even if a cached result matches"));
+  return {
+    el: h("div", { class: "field" }, h("label", { for: "submit-cache" }, "Cache"), select,
+      h("p", { class: "muted small" }, "A match is the same task, inputs, upstream artifacts and plugin version, already succeeded: nothing runs and its task opens.")),
+    argument: () => (select.value === "" ? {} : { cache: select.value === "true" }),
+  };
+}
+
+/** The note after a submit a cached result answered. */
+function cachedNote(handle) {
+  return `Cached: ${handle.task_id} already succeeded with these inputs; nothing ran.`;
 }
