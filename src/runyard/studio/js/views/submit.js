@@ -6,11 +6,12 @@ import { errorBox, h, replace, spinner } from "../dom.js";
 import { navigate, replaceQuery, setTitle, taskHref, toast } from "../ui.js";
 import { pluginProblems } from "../pluginproblems.js";
 import { parseServerErrors, SchemaForm } from "../schemaform.js";
+import { attachTaskPicker } from "../taskpicker.js";
 
 const COMMON = {
   title: "Instance and lineage",
   names: ["task_name", "source_tasks"],
-  note: "Leave the name empty for a generated one. Upstream tasks are full task ids, comma-separated.",
+  note: "Leave the name empty for a generated one. Upstream tasks are full task ids, comma-separated: type them, or search for tasks below the field and choose.",
 };
 
 export function renderSubmit(main, _params, query) {
@@ -107,6 +108,8 @@ class SubmitView {
       h("p", { class: "definition-description" }, d.description),
       this.fromTaskId ? h("p", { class: "muted small" }, "Prefilled from ", h("a", { href: taskHref(this.fromTaskId) }, this.fromTaskId), ".") : null);
     this.schemaForm = new SchemaForm(d.input_schema, { initial: this.initial, groups: [COMMON], idPrefix: "in" });
+    const upstream = this.schemaForm.controls.get("source_tasks");
+    if (upstream) attachTaskPicker(upstream.control);
     replace(this.inputs, this.schemaForm.el);
     replace(this.summary);
   }
