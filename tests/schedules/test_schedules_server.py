@@ -26,6 +26,8 @@ CONFIG = {
                   "description": "Adds two numbers", "timezone": "Europe/Berlin"},
         "sleeper": {"job": "submit", "cron": YEARLY, "concurrency_policy": "forbid",
                     "arguments": {"task": "command", "command": "sleep 30"}},
+        "replacer": {"job": "command", "cron": YEARLY, "concurrency_policy": "replace",
+                     "arguments": {"command": "sleep 30"}},
     }
 }  # fmt: skip
 
@@ -87,7 +89,7 @@ def test_trigger_runs_at_once_and_list_schedules_shows_the_history(srv: ServerPr
     assert adder["history_scheduler_ids"] == [adder["scheduler_id"]]
     assert adder["last_trigger"]["trigger_id"] == body["trigger_id"]
     plain = srv.call("list_schedules")["answer"]
-    assert [s["name"] for s in plain] == ["adder", "sleeper"]
+    assert [s["name"] for s in plain] == ["adder", "replacer", "sleeper"]
     assert "history" not in plain[0] and "result" not in plain[0]["last_trigger"]
     assert srv.call("list_schedules", name="nothing")["answer"] == []
     with srv.client() as client:
@@ -113,6 +115,18 @@ def test_forbid_skips_a_tick_while_the_last_run_is_active_and_says_so(srv: Serve
         srv.call("cancel", task_id=third["task_id"])
 
 
+def test_replace_cancels_the_active_run_then_submits(srv: ServerProcess) -> None:
+    with schedules(srv) as client:
+        first = client.post("/schedules/replacer/trigger").json()
+        wait_state(srv, first["task_id"], {"running"})
+        second = client.post("/schedules/replacer/trigger").json()
+        assert second["outcome"] == "submitted" and second["task_id"] != first["task_id"]
+        assert f"cancelled {first['task_id']}" in second["reason"]
+        assert srv.call("status", task_id=first["task_id"])["answer"]["state"] == "cancelled"
+        wait_state(srv, second["task_id"], {"running"})
+        assert srv.call("cancel", task_id=second["task_id"])["answer"] is True
+
+
 def test_create_pause_resume_delete_and_bad_input(srv: ServerProcess) -> None:
     good = {"name": "nightly", "job": "demo", "cron": "30 2 * * *", "arguments": {"x": 1, "y": 1},
             "timezone": "Europe/Berlin"}  # fmt: skip
@@ -135,9 +149,8 @@ def test_create_pause_resume_delete_and_bad_input(srv: ServerProcess) -> None:
             assert reply.status_code == 422, (bad, reply.text)
             assert reply.json()["error"]["code"] == "invalid_schedule"
             assert says in reply.json()["error"]["message"], reply.text
-        assert [s["name"] for s in client.get("/schedules").json()["items"]] == [
-            "adder", "sleeper",
-        ]  # nothing was made  # fmt: skip
+        listed = [s["name"] for s in client.get("/schedules").json()["items"]]
+        assert listed == ["adder", "replacer", "sleeper"]  # nothing was made
         made = client.post("/schedules", json=good)
         assert made.status_code == 201, made.text
         assert made.json()["origin"] == "api" and made.json()["paused"] is False

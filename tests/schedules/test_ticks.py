@@ -253,3 +253,21 @@ def test_history_is_held_to_its_newest_records() -> None:
     record = settle(new_record("s", "demo", "id", now, now, "tick"), "skipped", now)
     kept = prune([{**record, "trigger_id": str(n)} for n in range(MAX_RECORDS + 50)], 7, now)
     assert len(kept) == MAX_RECORDS and kept[-1]["trigger_id"] == str(MAX_RECORDS + 49)
+
+
+def test_a_0230_berlin_schedule_fires_once_a_day_across_the_march_change(tmp_path: Path) -> None:
+    clock, tasks = Clock(at("2026-03-27T12:00")), Tasks()
+    tasks.state = "succeeded"
+    scheduler = make(tmp_path, clock, tasks, cron="30 2 * * *", timezone="Europe/Berlin")
+    fired = []
+    moment = clock.moment
+    while moment < at("2026-03-31T12:00"):  # the ticker's looks, every 5 minutes
+        moment += timedelta(minutes=5)
+        clock.moment = moment
+        fired += [(r["tick"], r["triggered_at"]) for r in scheduler.run_due()]
+    assert fired == [
+        ("2026-03-28T01:30:00Z", "2026-03-28T01:30:00Z"),  # 02:30 CET
+        ("2026-03-29T01:00:00Z", "2026-03-29T01:00:00Z"),  # no 02:30 that day: 03:00 CEST
+        ("2026-03-30T00:30:00Z", "2026-03-30T00:30:00Z"),  # 02:30 CEST
+        ("2026-03-31T00:30:00Z", "2026-03-31T00:30:00Z"),
+    ]
