@@ -18,13 +18,23 @@ def show(data: Any, as_json: bool, render: Any = None) -> None:
         render(data)
 
 
-def table(columns: list[str], rows: list[list[Any]]) -> None:
-    from rich.table import Table
+# columns whose cells are ids (never cut: agent fork and the rest take them pasted) and
+# columns of short values kept on one line; the others wrap at words (cli/tables.py)
+ID_COLUMNS = frozenset({"id", "run", "latest run"})
+SHORT_COLUMNS = frozenset({
+    "status", "state", "turns", "isolation", "exit", "created", "files", "bytes", "skipped",
+    "size", "access", "revoked", "version", "default", "type",
+})  # fmt: skip
 
-    grid = Table(*columns)
-    for row in rows:
-        grid.add_row(*[str(cell) if cell is not None else "" for cell in row])
-    console.print(grid)
+
+def table(columns: list[str], rows: list[list[Any]]) -> None:
+    from runyard.cli.tables import Column, grid, print_table
+
+    shape = [
+        Column(c, is_id=c in ID_COLUMNS, whole=c in SHORT_COLUMNS, markup=c == "state")
+        for c in columns
+    ]
+    print_table(grid(shape, rows, boxed=True))
 
 
 def sessions_table(page: dict[str, Any]) -> None:

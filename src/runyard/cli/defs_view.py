@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from runyard.cli.common import console, err_console, fail, print_json
-from runyard.cli.render import definition_view
+from runyard.cli.render import definition_view, definitions_table
+from runyard.cli.tables import print_table
 from runyard.errors import UnknownTask
 
 if TYPE_CHECKING:
@@ -34,8 +35,7 @@ def show_definitions(backend: Backend, task: str | None, as_json: bool) -> None:
             }
         )
         return
-    for d in items:
-        console.print(f"[bold]{d.name}[/] ({d.task_type}, {d.source}) {d.description}")
+    print_table(definitions_table(items))  # names whole, descriptions wrapped at words
     show_problems(report)
 
 

@@ -91,15 +91,24 @@ def _local(settings: Settings, dry_run: bool, upstreams: bool) -> dict[str, Any]
 
 
 def _print(report: dict[str, Any]) -> None:
+    """One row per item, its id or path whole (cli/tables.py), then the totals."""
+    from runyard.cli.tables import Column, grid, print_table
+
     verb = "would remove" if report["dry_run"] else "removed"
-    for key, label in (
-        ("tasks", "task"), ("logs", "log"), ("run_workspaces", "run workspace"),
-        ("uploads", "upload"), ("history", "earlier run"),
-    ):  # fmt: skip
-        for name in report.get(key, ()):
-            console.print(f"{verb} {label} {name}", highlight=False)
-    for task_id in report["kept_upstreams"]:
-        console.print(f"kept {task_id}: upstream of a task that stays", highlight=False)
+    rows = [
+        [f"{verb} {label}", name, ""]
+        for key, label in (
+            ("tasks", "task"), ("logs", "log"), ("run_workspaces", "run workspace"),
+            ("uploads", "upload"), ("history", "earlier run"),
+        )
+        for name in report.get(key, ())
+    ]  # fmt: skip
+    rows += [
+        ["kept", task_id, "upstream of a task that stays"] for task_id in report["kept_upstreams"]
+    ]
+    if rows:
+        columns = [Column("", whole=True), Column("", is_id=True), Column("")]
+        print_table(grid(columns, rows, show_header=False))
     console.print(f"{verb} {_count(report)} items, {report['bytes']} bytes", highlight=False)
 
 

@@ -81,17 +81,15 @@ def _status_cells(statuses: Sequence[StatusRow]) -> tuple[list[str], list[list[s
 
 
 def status_table(statuses: Sequence[StatusRow]) -> Table:
-    from rich.table import Table
+    """The listing for a terminal; print it with :func:`runyard.cli.tables.print_table`,
+    which never cuts a task id (the table grows wider than the terminal instead)."""
+    from runyard.cli.tables import Column, grid
 
     header, rows = _status_cells(statuses)
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    widest = max((len(s.task_id) for s in statuses), default=7)
-    table.add_column(header[0], no_wrap=True, min_width=widest)
-    for column in header[1:]:
-        table.add_column(column, no_wrap=True)
-    for task_id, state, *rest in rows:
-        table.add_row(task_id, state_text(state), *rest)
-    return table
+    # the id and the short cells whole; the creation time gives way (its date above its time)
+    columns = [Column(header[0], is_id=True), Column(header[1], whole=True, markup=True),
+               Column(header[2]), Column(header[3], whole=True)]  # fmt: skip
+    return grid(columns, [[task_id, state_text(state), *rest] for task_id, state, *rest in rows])
 
 
 def status_text(statuses: Sequence[StatusRow]) -> str:
@@ -165,6 +163,18 @@ def definition_view(definition: Any) -> Group:
     for title, schema in (("INPUT", definition.input_schema), ("OUTPUT", definition.output_schema)):
         parts += [Text(""), fields_table(title, schema)]
     return Group(*parts)
+
+
+def definitions_table(definitions: Sequence[Any]) -> Table:
+    """``runyard defs``: one row per task, its name whole (it is what submit takes), the
+    description as one paragraph wrapped at words."""
+    from runyard.cli.tables import Column, grid
+
+    columns = [Column("TASK", is_id=True), Column("TYPE", whole=True), Column("SOURCE", whole=True),
+               Column("DESCRIPTION")]  # fmt: skip
+    rows = [[d.name, d.task_type, d.source, " ".join((d.description or "").split())]
+            for d in definitions]  # fmt: skip
+    return grid(columns, rows)
 
 
 def fields_table(title: str, schema: dict[str, Any]) -> Table:

@@ -33,6 +33,7 @@ from runyard.cli.render import (
     status_table,
     status_text,
 )
+from runyard.cli.tables import print_table
 from runyard.errors import RunyardError
 
 # what a command talks to is imported when it runs: the CLI starts without the client,
@@ -319,7 +320,7 @@ def ls(
     if not sys.stdout.isatty():  # a pipe or a file: plain columns, never cut at a width
         sys.stdout.write(status_text(page.items) + "\n" + (f"{footer}\n" if footer else ""))
         return
-    console.print(status_table(page.items))
+    print_table(status_table(page.items))  # task ids whole at any width
     if footer:
         console.print(footer, style="dim", highlight=False, soft_wrap=True)
 
