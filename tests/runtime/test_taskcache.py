@@ -274,3 +274,27 @@ def test_a_new_plugin_version_misses(tmp_path: Path, counter: Path) -> None:
     finally:
         server.stop()
     assert runs_counted(counter) == [first["task_id"], second["task_id"]]
+
+
+def test_the_docs_example_runs_once_then_answers_from_the_cache(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """docs/workflows.md, Caching: the shell example, its counter file moved into tmp_path."""
+    text = (Path(__file__).parents[2] / "docs" / "workflows.md").read_text()
+    section = text.split("\n## Caching\n", 1)[1].split("\n## ", 1)[0]
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    counter = tmp_path / "prices.runs"
+    assert "/tmp/prices.runs" in script
+    env = server.cli_env()
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"  # this venv's runyard
+    shown = subprocess.run(
+        ["bash", "-e", "-c", script.replace("/tmp/prices.runs", str(counter))],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    first = json.loads(shown.stdout.split("\n}\n", 1)[0] + "\n}")
+    assert first["state"] == "succeeded" and first["cache_key"]
+    served = shown.stdout.split("\n}\n", 1)[1].split()[0]
+    assert served == first["task_id"]
+    assert f"cached: served by {first['task_id']}" in shown.stderr
+    assert counter.read_text().count("ran") == 2  # the first and the --no-cache run
