@@ -20,7 +20,8 @@ pipeline run's step about to be made, after its first).
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
 batch of folders the start-up scan reads), ``serve.build`` (the app's build, while the port
 already answers), ``cli.wait`` (a CLI wait about to start its waiting thread),
-``pipeline.step`` (each step of a pipeline run after its first, about to be made).
+``pipeline.step`` (each step of a pipeline run after its first, about to be made),
+``pipeline.cancel`` (each step a pipeline run's cancel has just cancelled).
 """
 
 from __future__ import annotations

@@ -223,3 +223,29 @@ def test_a_run_goes_on_across_a_kill_of_the_server(tmp_path: Path) -> None:
         assert final["state"] == "succeeded", final
     finally:
         second.stop()
+
+
+def test_a_cancelled_run_ends_its_waiting_steps_cancelled_not_failed(tmp_path: Path) -> None:
+    """A second passes after each step is cancelled: had the running upstream gone first, its
+    end would have failed the waiting steps (upstream failed) before their turn."""
+    gate = {
+        "key": "a",
+        "task": "command",
+        "inputs": {"command": "while [ ! -e go ]; do sleep 0.05; done", "shell": True},
+    }
+    body = {**copy.deepcopy(GOOD), "steps": [gate, *copy.deepcopy(GOOD["steps"][1:])]}
+    srv = start_server(tmp_path / "srv", token="pipe-secret",
+                       env={"RUNYARD_FAULT_DELAY": "pipeline.cancel:1"})  # fmt: skip
+    try:
+        with srv.client() as client:
+            run = client.post(RUNS, json=body).json()
+            first = run["steps"][0]["task_id"]
+            until(lambda: srv.call("status", task_id=first)["answer"]["state"] == "running")
+            answer = client.post(f"{RUNS}/{run['id']}/cancel").json()
+            assert len(answer["cancelled"]) == 3
+            path = f"{RUNS}/{run['id']}"
+            final = until(lambda: (r := client.get(path).json())["state"] != "running" and r)
+        assert [s["state"] for s in final["steps"]] == ["cancelled"] * 3, final
+        assert final["state"] == "cancelled"
+    finally:
+        srv.stop()

@@ -97,6 +97,7 @@ def cancel_run(supervisor: Supervisor, run: PipelineRun) -> list[str]:
         status = supervisor.workspace.read_status(step.task_id)
         if status is not None and not status.terminal and supervisor.cancel(step.task_id):
             cancelled.append(step.task_id)
+            fault_delay("pipeline.cancel")
     return cancelled
 
 
