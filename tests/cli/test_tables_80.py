@@ -87,6 +87,10 @@ def test_ls_and_runs_show_the_longest_ids_whole(tmp_path: Path) -> None:
         assert whole_on_a_line(task_id, lines), lines
     row = next(line for line in lines if LONGEST in line)
     assert "succeeded" in row and "2.0s" in row  # the other cells whole on the id's line
+    code, lines = in_terminal(tmp_path, "ls", "--wide")  # one line a task, however wide
+    assert code == 0 and len([line for line in lines if line]) == 3, lines
+    longest = next(line for line in lines if LONGEST in line)
+    assert re.search(r"succeeded\s+2026-10-02 \d\d:\d\d:\d\d\s+2\.0s$", longest), lines
     code, lines = in_terminal(tmp_path, "ls", "--type", "base")  # ids that fit: 80 columns
     assert code == 0 and whole_on_a_line(f"base#demo#{'b' * 32}", lines), lines
     assert all(len(line) <= 80 for line in lines), lines
@@ -141,6 +145,8 @@ def test_agent_sessions_runs_and_checkpoints_keep_ids_whole() -> None:
     lines = _rendered(agent_views.sessions_table, sessions)
     assert whole_on_a_line(SESSION, lines) and whole_on_a_line(RUN, lines), lines
     assert {"winding", "research", "question"} <= {w for line in lines for w in line.split()}
+    wide = _rendered(lambda page: agent_views.sessions_table(page, wide=True), sessions)
+    assert any(long_title.strip() in line for line in wide), wide  # --wide: one line
     runs = {"items": [{"id": RUN, "state": "failed", "package": "a-package-with-a-long-name",
                        "isolation": "bwrap", "exitCode": 3,
                        "error": "the agent exited with status 3 after a long explanation"}]}  # fmt: skip

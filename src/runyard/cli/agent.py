@@ -38,6 +38,7 @@ from runyard.cli.common import (
     console,
 )
 from runyard.cli.render import state_text
+from runyard.cli.tables import WideOpt
 
 app = typer.Typer(
     name="agent",
@@ -68,13 +69,14 @@ def _waited(run_id: str, follow: Callable[[], Any], timeout: float | None) -> An
 @app.command()
 def sessions(
     as_json: JsonOpt = False, limit: int | None = None, cursor: str | None = None,
+    wide: WideOpt = False,
     url: UrlOpt = None, token: TokenOpt = None, workspace_dir: WorkspaceOpt = None,
     config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List sessions, newest first."""
     params = {k: v for k, v in {"limit": limit, "cursor": cursor}.items() if v is not None}
     page = open_api(url, token, workspace_dir, config).call("GET", "/sessions", params=params)
-    show(page, as_json, sessions_table)
+    show(page, as_json, lambda listed: sessions_table(listed, wide))
 
 
 @app.command("create-session")
@@ -122,12 +124,12 @@ SessionArg = Annotated[str, typer.Argument(help="Session id")]
 @app.command()
 def checkpoints(
     session_id: SessionArg, as_json: JsonOpt = False, limit: int | None = None,
-    cursor: str | None = None, url: UrlOpt = None, token: TokenOpt = None,
+    cursor: str | None = None, wide: WideOpt = False, url: UrlOpt = None, token: TokenOpt = None,
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List a session's checkpoints (state snapshots after each run), newest first."""
     page = open_api(url, token, workspace_dir, config).checkpoints(session_id, limit, cursor)
-    show(page, as_json, checkpoints_table)
+    show(page, as_json, lambda listed: checkpoints_table(listed, wide))
 
 
 @app.command()
@@ -296,14 +298,14 @@ def _follow(api: AgentApi, run_id: str, as_json: bool) -> dict[str, Any]:
 def runs(
     session_id: Annotated[str | None, typer.Option("--session", "-s", help="Session id")] = None,
     watch: Annotated[bool, typer.Option("--watch", help="Print state changes until idle")] = False,
-    as_json: JsonOpt = False, url: UrlOpt = None, token: TokenOpt = None,
+    as_json: JsonOpt = False, wide: WideOpt = False, url: UrlOpt = None, token: TokenOpt = None,
     workspace_dir: WorkspaceOpt = None, config: ConfigOpt = None,
 ) -> None:  # fmt: skip
     """List runs (of one session); --watch follows them until none is active."""
     api = open_api(url, token, workspace_dir, config)
     params = {"limit": 1000, **({"sessionId": session_id} if session_id else {})}
     page = api.call("GET", "/runs", params=params)
-    show(page, as_json, runs_table)
+    show(page, as_json, lambda listed: runs_table(listed, wide))
     if watch:
         _watch_runs(api, params, page, as_json)
 

@@ -27,22 +27,22 @@ SHORT_COLUMNS = frozenset({
 })  # fmt: skip
 
 
-def table(columns: list[str], rows: list[list[Any]]) -> None:
+def table(columns: list[str], rows: list[list[Any]], wide: bool = False) -> None:
     from runyard.cli.tables import Column, grid, print_table
 
     shape = [
         Column(c, is_id=c in ID_COLUMNS, whole=c in SHORT_COLUMNS, markup=c == "state")
         for c in columns
     ]
-    print_table(grid(shape, rows, boxed=True))
+    print_table(grid(shape, rows, boxed=True), wide=wide)
 
 
-def sessions_table(page: dict[str, Any]) -> None:
+def sessions_table(page: dict[str, Any], wide: bool = False) -> None:
     rows = [
         [s["id"], s["title"], s["status"], len(s["history"]), s["latestRunId"]]
         for s in page["items"]
     ]
-    table(["id", "title", "status", "turns", "latest run"], rows)
+    table(["id", "title", "status", "turns", "latest run"], rows, wide)
 
 
 def session_view(session: dict[str, Any]) -> None:
@@ -55,20 +55,20 @@ def session_view(session: dict[str, Any]) -> None:
         console.print(head, turn["content"], highlight=False)
 
 
-def runs_table(page: dict[str, Any]) -> None:
+def runs_table(page: dict[str, Any], wide: bool = False) -> None:
     rows = [
         [r["id"], state_text(r["state"]), r["package"], r["isolation"], r["exitCode"], r["error"]]
         for r in page["items"]
     ]
-    table(["id", "state", "package", "isolation", "exit", "error"], rows)
+    table(["id", "state", "package", "isolation", "exit", "error"], rows, wide)
 
 
-def checkpoints_table(page: dict[str, Any]) -> None:
+def checkpoints_table(page: dict[str, Any], wide: bool = False) -> None:
     rows = [
         [c["runId"], c["createdAt"], c["files"], c["bytes"], len(c.get("skipped", []))]
         for c in page["items"]
     ]
-    table(["run", "created", "files", "bytes", "skipped"], rows)
+    table(["run", "created", "files", "bytes", "skipped"], rows, wide)
 
 
 def saved(output: Path, as_json: bool) -> None:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from runyard.cli.common import console
 
@@ -24,6 +26,9 @@ if TYPE_CHECKING:
 
 
 UNBOUNDED = 100_000
+WideOpt = Annotated[
+    bool, typer.Option("--wide", help="Every row on one line, however wide (nothing wraps)")
+]
 
 
 @dataclass(frozen=True)

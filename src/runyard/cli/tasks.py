@@ -33,7 +33,7 @@ from runyard.cli.render import (
     status_table,
     status_text,
 )
-from runyard.cli.tables import print_table
+from runyard.cli.tables import WideOpt, print_table
 from runyard.errors import RunyardError
 
 # what a command talks to is imported when it runs: the CLI starts without the client,
@@ -304,6 +304,7 @@ def ls(
         str | None, typer.Option(help="Start after this task id (the footer gives it)")
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="Every task, no limit")] = False,
+    wide: WideOpt = False,
     text: Annotated[
         str | None, typer.Option(help="Only tasks whose id, name, error or config has this")
     ] = None,
@@ -320,7 +321,7 @@ def ls(
     if not sys.stdout.isatty():  # a pipe or a file: plain columns, never cut at a width
         sys.stdout.write(status_text(page.items) + "\n" + (f"{footer}\n" if footer else ""))
         return
-    print_table(status_table(page.items))  # task ids whole at any width
+    print_table(status_table(page.items), wide=wide)  # task ids whole at any width
     if footer:
         console.print(footer, style="dim", highlight=False, soft_wrap=True)
 
