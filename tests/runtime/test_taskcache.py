@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from cache_plugin import install, runs_counted
 
+from runyard import Pipeline
 from runyard.client import Client
 from runyard.runtime.taskcache import CACHE_DIR
 from runyard.workspace.layout import Workspace
@@ -298,3 +299,31 @@ def test_the_docs_example_runs_once_then_answers_from_the_cache(
     assert served == first["task_id"]
     assert f"cached: served by {first['task_id']}" in shown.stderr
     assert counter.read_text().count("ran") == 2  # the first and the --no-cache run
+
+
+def test_a_pipeline_run_again_takes_its_cached_step_and_runs_the_rest(
+    server: ServerProcess, counter: Path
+) -> None:
+    """A step answered from the cache makes no task: the run records the task that served
+    it, and the steps after it wait for (and name) that task."""
+    pipe = Pipeline("cachepipe")
+    first = pipe.task("counted", value=31, counter=str(counter))
+    pipe.task("uncached", value=32, counter=str(counter), depends_on=[first])
+
+    def run_pipeline() -> dict[str, Any]:
+        with server.client() as client:
+            reply = client.post("/api/v1/pipelines/runs", json=pipe.wire())
+            assert reply.status_code == 200, reply.text
+            path = f"/api/v1/pipelines/runs/{reply.json()['id']}"
+            return until(lambda: (r := client.get(path).json())["state"] != "running" and r)
+
+    earlier = run_pipeline()
+    assert earlier["state"] == "succeeded", earlier
+    etl, train = (step["task_id"] for step in earlier["steps"])
+    again = run_pipeline()
+    assert again["state"] == "succeeded", again
+    served, retrained = (step["task_id"] for step in again["steps"])
+    assert served == etl and retrained != train
+    status = server.call("status", task_id=retrained)["answer"]
+    assert status["config"]["source_tasks"] == etl
+    assert runs_counted(counter) == [etl, train, retrained]

@@ -287,3 +287,18 @@ class CacheHints:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             record = {"key": key, "owner": owner, "task_ids": [task_id, *kept][:HINTS_KEPT]}
             write_json_atomic(path, record, fsync=False)  # a hint: lost in a crash at worst
+
+
+def with_served(value: Any, served: dict[str, str]) -> Any:
+    """``value`` (a submit's inputs, or a part of them) with each planned task id replaced by
+    the id of the task that answered it from the cache, also inside a comma-joined
+    ``source_tasks``: a pipeline step after a cached one names the task that exists."""
+    if not served:
+        return value
+    if isinstance(value, str):
+        return ",".join(served.get(part, part) for part in value.split(","))
+    if isinstance(value, dict):
+        return {name: with_served(item, served) for name, item in value.items()}
+    if isinstance(value, list):
+        return [with_served(item, served) for item in value]
+    return value

@@ -31,6 +31,7 @@ from runyard.runtime.pipelines.records import (
 )
 from runyard.runtime.submitters import Submitter, own_status
 from runyard.runtime.supervisor import Supervisor
+from runyard.runtime.taskcache import with_served
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus, utcnow
 from runyard.workspace.space import is_space_error, storage_error
@@ -45,16 +46,21 @@ def start_run(supervisor: Supervisor, body: object, submitted_by: Submitter) -> 
     name = body.get("pipeline") if isinstance(body, dict) else None
     run_id, plan = _fresh_plan(supervisor, body, str(name))
     made: list[str] = []
+    served: dict[str, str] = {}  # planned task id -> the task a cached result answered with
     try:
         with supervisor.launches_held():
             for step in plan.steps:
                 if made:
                     fault_delay("pipeline.step")
                     fault_point("pipeline.step")
-                upstreams = step.upstream_ids(plan.ids())
-                supervisor.submit(step.task, step.inputs, submitted_by, depends_on=upstreams)
-                made.append(step.task_id)
-            run = _record(run_id, plan, submitted_by)
+                upstreams = with_served(step.upstream_ids(plan.ids()), served)
+                inputs = with_served(step.inputs, served)
+                handle = supervisor.submit(step.task, inputs, submitted_by, depends_on=upstreams)
+                if handle.cached:  # nothing made: later steps name the task that answered
+                    served[step.task_id] = handle.task_id
+                else:
+                    made.append(step.task_id)
+            run = _record(run_id, plan, submitted_by, served)
             write_run(supervisor.workspace, run)
     except BaseException as exc:
         _remove(supervisor, made)
@@ -76,8 +82,13 @@ def _fresh_plan(supervisor: Supervisor, body: object, name: str) -> tuple[str, P
     raise InvalidPipeline("no free run id was found; try again")
 
 
-def _record(run_id: str, plan: Plan, submitted_by: Submitter) -> PipelineRun:
-    steps = [StepRecord(s.key, s.task, s.task_id, list(s.depends_on)) for s in plan.steps]
+def _record(
+    run_id: str, plan: Plan, submitted_by: Submitter, served: dict[str, str]
+) -> PipelineRun:
+    steps = [
+        StepRecord(s.key, s.task, served.get(s.task_id, s.task_id), list(s.depends_on))
+        for s in plan.steps
+    ]
     return PipelineRun(run_id, plan.pipeline, plan.params, utcnow(), steps, submitted_by)
 
 
