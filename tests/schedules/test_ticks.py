@@ -131,13 +131,13 @@ def test_allow_submits_and_replace_cancels_first(tmp_path: Path) -> None:
         clock.moment = at(f"2026-05-04T10:0{minute}:00")
         assert allow.run_due()[0]["outcome"] == "submitted"
     assert tasks.cancelled == [] and len(tasks.submits) == 2
-    replace = make(tmp_path / "r", clock, Tasks(), concurrency_policy="replace")
-    replacing = replace._actions  # the Tasks behind it
+    replacing = Tasks()
+    replace = make(tmp_path / "r", clock, replacing, concurrency_policy="replace")
     for minute in (3, 4):
         clock.moment = at(f"2026-05-04T10:0{minute}:00")
         last = replace.run_due()[0]
     assert last["outcome"] == "submitted" and "cancelled base#demo#t0" in last["reason"]
-    assert replacing.state_of("base#demo#t0") == "cancelled"
+    assert replacing.cancelled == ["base#demo#t0"] and len(replacing.submits) == 2
 
 
 def test_catch_up_latest_runs_the_missed_tick_once_after_a_restart(tmp_path: Path) -> None:

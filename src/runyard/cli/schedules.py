@@ -74,7 +74,10 @@ def create(
         concurrency_policy=policy, catch_up=catch_up, tick_argument=tick_argument,
         description=description, history_retention_days=retention_days,
     )  # fmt: skip
-    print_json(made) if as_json else typer.echo(f"Created {one_line(made)}")
+    if as_json:
+        print_json(made)
+    else:
+        typer.echo(f"Created {one_line(made)}")
 
 
 @app.command()
@@ -104,7 +107,10 @@ def delete(client: Client, name: NameArg) -> None:
 def trigger(client: Client, name: NameArg, as_json: JsonOpt = False) -> None:
     """Run a schedule now, under its concurrency policy."""
     record = client.schedules.trigger(name)
-    print_json(record) if as_json else typer.echo(record_line(record))
+    if as_json:
+        print_json(record)
+    else:
+        typer.echo(record_line(record))
     if record["outcome"] == "failed":
         raise typer.Exit(1)
 
