@@ -11,6 +11,7 @@ from retry_test_tasks import Flaky
 from runtime_helpers import wait_until
 
 from runyard.errors import InvalidInput
+from runyard.runtime.dependencies import upstream_verdict
 from runyard.runtime.liveness import request_cancel
 from runyard.runtime.retries import backoff_seconds
 from runyard.runtime.supervisor import Supervisor
@@ -179,3 +180,39 @@ def test_an_attempt_that_failed_unwatched_is_retried_at_the_next_start(
     make_supervisor()
     final = ended(workspace, handle.task_id)
     assert final.state == "succeeded" and final.attempt == 3 and counter.read_text() == "3"
+
+
+def test_a_failed_attempt_with_retries_left_keeps_its_dependents_waiting(
+    make_supervisor: Callable[..., Supervisor], workspace: Workspace, tmp_path: Path
+) -> None:
+    """Read between the attempt's end and its retry (or while no server runs): only the
+    last attempt's failure fails the dependents."""
+    sup = make_supervisor(start=False)
+    up = sup.submit("flaky", {"counter": str(tmp_path / "tries")}, retries=1)
+    down = sup.submit("exitwith", {"code": 0}, depends_on=[up.task_id])
+    waiting = workspace.read_status(down.task_id)
+    queued = workspace.read_status(up.task_id)
+    assert waiting is not None and queued is not None
+    for attempt, verdict in ((1, "waiting"), (2, f"upstream failed: {up.task_id} (failed)")):
+        workspace.write_status(queued.model_copy(update={
+            "state": TaskState.FAILED, "attempt": attempt, "finished_at": utcnow(),
+            "exit_code": 1, "error": "RuntimeError: it fails"}))  # fmt: skip
+        assert upstream_verdict(workspace, waiting) == verdict
+
+
+def test_a_retry_waiting_at_a_stop_waits_out_its_time_under_the_next_supervisor(
+    make_supervisor: Callable[..., Supervisor], workspace: Workspace, tmp_path: Path
+) -> None:
+    counter = tmp_path / "tries"
+    first = make_supervisor()
+    handle = first.submit(
+        "flaky", {"counter": str(counter), "succeed_on": 2}, retries=1, retry_delay_seconds=5
+    )
+    wait_until(lambda: (s := workspace.read_status(handle.task_id)) is not None and s.attempt == 2)
+    waiting = workspace.read_status(handle.task_id)
+    assert waiting is not None and waiting.state == "queued" and waiting.retry_at
+    first.stop()
+    make_supervisor()  # a restart: the queued status on disk is all it has
+    final = ended(workspace, handle.task_id)
+    assert final.state == "succeeded" and final.run_id == waiting.run_id
+    assert final.started_at is not None and final.started_at >= waiting.retry_at
