@@ -37,7 +37,10 @@ __all__ = [
     "TaskGraph",
     "TaskHandle",
     "TaskLogChunk",
+    "TaskFile",
     "TaskRelations",
+    "TaskRunEntry",
+    "TaskRuns",
     "TaskState",
     "TaskStatus",
 ]
@@ -248,3 +251,34 @@ class TaskContext(BaseModel):
     log_path: str | None
     graph: TaskGraph
     relations: TaskRelations
+
+
+class TaskRunEntry(BaseModel):
+    """One run of a task as ``GET /api/v1/tasks/{id}/runs`` lists it: the current run, or
+    one a fixed-name rerun replaced (whose records are kept, not its files)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    state: TaskState
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    exit_code: int = 0
+    error: str = ""
+    current: bool = False
+
+
+class TaskRuns(BaseModel):
+    """A task's runs, newest first, the current one first of all."""
+
+    task_id: str
+    runs: list[TaskRunEntry]
+
+
+class TaskFile(BaseModel):
+    """A file of a task folder as ``GET /api/v1/tasks/{id}/files`` lists it: ``path`` is
+    the name a download takes (bytes that are not UTF-8 written ``\\xNN``)."""
+
+    path: str
+    size: int

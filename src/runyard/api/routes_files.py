@@ -19,7 +19,9 @@ from runyard.agents.models import RunScope
 from runyard.api.downloads import download
 from runyard.api.scopes import can_see, request_scope
 from runyard.api.services import Services
+from runyard.api.taskfile_run import require_run
 from runyard.api.taskrefs import resolve_ref_async
+from runyard.api.unwritten import missing_file
 from runyard.errors import NoSuchFile, NoTaskFolder, UnsafePath
 from runyard.workspace.filenames import name_from_shown, shown_name
 from runyard.workspace.identity import parse_task_id
@@ -59,8 +61,15 @@ def build_files_router(services: Services) -> APIRouter:
         return {"items": items, "nextCursor": None}
 
     @router.get("/tasks/{task_id}/files/{path:path}")
-    async def task_file(request: Request, task_id: str, path: str) -> Any:
-        return download(await open_task_file(services, request, task_id, path))
+    async def task_file(
+        request: Request, task_id: str, path: str, run_id: str | None = None
+    ) -> Any:
+        scope = request_scope(request)
+        task_id = await resolve_ref_async(services, task_id, scope)
+        opened = await open_task_file(services, request, task_id, path)
+        if run_id is not None:  # only that run's file (api/taskfile_run.py)
+            await run_in_threadpool(require_run, services, task_id, run_id, opened, scope)
+        return download(opened)
 
     return router
 
@@ -77,5 +86,9 @@ async def open_task_file(
     name = name_from_shown(path)
     try:
         return await run_in_threadpool(open_under, folder, name, single_link=True)
-    except NoSuchFile as exc:  # the message names the task
-        raise NoSuchFile(path, f"{exc.reason} in {task_id}") from exc
+    except NoSuchFile as exc:  # says whether the task may still write it
+        scope = request_scope(request)
+        missing = await run_in_threadpool(missing_file, services, task_id, path, exc, scope)
+        if missing is exc:
+            raise NoSuchFile(path, f"{exc.reason} in {task_id}") from exc
+        raise missing from exc

@@ -33,7 +33,16 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
     from runyard.client.events import LogEvent, ProgressEvent, ResultEvent, StreamEvent
     from runyard.client.pages import Page
     from runyard.client.sync import Client
-    from runyard.wire import TaskDefinition, TaskHandle, TaskLogChunk, TaskState, TaskStatus
+    from runyard.wire import (
+        TaskDefinition,
+        TaskFile,
+        TaskHandle,
+        TaskLogChunk,
+        TaskRunEntry,
+        TaskRuns,
+        TaskState,
+        TaskStatus,
+    )
 
 __all__ = [
     "AgentsClient",
@@ -52,8 +61,11 @@ __all__ = [
     "Session",
     "StreamEvent",
     "TaskDefinition",
+    "TaskFile",
     "TaskHandle",
     "TaskLogChunk",
+    "TaskRunEntry",
+    "TaskRuns",
     "TaskState",
     "TaskStatus",
     "find_server",
@@ -76,8 +88,11 @@ _WHERE = {
     "Session": "runyard.client.agent_models",
     "StreamEvent": "runyard.client.events",
     "TaskDefinition": "runyard.wire",
+    "TaskFile": "runyard.wire",
     "TaskHandle": "runyard.wire",
     "TaskLogChunk": "runyard.wire",
+    "TaskRunEntry": "runyard.wire",
+    "TaskRuns": "runyard.wire",
     "TaskState": "runyard.wire",
     "TaskStatus": "runyard.wire",
     "find_server": "runyard.client.discovery",

@@ -6,11 +6,12 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from runyard.client import calls, pipelines
+from runyard.client import answers, calls, pipelines, taskfiles
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
@@ -29,9 +30,11 @@ from runyard.tls import client_verify
 from runyard.wire import (
     TaskContext,
     TaskDefinition,
+    TaskFile,
     TaskGraph,
     TaskHandle,
     TaskLogChunk,
+    TaskRuns,
     TaskStatus,
 )
 
@@ -202,6 +205,49 @@ class AsyncClient:
 
     async def delete_tasks(self, task_ids: list[str]) -> list[str]:
         return await self._execute(calls.delete_call(task_ids))
+
+    # /api/v1 task routes (runyard.client.taskfiles)
+
+    async def task_page(
+        self, *, limit: int = 50, cursor: str | None = None, state: str | None = None,
+        task_type: str | None = None, task: str | None = None, text: str | None = None,
+        sort: str | None = None, order: str | None = None,
+    ) -> Page[TaskStatus]:  # fmt: skip
+        query = answers.task_list_params(
+            limit=limit, cursor=cursor, state=state, task_type=task_type, task=task,
+            text=text, sort=sort, order=order,
+        )  # fmt: skip
+        return calls.task_list_page(await self._api_json("GET", answers.TASK_LIST, params=query))
+
+    async def task_runs(self, task_id: str) -> TaskRuns:
+        body = await self._api_json("GET", taskfiles.task_path(task_id, "runs"))
+        return taskfiles.runs_answer(body)
+
+    async def list_task_files(self, task_id: str) -> list[TaskFile]:
+        body = await self._api_json("GET", taskfiles.task_path(task_id, "files"))
+        return taskfiles.files_answer(body)
+
+    async def download(
+        self, task_id: str, path: str, run_id: str | None = None,
+        dest: str | os.PathLike[str] | None = None,
+    ) -> Path:  # fmt: skip
+        return await taskfiles.download_async(self._http, self.url, task_id, path, run_id, dest)
+
+    async def collect_garbage(
+        self, *, dry_run: bool = False, include_upstreams: bool = False
+    ) -> dict[str, Any]:
+        body = {"dryRun": dry_run, "includeUpstreams": include_upstreams}
+        return await self._api_json("POST", "/api/v1/gc", json=body)
+
+    async def login_code(self) -> dict[str, Any]:
+        return await self._api_json("POST", taskfiles.LOGIN_CODES, json={})
+
+    async def _api_json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        try:
+            reply = await self._http.request(method, path, **options)
+        except httpx.TransportError as exc:
+            raise calls.unreachable(self.url, exc) from exc
+        return checked_json(reply)
 
     async def run_pipeline(self, pipeline: Any, **params: Any) -> dict[str, Any]:
         body = pipelines.run_body(pipeline, params)

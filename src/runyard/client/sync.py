@@ -6,12 +6,12 @@ import os
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-from urllib.parse import quote
 
 import httpx
 
-from runyard.client import answers, calls, pipelines
+from runyard.client import answers, calls, pipelines, taskfiles
 from runyard.client.answers import Reply, auth_headers
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
@@ -24,9 +24,11 @@ from runyard.wire import (
     PluginReport,
     TaskContext,
     TaskDefinition,
+    TaskFile,
     TaskGraph,
     TaskHandle,
     TaskLogChunk,
+    TaskRuns,
     TaskStatus,
 )
 
@@ -291,12 +293,36 @@ class Client:
             raise calls.unreachable(self.url, exc) from exc
         return calls.task_list_page(checked_json(reply))
 
-    def task_runs(self, task_id: str) -> dict[str, Any]:
-        """A task's runs, newest first, as ``GET /api/v1/tasks/{id}/runs`` answers them:
-        ``{"task_id", "runs": [{"run_id", "state", "created_at", "started_at",
-        "finished_at", "exit_code", "error", "current"}, ...]}`` (the current run first,
-        then those fixed-name reruns replaced). A missing task raises ``NotFound``."""
-        return self._api_json("GET", f"/api/v1/tasks/{quote(task_id, safe='')}/runs")
+    def task_runs(self, task_id: str) -> TaskRuns:
+        """A task's runs, newest first (``GET /api/v1/tasks/{id}/runs``): ``.runs`` holds
+        the current run first, then those fixed-name reruns replaced, each a
+        :class:`~runyard.wire.TaskRunEntry` (run_id, state, times, exit_code, error,
+        current). A missing task raises ``NotFound``."""
+        return taskfiles.runs_answer(self._api_json("GET", taskfiles.task_path(task_id, "runs")))
+
+    def list_task_files(self, task_id: str) -> list[TaskFile]:
+        """The files of the task's folder a download serves (``GET /api/v1/tasks/{id}/files``),
+        each with its ``path`` (as :meth:`download` takes it) and ``size``."""
+        body = self._api_json("GET", taskfiles.task_path(task_id, "files"))
+        return taskfiles.files_answer(body)
+
+    def download(
+        self, task_id: str, path: str, run_id: str | None = None,
+        dest: str | os.PathLike[str] | None = None,
+    ) -> Path:  # fmt: skip
+        """Save the task's file ``path`` (relative to its folder, as listed), streamed, to
+        ``dest``: a file path, or a folder to save it in under its own name (default: the
+        current folder); answers the path written. It is written beside its place and
+        renamed there once whole, so a failed download leaves nothing. With ``run_id``,
+        only that run's file: another current run raises :class:`~runyard.errors.HTTPError`
+        409. A missing file raises ``NotFound`` (a running task's: "not written yet")."""
+        return taskfiles.download(self._http, self.url, task_id, path, run_id, dest)
+
+    def login_code(self) -> dict[str, Any]:
+        """A one-time code for a Studio login link (``POST /api/v1/login/codes``, the server
+        token only): ``{"code", "expiresInSeconds"}``; ``code`` is None on a server without
+        a token."""
+        return self._api_json("POST", taskfiles.LOGIN_CODES, json={})
 
     def collect_garbage(
         self, *, dry_run: bool = False, include_upstreams: bool = False
