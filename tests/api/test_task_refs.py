@@ -108,6 +108,28 @@ def test_api_v1_routes_take_names_and_the_colon_form(srv: ServerProcess) -> None
         assert bad.status_code == 400
 
 
+def test_a_submit_takes_upstream_names(srv: ServerProcess) -> None:
+    with srv.client() as http:
+        made = _job(http, "submit", task="demo", x=1, y=1, task_name="child",
+                    depends_on=["solo"], source_tasks="demo:twin")  # fmt: skip
+        assert made.status_code == 200 and made.json()["success"], made.text
+        handle = made.json()["answer"]
+        done = _job(http, "wait_task", task_id="child", run_id=handle["run_id"]).json()
+        assert done["success"], done
+        sources = done["answer"]["config"]["source_tasks"].split(",")
+        assert set(sources) == {"base#demo#twin", "base#demo#solo"}  # depends_on is lineage
+        graph = _job(http, "get_task_graph", task_id="child").json()["answer"]
+        child = next(n for n in graph["nodes"] if n["task_id"] == "base#demo#child")
+        assert set(child["parent_ids"]) == {"base#demo#solo", "base#demo#twin"}
+        unknown = _job(http, "submit", task="demo", x=1, y=1, task_name="orphan",
+                       depends_on="nope")  # fmt: skip
+        assert unknown.status_code == 422 and "nope" in unknown.json()["detail"]
+        twice = _job(http, "submit", task="demo", x=1, y=1, task_name="orphan",
+                     depends_on=["twin"])  # fmt: skip
+        assert twice.status_code == 409 and "base#command#twin" in twice.json()["detail"]
+        assert _job(http, "status", task_id="orphan").json()["success"] is False  # not made
+
+
 def test_mcp_tools_and_resources_take_names(srv: ServerProcess) -> None:
     async def scenario() -> None:
         headers = {"authorization": f"Bearer {srv.token}"}

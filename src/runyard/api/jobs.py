@@ -29,6 +29,7 @@ from runyard.api.scopes import (
     visible_ids,
 )
 from runyard.api.services import Services
+from runyard.api.taskrefs import resolved_submit_now
 from runyard.changes import ChangeHub
 from runyard.errors import RunMismatch, TaskNotFound
 from runyard.repository.models import TaskContext, TaskGraph
@@ -126,6 +127,7 @@ async def _submit(s: Services, args: a.SubmitArgs, hub: ChangeHub, scope: Scope)
 def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
     """The submit job itself, in the calling thread (it writes and syncs the task folder)."""
     s.read_only.refuse("submit a task")  # 507 on a full disk (api/readonly.py)
+    args = resolved_submit_now(s, args, scope)  # upstream task names to full ids
     key = current_key.get()  # kept in the task folder: a retry after a crash finds the task
     handle = s.supervisor.submit(
         args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor,

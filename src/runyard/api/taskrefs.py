@@ -2,8 +2,9 @@
 
 Every route and job that takes a task id takes a reference (:mod:`runyard.workspace.lookup`)
 and resolves it here, once, before it acts: the Job API's ``task_id`` and ``task_ids``
-arguments (over HTTP and MCP alike, :func:`resolved_args`), the ``/api/v1/tasks/{task_id}/...``
-routes and the MCP task resources (:func:`resolve_ref`). A short reference is matched only
+arguments (over HTTP and MCP alike, :func:`resolved_args`), a submit's ``depends_on`` and
+``source_tasks`` (:func:`resolved_submit_now`), the ``/api/v1/tasks/{task_id}/...`` routes
+and the MCP task resources (:func:`resolve_ref`). A short reference is matched only
 among the tasks the caller may see (a run token: its own session's), so neither an answer
 nor an ambiguity's list of matches ever names another session's task.
 """
@@ -18,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from runyard.agents.models import RunScope
 from runyard.api.scopes import can_see
 from runyard.api.services import Services
-from runyard.errors import InvalidTaskId, TaskNotFound
+from runyard.errors import InvalidTaskId, TaskNotFound, UnknownUpstream
 from runyard.workspace.lookup import full_id_of, resolve_task_ref
 
 
@@ -81,3 +82,44 @@ async def resolve_ref_async(services: Services, ref: object, scope: RunScope | N
     if task_id is not None:
         return task_id
     return await run_in_threadpool(resolve_ref, services, ref, scope)
+
+
+def resolved_submit_now(services: Services, args: Any, scope: RunScope | None) -> Any:
+    """A submit's ``depends_on`` and ``source_tasks`` with task names made full ids, among
+    the tasks the caller may see. A name of no task is an :class:`UnknownUpstream` (a 422,
+    nothing made); a malformed entry is left for the submit's own refusal."""
+    depends_on = getattr(args, "depends_on", None)
+    extra = dict(getattr(args, "model_extra", None) or {})
+    source = extra.get("source_tasks")
+    if not _short_refs(depends_on) and not _short_refs(source):
+        return args
+    data = args.model_dump()
+    if _short_refs(depends_on):
+        data["depends_on"] = _upstreams(services, depends_on, scope)
+    if _short_refs(source):
+        data["source_tasks"] = ",".join(_upstreams(services, source, scope))
+    return type(args).model_validate(data)
+
+
+def _entries(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, list):
+        return [item.strip() for item in value if isinstance(item, str) and item.strip()]
+    return []
+
+
+def _short_refs(value: object) -> bool:
+    return any(full_id_of(entry) is None for entry in _entries(value))
+
+
+def _upstreams(services: Services, value: object, scope: RunScope | None) -> list[str]:
+    resolved = []
+    for entry in _entries(value):
+        try:
+            resolved.append(full_id_of(entry) or resolve_ref(services, entry, scope))
+        except TaskNotFound as exc:
+            raise UnknownUpstream([entry]) from exc
+        except InvalidTaskId:
+            resolved.append(entry)  # refused by the submit's own rule, in its words
+    return resolved
