@@ -92,6 +92,7 @@ def test_a_task_that_fails_twice_succeeds_on_its_third_attempt(
         env=server.cli_env(), capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert len(plain.strip().splitlines()) == 3 and plain.count("failed") == 2
+    assert [line.split("  attempt ")[1][:1] for line in plain.strip().splitlines()] == list("321")
 
 
 def test_a_retry_waits_queued_with_its_reason_and_holds_no_slot(
@@ -135,6 +136,8 @@ def test_retries_exhausted_fail_the_task_and_then_its_dependents(
         retry_delay_seconds=0,
     )  # fmt: skip
     down_id = down["answer"]["task_id"]
+    below = server.call("submit", task="demo", task_name="lower", x=1, y=2, depends_on=down_id)
+    lower_id = below["answer"]["task_id"]
     until(lambda: status(server, up)["attempt"] == 2)
     time.sleep(1.5)  # the waiting dependent is looked at again within a second
     assert status(server, down_id)["state"] == "queued"  # a retry follows: not failed yet
@@ -147,6 +150,8 @@ def test_retries_exhausted_fail_the_task_and_then_its_dependents(
     # a dependent that never ran is not retried, whatever its own retries
     assert status(server, down_id)["run_id"] == ended["run_id"] and ended["attempt"] == 1
     assert len(runs(server, down_id)) == 1
+    lowest = finished(server, lower_id)  # and its own dependents fail in turn
+    assert lowest["state"] == "failed" and lowest["error"].startswith(f"upstream failed: {down_id}")
 
 
 def test_a_dependent_waits_through_a_retry_and_runs_after_success(

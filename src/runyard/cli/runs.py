@@ -55,7 +55,8 @@ def runs(
 
 
 def run_line(run: dict[str, Any]) -> str:
-    """``<run id>  <state>  created …  started …  finished …  [current]``, local times."""
+    """``<run id>  <state>  created …  started …  finished …  [attempt N]  [current]``,
+    local times."""
     parts = [
         run["run_id"],
         f"{run['state']:<9}",
@@ -63,6 +64,8 @@ def run_line(run: dict[str, Any]) -> str:
         f"started {_when(run['started_at'])}",
         f"finished {_when(run['finished_at'])}",
     ]
+    if run.get("attempt") is not None:  # a task with retries: each attempt is a run
+        parts.append(f"attempt {run['attempt']}")
     if run["current"]:
         parts.append("current")
     return "  ".join(parts)
@@ -86,7 +89,7 @@ def _remote(
         return None
     with client:
         try:
-            return client.task_runs(task_id).model_dump(mode="json")  # the API's answer
+            return client.task_runs(task_id)
         except ServerUnreachable as exc:
             if url is not None:
                 fail(f"cannot reach the server at {client.url}: {exc.reason}")
