@@ -91,3 +91,14 @@ def test_no_name_holds_the_url_separator() -> None:
     assert TASK_NAME_RE.fullmatch("a:b") is None
     with pytest.raises(InvalidTaskId):
         resolve_task_ref("base#demo#a:b", ["base#demo#a"])
+
+
+def test_the_documented_ambiguity_is_what_the_cli_says() -> None:
+    from pathlib import Path
+
+    from runyard.cli.errors import plain
+
+    docs = Path(__file__).parents[2] / "docs" / "task-ids.md"
+    said = next(line.strip() for line in docs.read_text().splitlines() if "names 2 tasks" in line)
+    error = AmbiguousTaskId("api-demo", ["base#command#api-demo", "base#demo#api-demo"])
+    assert said == f"error: {plain(error)[0]}" and plain(error)[1] == 2
