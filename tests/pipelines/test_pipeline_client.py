@@ -14,6 +14,7 @@ from runyard import Pipeline
 from runyard.client import AsyncClient, Client
 from runyard.errors import InvalidInput, NotFound, RequestInvalid
 from serverproc import ServerProcess, start_server
+from tcpproxy import Proxy
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +88,20 @@ def test_the_python_api_refuses_what_the_server_would(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="Invalid pipeline name"):
         Pipeline("../x")
     assert pipe.task("demo", x=2, y=2).key == "demo-2"
+
+
+def test_a_lost_answer_is_asked_again_and_one_run_is_made(server: ServerProcess) -> None:
+    """The first answer is cut after 10 bytes: the client sends the run again with the same
+    Idempotency-Key and gets the run the first request made, not a second one."""
+    port = int(server.url.rsplit(":", 1)[1])
+    proxy = Proxy(port, cut_first_after=10)
+    try:
+        with Client(server.url, server.token) as direct:
+            before = direct.pipeline_runs(limit=1000)["total"]
+            with Client(proxy.url, server.token) as client:
+                run = client.run_pipeline(sums(), x=7)
+            runs = direct.pipeline_runs(limit=1000)
+        assert proxy.connections == 2
+        assert runs["total"] == before + 1 and runs["items"][0]["id"] == run["id"]
+    finally:
+        proxy.stop()

@@ -249,3 +249,37 @@ def test_a_cancelled_run_ends_its_waiting_steps_cancelled_not_failed(tmp_path: P
         assert final["state"] == "cancelled"
     finally:
         srv.stop()
+
+
+def test_a_keyed_create_is_made_once(server: ServerProcess) -> None:
+    key = {"Idempotency-Key": "pipeline-once-1"}
+    before = task_folders(server)
+    with server.client() as client:
+        first = client.post(RUNS, json=GOOD, headers=key)
+        again = client.post(RUNS, json=GOOD, headers=key)
+        other = client.post(RUNS, json={**GOOD, "params": {"x": 2}}, headers=key)
+    assert first.status_code == again.status_code == 200, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert len(task_folders(server) - before) == 3
+    assert other.status_code == 409, other.text
+
+
+def test_a_keyed_create_cut_short_by_a_crash_answers_its_run(tmp_path: Path) -> None:
+    key = {"Idempotency-Key": "pipeline-crash-1"}
+    first = start_server(tmp_path / "srv", token="pipe-secret",
+                         env={"RUNYARD_FAULT_POINT": "idempotency.answer"})  # fmt: skip
+    try:
+        with first.client() as client, pytest.raises(httpx.TransportError):
+            client.post(RUNS, json=GOOD, headers=key)  # made, then the server died
+        assert len(records(first)) == 1
+    finally:
+        first.stop(signal.SIGKILL, keep_runs=True)
+    second = start_server(tmp_path / "srv", token="pipe-secret")
+    try:
+        with second.client() as client:
+            reply = client.post(RUNS, json=GOOD, headers=key)
+        assert reply.status_code == 200, reply.text
+        assert [f"{reply.json()['id']}.json"] == records(second)
+        assert len(task_folders(second)) == 3
+    finally:
+        second.stop()

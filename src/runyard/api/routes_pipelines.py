@@ -11,7 +11,9 @@
 - ``POST /pipelines/runs/{id}/cancel``: cancels its unfinished steps; the run and
   ``cancelled`` (the task ids this call cancelled).
 
-A request refused whole answers 422 ``invalid_pipeline`` with the step at fault named in
+A create with an ``Idempotency-Key`` header is made once: a retry with the same key and
+body answers the first run (also after a crash cut the first answer short), another body
+409. A request refused whole answers 422 ``invalid_pipeline`` with the step at fault named in
 its message, and nothing is made. Auth and scopes are the submit's: a run
 token's pipeline steps are its session's tasks, and it sees (and cancels) only its session's
 runs; another's answers 404 as a missing one does.
@@ -25,12 +27,15 @@ from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from runyard.agents.models import RunScope
+from runyard.api.errormap import api_error_response
+from runyard.api.idempotency import current_key
+from runyard.api.idempotent import caller_route, find_reserved, reserved_id, run_once_in_thread
 from runyard.api.requestbody import read_json_body
 from runyard.api.scopes import request_scope, scrub, submitter_for
 from runyard.api.services import Services
 from runyard.errors import InvalidInput, PipelineRunNotFound
-from runyard.runtime.pipelines.records import PipelineRun, list_runs, read_run
-from runyard.runtime.pipelines.runs import cancel_run, run_view, start_run
+from runyard.runtime.pipelines.records import PipelineRun, list_runs, new_run_id, read_run
+from runyard.runtime.pipelines.runs import cancel_run, pipeline_name, run_view, start_run
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 1000
@@ -55,8 +60,23 @@ def _limit(raw: str | None) -> int:
 
 def _create(services: Services, body: Any, scope: RunScope | None) -> dict[str, Any]:
     services.read_only.refuse("start a pipeline run")
-    run = start_run(services.supervisor, body, submitter_for(scope))
-    return run_view(services.workspace, run)
+    keyed = current_key.get() is not None  # the run's id is kept with the key, made first
+    run_id = reserved_id(services, lambda: new_run_id(pipeline_name(body))) if keyed else None
+    run = start_run(services.supervisor, body, submitter_for(scope), run_id)
+    return scrub(services, run_view(services.workspace, run), scope)
+
+
+def _recovered(services: Services, marked: str, scope: RunScope | None) -> Any:
+    """The run a keyed request made before a crash cut it short, or None."""
+
+    def lookup(run_id: str) -> Any:
+        try:
+            run = read_run(services.workspace, run_id)
+        except PipelineRunNotFound:
+            return None
+        return scrub(services, run_view(services.workspace, run), scope)
+
+    return find_reserved(services, marked, lookup)
 
 
 def _listing(services: Services, limit: int, scope: RunScope | None) -> dict[str, Any]:
@@ -78,10 +98,14 @@ def build_pipelines_router(services: Services) -> APIRouter:
 
     @router.post("/pipelines/runs", name="pipeline_run_create")
     async def create(request: Request) -> Any:
+        """Made once per Idempotency-Key: a retry answers the first request's run."""
         scope = request_scope(request)
         body = await read_json_body(request, services.settings.max_body_bytes)
-        answer = await run_in_threadpool(_create, services, body, scope)
-        return scrub(services, answer, scope)
+        return await run_once_in_thread(
+            request, services, caller_route("api/pipelines/runs", scope), body,
+            lambda: _create(services, body, scope), conflict=api_error_response,
+            recover=lambda marked: _recovered(services, marked, scope),
+        )  # fmt: skip
 
     @router.get("/pipelines/runs", name="pipeline_runs")
     async def listing(request: Request) -> Any:

@@ -251,7 +251,7 @@ class AsyncClient:
 
     async def run_pipeline(self, pipeline: Any, **params: Any) -> dict[str, Any]:
         body = pipelines.run_body(pipeline, params)
-        return await self._pipelines_json("POST", pipelines.RUNS, json=body)
+        return await pipelines.apost_run(self._http, self.url, body)
 
     async def pipeline_runs(self, limit: int = 50) -> dict[str, Any]:
         return await self._pipelines_json("GET", pipelines.RUNS, params={"limit": limit})

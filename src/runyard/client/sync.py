@@ -341,9 +341,10 @@ class Client:
         request, each waiting for its upstreams, or none is (a refused step raises
         :class:`~runyard.errors.RequestInvalid` naming it). Answers the run: ``{"id",
         "pipeline", "params", "created_at", "state", "steps": [{"key", "task", "task_id",
-        "depends_on", "state", ...}]}``."""
+        "depends_on", "state", ...}]}``. Sent with an Idempotency-Key, and again after a lost
+        connection: a retry answers the first run, never a second one."""
         body = pipelines.run_body(pipeline, params)
-        return self._api_json("POST", pipelines.RUNS, json=body)
+        return pipelines.post_run(self._http, self.url, body)
 
     def pipeline_runs(self, limit: int = 50) -> dict[str, Any]:
         """The newest pipeline runs: ``{"items": [run, ...], "total": N}``."""

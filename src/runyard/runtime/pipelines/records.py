@@ -61,11 +61,10 @@ class PipelineRun:
         return by.get("session_id") if isinstance(by, dict) else None
 
 
-def new_run_id(pipeline: str) -> tuple[str, str]:
-    """A fresh run id and its random suffix (the suffix also names the steps' tasks)."""
-    suffix = secrets.token_hex(3)
+def new_run_id(pipeline: str) -> str:
+    """A fresh run id; its random suffix also names the steps' tasks."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{pipeline}-{stamp}-{suffix}", suffix
+    return f"{pipeline}-{stamp}-{secrets.token_hex(3)}"
 
 
 def runs_dir(workspace: Workspace) -> Path:

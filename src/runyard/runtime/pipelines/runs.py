@@ -41,10 +41,13 @@ RUN_ID_ATTEMPTS = 16
 STEP_FIELDS = ("run_id", "created_at", "started_at", "finished_at", "error", "waiting_for")
 
 
-def start_run(supervisor: Supervisor, body: object, submitted_by: Submitter) -> PipelineRun:
-    """Make every step of the run ``body`` asks for and its record; the record."""
-    name = body.get("pipeline") if isinstance(body, dict) else None
-    run_id, plan = _fresh_plan(supervisor, body, str(name))
+def start_run(
+    supervisor: Supervisor, body: object, submitted_by: Submitter, run_id: str | None = None
+) -> PipelineRun:
+    """Make every step of the run ``body`` asks for and its record; the record. ``run_id``
+    (one :func:`new_run_id` made, kept for a request's Idempotency-Key) names the run,
+    else a fresh one does."""
+    run_id, plan = _fresh_plan(supervisor, body, run_id)
     made: list[str] = []
     served: dict[str, str] = {}  # planned task id -> the task a cached result answered with
     try:
@@ -70,16 +73,23 @@ def start_run(supervisor: Supervisor, body: object, submitted_by: Submitter) -> 
     return run
 
 
-def _fresh_plan(supervisor: Supervisor, body: object, name: str) -> tuple[str, Plan]:
+def _fresh_plan(supervisor: Supervisor, body: object, run_id: str | None) -> tuple[str, Plan]:
     """A run id whose steps' task ids name no existing task, and the checked plan."""
     workspace = supervisor.workspace
     for _ in range(RUN_ID_ATTEMPTS):
-        run_id, suffix = new_run_id(name)
-        plan = make_plan(supervisor.registry, body, suffix)  # the same faults every time
+        chosen = run_id or new_run_id(pipeline_name(body))
+        plan = make_plan(supervisor.registry, body, chosen.rsplit("-", 1)[-1])
         taken = [tid for tid in plan.ids().values() if workspace.task_dir(tid).exists()]
         if not taken:
-            return run_id, plan
+            return chosen, plan
+        if run_id is not None:
+            raise InvalidPipeline(f"the steps of run {run_id} exist already ({taken[0]})")
     raise InvalidPipeline("no free run id was found; try again")
+
+
+def pipeline_name(body: object) -> str:
+    """The pipeline a request names (checked with the rest by the plan)."""
+    return str(body.get("pipeline")) if isinstance(body, dict) else ""
 
 
 def _record(
