@@ -13,8 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from cache_plugin import install, runs_counted
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from runyard import Pipeline
 from runyard.client import Client
@@ -327,3 +331,33 @@ def test_a_pipeline_run_again_takes_its_cached_step_and_runs_the_rest(
     status = server.call("status", task_id=retrained)["answer"]
     assert status["config"]["source_tasks"] == etl
     assert runs_counted(counter) == [etl, train, retrained]
+
+
+def test_mcp_submit_takes_cache_and_answers_cached(server: ServerProcess, counter: Path) -> None:
+    """The MCP submit tool has the Job API's schema: cache and cache_expiry_seconds."""
+
+    async def scenario() -> list[dict[str, Any]]:
+        headers = {"authorization": f"Bearer {server.token}"}
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            streamable_http_client(server.url + "/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+            fields = tools["submit"].input_schema["properties"]
+            assert {"cache", "cache_expiry_seconds"} <= set(fields)
+            answers = []
+            for _ in range(2):
+                arguments = {"task": "uncached", "value": 41, "counter": str(counter),
+                             "cache": True}  # fmt: skip
+                result = await session.call_tool("submit", arguments)
+                assert result.structured_content is not None
+                answers.append(result.structured_content["answer"])
+                finished(server, answers[-1]["task_id"])
+            return answers
+
+    first, again = anyio.run(scenario)
+    assert "cached" not in first and again["cached"] is True
+    assert again["task_id"] == first["task_id"]
+    assert runs_counted(counter) == [first["task_id"]]
