@@ -248,10 +248,7 @@ def test_an_attempt_that_fails_while_no_server_runs_is_retried_at_the_next_start
     tmp_path: Path,
 ) -> None:
     root, counter, gate = tmp_path / "srv", tmp_path / "tries", tmp_path / "go"
-    command = (
-        f"while [ ! -e {gate} ]; do sleep 0.05; done; "
-        + FLAKY.format(counter=counter, ok=2)
-    )
+    command = f"while [ ! -e {gate} ]; do sleep 0.05; done; " + FLAKY.format(counter=counter, ok=2)
     first = start_server(root, token="retry-secret")
     try:
         task_id = first.call(
