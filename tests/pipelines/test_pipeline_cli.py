@@ -159,3 +159,25 @@ def test_a_bad_step_name_makes_nothing(server: ServerProcess, tmp_path: Path) ->
     assert "Step no-such-task: Unknown Task: no_such_task" in done.stderr, done.stderr
     assert server.call("list_task_ids")["answer"] == before
     assert not (server.workspace / ".pipelines").exists()
+
+
+def test_a_file_that_fails_to_load_says_where_and_why(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    empty = cli(server, "list", cwd=tmp_path)
+    assert empty.returncode == 0 and "No pipeline runs yet" in empty.stdout
+    (tmp_path / "typo.py").write_text("from runyard import Pipeline\npipe = Pipeline('x'\n")
+    (tmp_path / "raises.py").write_text("raise RuntimeError('no data today')\n")
+    (tmp_path / "bad_param.py").write_text(
+        "from runyard import Pipeline\np = Pipeline('x')\np.task('demo', x=p.param('n'))\n"
+    )
+    expected = {
+        "typo.py": "typo.py failed to load: SyntaxError",
+        "raises.py": "raises.py failed to load: RuntimeError: no data today",
+        "bad_param.py": "Pipeline x has no parameter 'n'",
+        "missing.py": "No pipeline file 'missing.py'",
+    }
+    for name, said in expected.items():
+        done = cli(server, "run", name, cwd=tmp_path)
+        assert done.returncode != 0 and said in done.stderr, (name, done.stderr)
+        assert "Traceback" not in done.stderr

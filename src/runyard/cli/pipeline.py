@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import typer
 
-from runyard.cli.common import JsonOpt, fail, parse_fields, print_json
+from runyard.cli.common import JsonOpt, parse_fields, print_json
 from runyard.cli.connect import with_client
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def list_runs(
         print_json(answer)
         return
     if not answer["items"]:
-        fail("no pipeline runs yet: start one with `runyard pipeline run FILE.py`", code=1)
+        typer.echo("No pipeline runs yet: start one with `runyard pipeline run FILE.py`.")
     for item in answer["items"]:
         done = sum(step["state"] == "succeeded" for step in item["steps"])
         typer.echo(f"{item['id']}  {item['state']:<9}  {done}/{len(item['steps'])} succeeded  "

@@ -48,6 +48,10 @@ def _run(path: Path) -> dict[str, object]:
     sys.path.insert(0, folder)
     try:
         return runpy.run_path(str(path), run_name="__runyard_pipeline__")
+    except InvalidInput:
+        raise  # a Pipeline refusing what the file asks says so itself
+    except Exception as exc:  # the file's own error: where and what, not a traceback of ours
+        raise InvalidInput(f"{path} failed to load: {type(exc).__name__}: {exc}") from exc
     finally:
         if folder in sys.path:
             sys.path.remove(folder)
