@@ -45,12 +45,14 @@ def resolved_args_now(services: Services, args: Any, scope: RunScope | None) -> 
     if not isinstance(args, BaseModel):
         return args
     update: dict[str, Any] = {}
-    if isinstance(getattr(args, "task_id", None), str):
-        update["task_id"] = resolve_ref(services, args.task_id, scope)
+    task_id = getattr(args, "task_id", None)
+    if isinstance(task_id, str):
+        update["task_id"] = resolve_ref(services, task_id, scope)
     task_ids = getattr(args, "task_ids", None)
     if isinstance(task_ids, list):
         update["task_ids"] = _resolved_list(services, task_ids, scope)
-    return args.model_copy(update=update) if update else args
+    changed = {key: value for key, value in update.items() if value != getattr(args, key)}
+    return args.model_copy(update=changed) if changed else args  # a full id: no copy
 
 
 def _resolved_list(services: Services, refs: list[Any], scope: RunScope | None) -> list[Any]:
@@ -86,8 +88,9 @@ async def resolve_ref_async(services: Services, ref: object, scope: RunScope | N
 
 def resolved_submit_now(services: Services, args: Any, scope: RunScope | None) -> Any:
     """A submit's ``depends_on`` and ``source_tasks`` with task names made full ids, among
-    the tasks the caller may see. A name of no task is an :class:`UnknownUpstream` (a 422,
-    nothing made); a malformed entry is left for the submit's own refusal."""
+    the tasks the caller may see. A ``depends_on`` name of no task is an
+    :class:`UnknownUpstream` (a 422, nothing made); a malformed entry, or a ``source_tasks``
+    name of no task, is left for the submit's own refusal."""
     depends_on = getattr(args, "depends_on", None)
     extra = dict(getattr(args, "model_extra", None) or {})
     source = extra.get("source_tasks")
@@ -95,9 +98,9 @@ def resolved_submit_now(services: Services, args: Any, scope: RunScope | None) -
         return args
     data = args.model_dump()
     if _short_refs(depends_on):
-        data["depends_on"] = _upstreams(services, depends_on, scope)
-    if _short_refs(source):
-        data["source_tasks"] = ",".join(_upstreams(services, source, scope))
+        data["depends_on"] = _upstreams(services, depends_on, scope, must_exist=True)
+    if _short_refs(source):  # lineage may name a task that is gone: ids stay as given
+        data["source_tasks"] = ",".join(_upstreams(services, source, scope, must_exist=False))
     return type(args).model_validate(data)
 
 
@@ -113,13 +116,17 @@ def _short_refs(value: object) -> bool:
     return any(full_id_of(entry) is None for entry in _entries(value))
 
 
-def _upstreams(services: Services, value: object, scope: RunScope | None) -> list[str]:
+def _upstreams(
+    services: Services, value: object, scope: RunScope | None, *, must_exist: bool
+) -> list[str]:
     resolved = []
     for entry in _entries(value):
         try:
             resolved.append(full_id_of(entry) or resolve_ref(services, entry, scope))
         except TaskNotFound as exc:
-            raise UnknownUpstream([entry]) from exc
+            if must_exist:
+                raise UnknownUpstream([entry]) from exc
+            resolved.append(entry)  # not an id: refused by the submit's own rule
         except InvalidTaskId:
             resolved.append(entry)  # refused by the submit's own rule, in its words
     return resolved
