@@ -25,7 +25,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on first use
-    from runyard.client.agent_models import Artifact, HistoryEntry, OutputFile, Run, Session
+    from runyard.client.agent_models import (
+        AgentPackage,
+        Artifact,
+        Checkpoint,
+        HistoryEntry,
+        MountGrant,
+        OutputFile,
+        Run,
+        Session,
+    )
     from runyard.client.agents import AgentsClient
     from runyard.client.aio import AsyncClient
     from runyard.client.aio_agents import AsyncAgentsClient
@@ -45,13 +54,16 @@ if TYPE_CHECKING:  # what a type checker sees; at run time each name loads on fi
     )
 
 __all__ = [
+    "AgentPackage",
     "AgentsClient",
     "Artifact",
     "AsyncAgentsClient",
     "AsyncClient",
+    "Checkpoint",
     "Client",
     "HistoryEntry",
     "LogEvent",
+    "MountGrant",
     "OutputFile",
     "Page",
     "ProgressEvent",
@@ -72,6 +84,9 @@ __all__ = [
 ]
 
 _WHERE = {
+    "AgentPackage": "runyard.client.agent_models",
+    "Checkpoint": "runyard.client.agent_models",
+    "MountGrant": "runyard.client.agent_models",
     "AgentsClient": "runyard.client.agents",
     "Artifact": "runyard.client.agent_models",
     "AsyncAgentsClient": "runyard.client.aio_agents",

@@ -12,7 +12,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-__all__ = ["Artifact", "HistoryEntry", "OutputFile", "Run", "Session"]
+__all__ = [
+    "AgentPackage",
+    "Artifact",
+    "Checkpoint",
+    "HistoryEntry",
+    "MountGrant",
+    "OutputFile",
+    "Run",
+    "Session",
+]
 
 TERMINAL_RUN_STATES = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -93,3 +102,37 @@ class OutputFile(_Wire):
     size: int
     media_type: str
     modified_at: str
+
+
+class MountGrant(_Wire):
+    """A host folder a session's runs may mount (read-only ``ro`` or ``rw``); a run's
+    token reads ``host_path`` as where it is mounted in its sandbox."""
+
+    id: str
+    session_id: str
+    name: str
+    host_path: str
+    access: str
+    created_at: str
+    revoked: bool = False
+
+
+class Checkpoint(_Wire):
+    """A run's checkpoint of its session's state folder: what ``fork_session`` and
+    ``restore_session`` start from (``skipped`` says why none was kept)."""
+
+    run_id: str
+    created_at: str | None = None
+    files: int = 0
+    bytes: int = 0
+    skipped: str | None = None
+
+
+class AgentPackage(_Wire):
+    """An agent package a run may name (``default``: used when a run names none)."""
+
+    name: str
+    version: str = ""
+    description: str = ""
+    path: str = ""
+    default: bool = False

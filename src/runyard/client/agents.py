@@ -25,7 +25,15 @@ from typing import IO, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from runyard.client.agent_models import Artifact, OutputFile, Run, Session
+from runyard.client.agent_models import (
+    AgentPackage,
+    Artifact,
+    Checkpoint,
+    MountGrant,
+    OutputFile,
+    Run,
+    Session,
+)
 from runyard.client.answers import STATUS_ERRORS, error_code, error_detail
 from runyard.client.calls import (
     IDEMPOTENCY_HEADER,
@@ -174,6 +182,56 @@ class AgentsClient:
         return self._page(
             Artifact, "/artifacts", sessionId=ident(session), limit=limit, cursor=cursor
         )
+
+    # mount grants, checkpoints, packages
+
+    def create_grant(
+        self, session: str | Session, name: str, host_path: str, access: str = "ro"
+    ) -> MountGrant:
+        """Let the session's runs mount the host folder ``host_path`` as ``name``
+        (``access``: ``ro`` or ``rw``); a run names the grants it mounts."""
+        body = {"sessionId": ident(session), "name": name, "hostPath": host_path, "access": access}
+        return MountGrant.model_validate(self._send("POST", "/mount-grants", json=body))
+
+    def list_grants(
+        self, session: str | Session, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[MountGrant]:
+        """One page of the session's mount grants, revoked ones included."""
+        return self._page(
+            MountGrant, "/mount-grants", sessionId=ident(session), limit=limit, cursor=cursor
+        )
+
+    def revoke_grant(self, grant: str | MountGrant) -> MountGrant:
+        """Revoke a grant: later runs can no longer mount it."""
+        grant_id = grant if isinstance(grant, str) else grant.id
+        return MountGrant.model_validate(self._send("DELETE", f"/mount-grants/{grant_id}"))
+
+    def list_checkpoints(
+        self, session: str | Session, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Checkpoint]:
+        """One page of the session's checkpoints, newest first (one per run)."""
+        path = f"/sessions/{ident(session)}/checkpoints"
+        return self._page(Checkpoint, path, limit=limit, cursor=cursor)
+
+    def fork_session(
+        self, session: str | Session, run: str | Run, title: str | None = None
+    ) -> Session:
+        """A new session from the checkpoint ``run`` left: its history up to that run,
+        its uploads and its state folder."""
+        body = {"runId": ident(run), **({"title": title} if title else {})}
+        path = f"/sessions/{ident(session)}/fork"
+        return Session.model_validate(self._send("POST", path, json=body))
+
+    def restore_session(self, session: str | Session, run: str | Run) -> Session:
+        """Reset the session's state folder to the checkpoint ``run`` left."""
+        path = f"/sessions/{ident(session)}/restore"
+        return Session.model_validate(self._send("POST", path, json={"runId": ident(run)}))
+
+    def list_packages(self) -> list[AgentPackage]:
+        """The agent packages a run may name; ``default`` marks the one used otherwise."""
+        return [
+            AgentPackage.model_validate(item) for item in self._send("GET", "/packages")["items"]
+        ]
 
     # runs
 

@@ -13,7 +13,15 @@ from typing import IO, Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from runyard.client.agent_models import Artifact, OutputFile, Run, Session
+from runyard.client.agent_models import (
+    AgentPackage,
+    Artifact,
+    Checkpoint,
+    MountGrant,
+    OutputFile,
+    Run,
+    Session,
+)
 from runyard.client.agents import (
     API,
     CHUNK,
@@ -111,6 +119,44 @@ class AsyncAgentsClient:
         return await self._page(
             Artifact, "/artifacts", sessionId=ident(session), limit=limit, cursor=cursor
         )
+
+    async def create_grant(
+        self, session: str | Session, name: str, host_path: str, access: str = "ro"
+    ) -> MountGrant:
+        body = {"sessionId": ident(session), "name": name, "hostPath": host_path, "access": access}
+        return MountGrant.model_validate(await self._send("POST", "/mount-grants", json=body))
+
+    async def list_grants(
+        self, session: str | Session, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[MountGrant]:
+        return await self._page(
+            MountGrant, "/mount-grants", sessionId=ident(session), limit=limit, cursor=cursor
+        )
+
+    async def revoke_grant(self, grant: str | MountGrant) -> MountGrant:
+        grant_id = grant if isinstance(grant, str) else grant.id
+        return MountGrant.model_validate(await self._send("DELETE", f"/mount-grants/{grant_id}"))
+
+    async def list_checkpoints(
+        self, session: str | Session, *, limit: int | None = None, cursor: str | None = None
+    ) -> Page[Checkpoint]:
+        path = f"/sessions/{ident(session)}/checkpoints"
+        return await self._page(Checkpoint, path, limit=limit, cursor=cursor)
+
+    async def fork_session(
+        self, session: str | Session, run: str | Run, title: str | None = None
+    ) -> Session:
+        body = {"runId": ident(run), **({"title": title} if title else {})}
+        path = f"/sessions/{ident(session)}/fork"
+        return Session.model_validate(await self._send("POST", path, json=body))
+
+    async def restore_session(self, session: str | Session, run: str | Run) -> Session:
+        path = f"/sessions/{ident(session)}/restore"
+        return Session.model_validate(await self._send("POST", path, json={"runId": ident(run)}))
+
+    async def list_packages(self) -> list[AgentPackage]:
+        items = (await self._send("GET", "/packages"))["items"]
+        return [AgentPackage.model_validate(item) for item in items]
 
     async def create_run(
         self,
