@@ -23,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from runyard import Pipeline
 from runyard.client import Client
 from runyard.runtime.taskcache import CACHE_DIR
+from runyard.tasks.base import Task, describe
 from runyard.workspace.layout import Workspace
 from serverproc import ServerProcess, start_server, until
 
@@ -361,3 +362,26 @@ def test_mcp_submit_takes_cache_and_answers_cached(server: ServerProcess, counte
     assert "cached" not in first and again["cached"] is True
     assert again["task_id"] == first["task_id"]
     assert runs_counted(counter) == [first["task_id"]]
+
+
+@pytest.mark.parametrize(
+    ("cache", "expiry"),
+    [
+        (lambda self: None, None),
+        ("yes", None),
+        (1, None),
+        (True, -1),
+        (True, "1h"),
+        (True, True),
+        (True, float("nan")),
+    ],  # fmt: skip
+)
+def test_a_class_with_a_bad_cache_setting_does_not_load(cache: Any, expiry: Any) -> None:
+    """A helper named cache (or a bad expiry) fails the class loudly instead of caching it."""
+    bad = type("Bad", (Task,), {"__doc__": "Bad.", "cache": cache, "cache_expiry_seconds": expiry,
+                                "run": lambda self, inputs, run: None})  # fmt: skip
+    with pytest.raises(TypeError, match="cache"):
+        describe(bad, "bad", None)
+    good = type("Good", (Task,), {"__doc__": "Good.", "cache": True, "cache_expiry_seconds": 60,
+                                  "run": lambda self, inputs, run: None})  # fmt: skip
+    assert describe(good, "good", None).name == "good"

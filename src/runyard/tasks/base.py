@@ -138,6 +138,7 @@ def describe(task_cls: type[Task], name: str, plugin: str | None) -> TaskDefinit
     if not issubclass(task_cls.Input, TaskInput) or not issubclass(task_cls.Output, TaskOutput):
         raise TypeError(f"Task {name}: Input/Output must derive from TaskInput/TaskOutput")
     _check_retries(task_cls, name)
+    _check_cache(task_cls, name)
     return TaskDefinition(
         name=name,
         source="plugin" if plugin else "native",
@@ -154,6 +155,19 @@ def _check_retries(task_cls: type[Task], name: str) -> None:
         check_policy(task_cls.retries, task_cls.retry_delay_seconds)
     except InvalidInput as exc:
         raise TypeError(f"Task {name}: {exc}") from exc
+
+
+def _check_cache(task_cls: type[Task], name: str) -> None:
+    """``cache`` is a bool and ``cache_expiry_seconds`` seconds or None: anything else (a
+    helper of the same name, say) fails the class rather than making it cached."""
+    expiry = task_cls.cache_expiry_seconds
+    if not isinstance(task_cls.cache, bool):
+        raise TypeError(f"Task {name}: cache must be True or False, not {task_cls.cache!r}")
+    number = isinstance(expiry, int | float) and not isinstance(expiry, bool)
+    if expiry is not None and not (number and 0 <= expiry < float("inf")):
+        raise TypeError(
+            f"Task {name}: cache_expiry_seconds must be seconds (>= 0) or None, not {expiry!r}"
+        )
 
 
 class TaskExit(Exception):
