@@ -172,6 +172,20 @@ def test_a_hint_naming_a_task_whose_records_disagree_is_not_served(
     assert runs_counted(counter) == [ours["task_id"], other["task_id"], again["task_id"]]
 
 
+def test_a_task_received_by_sync_never_answers(server: ServerProcess, counter: Path) -> None:
+    """A sync receiver writes the peer's records with synced_from in the status: whatever
+    they claim (this very key and inputs), a result made elsewhere does not answer here."""
+    ours = ran(server, "counted", value=12, counter=str(counter))
+    workspace = Workspace(server.workspace, server.log_dir)
+    path = workspace.status_path(ours["task_id"])
+    status = json.loads(path.read_text())
+    status["synced_from"] = {"server": "peer-1", "run_id": status["run_id"], "at": "2026-12-07"}
+    path.write_text(json.dumps(status))
+    again = ran(server, "counted", value=12, counter=str(counter))
+    assert again["task_id"] != ours["task_id"]
+    assert runs_counted(counter) == [ours["task_id"], again["task_id"]]
+
+
 def test_changed_upstream_artifact_bytes_miss_and_the_same_bytes_hit(
     server: ServerProcess, counter: Path
 ) -> None:

@@ -26,7 +26,8 @@ key and submitter) only say where to look: a candidate serves a submit only when
 again now, it is visible to the submitter (an admin's submit: an admin's task; a run's: a
 task of its session), its status is ``succeeded`` with this key, its metadata carries this
 key, this task name and these very inputs, and it finished within the expiry. A deleted,
-collected, replaced or failed task never serves one.
+collected, replaced or failed task never serves one, nor one received by sync (its status
+says ``synced_from``): its records are what a peer sent, not what ran here.
 """
 
 from __future__ import annotations
@@ -167,6 +168,8 @@ class TaskCache:
             return None
         if status.cache_key != key or status.task_name != task:
             return None
+        if (status.model_extra or {}).get("synced_from") is not None:
+            return None  # a result another server made: its records are the peer's word
         metadata = self.workspace.read_metadata(task_id)
         if metadata is None or metadata.cache_key != key or metadata.reg_name != task:
             return None
