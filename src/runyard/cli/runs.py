@@ -89,7 +89,7 @@ def _remote(
         return None
     with client:
         try:
-            return client.task_runs(task_id)
+            return client.task_runs(task_id).model_dump(mode="json")  # the API's answer
         except ServerUnreachable as exc:
             if url is not None:
                 fail(f"cannot reach the server at {client.url}: {exc.reason}")
