@@ -3,6 +3,7 @@ backoff between attempts; through a real supervisor with real workers."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 from retry_test_tasks import Flaky
 from runtime_helpers import wait_until
 
+from runyard.config import Settings
 from runyard.errors import InvalidInput
+from runyard.kubernetes_settings import KubernetesSettings
 from runyard.runtime.dependencies import upstream_verdict
 from runyard.runtime.liveness import request_cancel
 from runyard.runtime.retries import backoff_seconds
@@ -216,3 +219,33 @@ def test_a_retry_waiting_at_a_stop_waits_out_its_time_under_the_next_supervisor(
     final = ended(workspace, handle.task_id)
     assert final.state == "succeeded" and final.run_id == waiting.run_id
     assert final.started_at is not None and final.started_at >= waiting.retry_at
+
+
+def test_retries_are_refused_on_kubernetes_and_a_class_default_is_not_applied_there(
+    settings: Settings, workspace: Workspace, registry: TaskRegistry, tmp_path: Path
+) -> None:
+    pytest.importorskip("kubernetes")
+    sys.path.insert(0, str(Path(__file__).parent.parent / "executors"))
+    from k8s_cluster import write_kubeconfig
+    from k8s_fake_api import FakeKubernetes
+
+    fake = FakeKubernetes().start()
+    try:
+        k8s = KubernetesSettings(
+            image="registry.example/runyard:1", request_timeout_seconds=5,
+            kubeconfig=str(write_kubeconfig(fake, tmp_path / "kubeconfig")),
+            node_selector={"kubernetes.io/hostname": "test-node"},
+        )  # fmt: skip
+        supervisor = Supervisor(
+            settings.model_copy(update={"kubernetes": k8s}), workspace, registry
+        )
+        inputs = {"counter": str(tmp_path / "tries")}
+        with pytest.raises(InvalidInput, match="retries"):
+            supervisor.submit("flaky", inputs, executor="kubernetes", retries=2)
+        assert not list(workspace.root.rglob("status.json"))
+        handle = supervisor.submit("flaky", inputs, executor="kubernetes")  # class default: 2
+        status = workspace.read_status(handle.task_id)
+        assert status is not None and status.attempt is None and status.retries is None
+        supervisor.stop()
+    finally:
+        fake.stop()

@@ -88,7 +88,7 @@ from runyard.runtime.taskcache import CacheRequest, TaskCache
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
 from runyard.runtime.workerlock import hold_supervision
 from runyard.tasks.registry import TaskRegistry
-from runyard.tasks.retrypolicy import resolve_policy
+from runyard.tasks.retrypolicy import RetryPolicy, resolve_policy
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskState, TaskStatus
@@ -384,7 +384,9 @@ class Supervisor:
         on_kubernetes = self._on_kubernetes(task, submitted_by, executor)
         policy = resolve_policy(self.registry.get(task).task_cls, retries, retry_delay_seconds)
         if policy.retries and on_kubernetes:
-            raise InvalidInput("retries are for tasks run by this server's own executor")
+            if retries:
+                raise InvalidInput("retries are for tasks run by this server's own executor")
+            policy = RetryPolicy()  # a task class's default: a Kubernetes run is tried once
         if upstreams and on_kubernetes:
             raise InvalidInput(
                 "depends_on is for tasks run by this server's own executor; a task sent to "
