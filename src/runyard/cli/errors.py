@@ -5,7 +5,9 @@ builtin), and the client keeps the job's name; neither means anything to a perso
 terminal, so both are dropped here. Exit codes:
 
 ====  =====================================================================
-1     not found, refused, failed, or the server could not be reached
+1     not found, refused, failed, or the server could not be reached; also a task
+      waited for (run, submit --wait, wait) that failed or was cancelled: its own
+      exit code is in the message and in ``--json`` (cli/ended.py)
 2     bad input: an unknown task, a bad field value, a malformed id, a task name of
       several tasks
 124   a ``--timeout`` ran out; the task is still running
