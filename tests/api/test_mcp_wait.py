@@ -101,18 +101,25 @@ def test_the_timeout_is_bounded_and_the_run_checked(server: ServerProcess) -> No
             schema = tools["wait_task"].input_schema
             assert schema["required"] == ["task_id"]
             assert schema["properties"]["timeout"]["default"] == 60
-            return [
-                await call(session, "wait_task", task_id=handle["task_id"], timeout=too_long)
-                for too_long in (MAX_WAIT_SECONDS + 1, 0, -5)
-            ] + [
-                await call(session, "wait_task", task_id=handle["task_id"], run_id="another"),
-                await call(session, "wait_task", task_id=handle["task_id"], timeout=5),
-            ]
+            return (
+                [
+                    await call(session, "wait_task", task_id=handle["task_id"], timeout=too_long)
+                    for too_long in (MAX_WAIT_SECONDS + 1, 0, -5)
+                ]
+                + [
+                    await call(session, "wait_task", task_id=handle["task_id"], poll_interval=1e-9),
+                    await call(session, "wait_task", task_id=handle["task_id"], poll_interval=1e6),
+                ]
+                + [
+                    await call(session, "wait_task", task_id=handle["task_id"], run_id="another"),
+                    await call(session, "wait_task", task_id=handle["task_id"], timeout=5),
+                ]
+            )
 
     *refused, other_run, done = anyio.run(scenario)
-    for answer in refused:
+    for answer, field in zip(refused, ["timeout"] * 3 + ["poll_interval"] * 2, strict=True):
         assert answer["success"] is False and answer["answer"].startswith("ValidationError")
-        assert "timeout" in answer["answer"]
+        assert field in answer["answer"], answer
     assert other_run["success"] is False and "another" in other_run["answer"], other_run
     assert done["success"] is True and done["metadata"] == {}
     assert done["answer"]["state"] == "succeeded"

@@ -28,6 +28,7 @@ from runyard.workspace.records import TaskStatus
 
 DEFAULT_WAIT_SECONDS = 60.0
 MAX_WAIT_SECONDS = 3600.0
+MIN_POLL_SECONDS = 0.05
 DESCRIPTION = (
     "Wait until a run ends (default: the task's current run), for at most `timeout` "
     f"seconds (default {DEFAULT_WAIT_SECONDS:.0f}, at most {MAX_WAIT_SECONDS:.0f}); answers "
@@ -48,7 +49,11 @@ class McpWaitArgs(a.Strict):
         description="Seconds to wait at most; then the current status is answered "
         "(metadata.timed_out) and the run goes on",
     )
-    poll_interval: float = Field(1.0, gt=0, description="Polling interval in seconds")
+    # a wait is woken by record changes; the interval only bounds each sleep, and a tiny
+    # one would spin for the whole timeout
+    poll_interval: float = Field(
+        1.0, ge=MIN_POLL_SECONDS, le=60, description="Polling interval in seconds"
+    )
     detail: a.Detail = Field("full", description=a.DETAIL_DESCRIPTION)
 
 
