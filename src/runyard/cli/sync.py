@@ -48,9 +48,25 @@ def _receiver(
     fail("name the receiver: --target NAME (a configured target) or --url URL --token T")
 
 
+def _full_ids(settings: Settings, refs: list[str]) -> tuple[str, ...]:
+    """The tasks a push names, names made full ids by the workspace's index."""
+    from runyard.cli.backend import LocalBackend
+    from runyard.cli.errors import plain
+    from runyard.cli.taskref import resolve
+    from runyard.errors import RunyardError
+
+    backend = LocalBackend(settings)
+    try:
+        return tuple(resolve(backend, ref) for ref in refs)
+    except RunyardError as exc:
+        fail(*plain(exc))
+
+
 @app.command()
 def push(
-    task_ids: Annotated[list[str] | None, typer.Argument(help="Only these task ids")] = None,
+    task_ids: Annotated[
+        list[str] | None, typer.Argument(help="Only these tasks (ids, or their unique names)")
+    ] = None,
     target: Annotated[str | None, typer.Option("--target", help="A configured target")] = None,
     url: Annotated[str | None, typer.Option("--url", help="Receiver URL")] = None,
     token: Annotated[str | None, typer.Option("--token", help="Receiver admin token")] = None,
@@ -80,7 +96,7 @@ def push(
     settings = load_settings(workspace_dir, log_dir, config)
     receiver = _receiver(settings, target, url, token)
     workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
-    task_filter = TaskFilter(tuple(task_ids or ()), task_type, task, since)
+    task_filter = TaskFilter(_full_ids(settings, task_ids or []), task_type, task, since)
     try:
         report = push_tasks(workspace, receiver, task_filter, delete=delete)
     except (SyncError, ValueError) as exc:
