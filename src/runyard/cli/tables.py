@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 
 UNBOUNDED = 100_000
+# the color systems rich names (Console.color_system answers one of them, or None)
+ColorSystemName = Literal["standard", "256", "truecolor", "windows"] | None
 WideOpt = Annotated[
     bool, typer.Option("--wide", help="Every row on one line, however wide (nothing wraps)")
 ]
@@ -103,6 +105,6 @@ def print_table(table: Table, *, wide: bool = False) -> None:
     # a console's print never renders wider than the console: a wider one on the same file
     wider = Console(
         file=target.file, width=needed, force_terminal=target.is_terminal,
-        color_system=target.color_system, no_color=target.no_color,
+        color_system=cast("ColorSystemName", target.color_system), no_color=target.no_color,
     )  # fmt: skip
     wider.print(table, crop=False)
