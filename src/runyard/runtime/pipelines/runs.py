@@ -50,8 +50,9 @@ def start_run(
     run_id, plan = _fresh_plan(supervisor, body, run_id)
     made: list[str] = []
     served: dict[str, str] = {}  # planned task id -> the task a cached result answered with
-    try:
-        with supervisor.launches_held():
+    # the steps made are removed before launches resume: none may start and then be cut
+    with supervisor.launches_held():
+        try:
             for step in plan.steps:
                 if made:
                     fault_delay("pipeline.step")
@@ -65,11 +66,11 @@ def start_run(
                     made.append(step.task_id)
             run = _record(run_id, plan, submitted_by, served)
             write_run(supervisor.workspace, run)
-    except BaseException as exc:
-        _remove(supervisor, made)
-        if isinstance(exc, OSError) and is_space_error(exc):
-            raise storage_error(exc, f"start a run of pipeline {plan.pipeline}") from exc
-        raise
+        except BaseException as exc:
+            _remove(supervisor, made)
+            if isinstance(exc, OSError) and is_space_error(exc):
+                raise storage_error(exc, f"start a run of pipeline {plan.pipeline}") from exc
+            raise
     return run
 
 
