@@ -22,9 +22,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from runyard import Pipeline
 from runyard.client import Client
+from runyard.runtime.creation import create_task
+from runyard.runtime.recordkeeper import RecordKeeper
 from runyard.runtime.taskcache import CACHE_DIR
 from runyard.tasks.base import Task, describe
 from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskState
 from serverproc import ServerProcess, start_server, until
 
 GATED = "while [ ! -e go ]; do sleep 0.05; done; exit 0"
@@ -399,3 +402,25 @@ def test_a_class_with_a_bad_cache_setting_does_not_load(cache: Any, expiry: Any)
     good = type("Good", (Task,), {"__doc__": "Good.", "cache": True, "cache_expiry_seconds": 60,
                                   "run": lambda self, inputs, run: None})  # fmt: skip
     assert describe(good, "good", None).name == "good"
+
+
+def test_the_record_keeper_takes_the_key_from_the_server_not_the_sandbox(
+    workspace: Workspace, registry: Any
+) -> None:
+    """Whatever a sandboxed task sends over its record socket (the task's code can reach
+    it), the key in its status and metadata is the one the server wrote when it queued it."""
+    key = "a" * 64
+    queued = create_task(workspace, registry, "demo", {"x": 1, "y": 2}, cache={"cache": True,
+                         "cache_key": key})  # fmt: skip
+    keeper = RecordKeeper(workspace, queued, 4242)
+    forged = "f" * 64
+    meta = {"task_id": queued.task_id, "reg_name": "demo", "created_at": queued.created_at,
+            "task_type": "base", "input_params": queued.config, "output_params": {},
+            "cache_key": forged}  # fmt: skip
+    keeper.take(json.dumps({"metadata": meta}).encode())
+    done = queued.model_copy(update={"state": TaskState.SUCCEEDED, "cache_key": forged})
+    keeper.take(json.dumps({"status": done.to_json()}).encode())
+    keeper.finish()
+    final, metadata = workspace.read_status(queued.task_id), workspace.read_metadata(queued.task_id)
+    assert final is not None and final.state == "succeeded" and final.cache_key == key
+    assert metadata is not None and metadata.cache_key == key
