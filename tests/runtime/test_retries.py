@@ -40,7 +40,14 @@ def status(server: ServerProcess, task_id: str) -> dict[str, Any]:
 
 
 def finished(server: ServerProcess, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
-    return until(lambda: (s := status(server, task_id))["state"] in ENDED and s, timeout)
+    """The task's end: its last attempt's (a failed one with retries left is not one)."""
+
+    def final() -> dict[str, Any] | None:
+        found = status(server, task_id)
+        retried = found["state"] == "failed" and found.get("attempt", 1) <= found.get("retries", 0)
+        return found if found["state"] in ENDED and not retried else None
+
+    return until(final, timeout)  # type: ignore[no-any-return]
 
 
 def flaky(
@@ -206,6 +213,9 @@ def test_a_cancelled_attempt_is_not_retried(server: ServerProcess, tmp_path: Pat
         {"retry_delay_seconds": -0.1},
         {"retry_delay_seconds": 3601},
         {"retry_delay_seconds": "soon"},
+        {"retries": True},  # not read as 1
+        {"retries": "3"},
+        {"retry_delay_seconds": True},
     ],
 )
 def test_retries_out_of_bounds_are_refused_and_nothing_is_made(
@@ -219,6 +229,57 @@ def test_retries_out_of_bounds_are_refused_and_nothing_is_made(
     name = next(iter(bad))
     assert name in reply.text
     assert server.call("list_task_ids")["answer"] == before
+
+
+def test_what_a_failed_attempt_left_goes_through_its_links_never_beyond(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Attempt 1 leaves links to a folder outside (at the top and deeper down) in its task
+    folder: the retry removes the links, and what they point at stays whole."""
+    victim, counter = tmp_path / "victim", tmp_path / "tries"
+    (victim / "inner").mkdir(parents=True)
+    (victim / "keep.txt").write_text("mine")
+    (victim / "inner" / "deep.txt").write_text("mine too")
+    plant = (
+        f"[ -e {counter} ] || {{ ln -s {victim} outside; mkdir nest; ln -s {victim} nest/deeper; "
+        f"ln -s {victim}/keep.txt file-link; ln -s {victim}/inner inner-link; }}; "
+    )
+    task_id = server.call(
+        "submit", task="command", task_name="links", shell=True, retries=1,
+        retry_delay_seconds=0, command=plant + FLAKY.format(counter=counter, ok=2),
+    )["answer"]["task_id"]  # fmt: skip
+    final = finished(server, task_id)
+    assert final["state"] == "succeeded" and final["attempt"] == 2
+    folder = Workspace(server.workspace, server.log_dir).task_dir(task_id)
+    assert not {"outside", "nest", "file-link", "inner-link"} & {p.name for p in folder.iterdir()}
+    assert (victim / "keep.txt").read_text() == "mine"
+    assert (victim / "inner" / "deep.txt").read_text() == "mine too"
+
+
+def test_a_retry_a_full_disk_keeps_from_being_made_is_made_once_there_is_room(
+    tmp_path: Path,
+) -> None:
+    """Keeping the failed attempt in the history fails (ENOSPC): the task waits as a failed
+    attempt with its retry to come (its dependents too), and the retry is made once the
+    disk has room again."""
+    full, counter = tmp_path / "full", tmp_path / "tries"
+    full.touch()
+    srv = start_server(
+        tmp_path / "srv", token="retry-secret",
+        env={"RUNYARD_FAULT_ENOSPC": f"history.staged:{full}"},
+    )  # fmt: skip
+    try:
+        task_id = flaky(srv, "cramped", counter, ok=2, retries=1, retry_delay_seconds=0)["task_id"]
+        down = srv.call("submit", task="demo", x=1, y=1, depends_on=task_id)["answer"]["task_id"]
+        until(lambda: status(srv, task_id)["state"] == "failed")
+        time.sleep(3)  # past a second look at both
+        assert status(srv, task_id)["attempt"] == 1 and status(srv, down)["state"] == "queued"
+        full.unlink()
+        final = finished(srv, task_id)
+        assert final["state"] == "succeeded" and final["attempt"] == 2 and attempts(counter) == 2
+        assert finished(srv, down)["state"] == "succeeded"
+    finally:
+        srv.stop()
 
 
 def test_a_kill_of_the_server_while_a_retry_waits_still_retries(tmp_path: Path) -> None:

@@ -71,6 +71,7 @@ class SubmitArgs(Lenient):
         None,
         ge=0,
         le=MAX_RETRIES,
+        strict=True,  # a number: true or "3" is refused, not read as one
         description="Run a failed run again, as a new run of the same task, up to this many "
         "times (not after a cancel); default: the task class's retries, else 0",
     )
@@ -78,6 +79,7 @@ class SubmitArgs(Lenient):
         None,
         ge=0,
         le=MAX_DELAY_SECONDS,
+        strict=True,
         description="Seconds before the first retry, doubled at each further one, with "
         "+-10 % jitter, at most an hour; default: the task class's, else 10",
     )

@@ -31,6 +31,7 @@ import logging
 import os
 import random
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -155,10 +156,13 @@ def _opened(fd: int) -> Any:
 
 
 def _remove_at(folder: int, name: str) -> None:
+    """Remove the entry ``name`` of an open folder: a link or a file is unlinked, a folder
+    goes whole (rmtree follows no link in it, and refuses a folder swapped for a link)."""
     try:
-        shutil.rmtree(name, dir_fd=folder)
-    except NotADirectoryError:
-        os.unlink(name, dir_fd=folder)
+        if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+            shutil.rmtree(name, dir_fd=folder)
+        else:
+            os.unlink(name, dir_fd=folder)
     except FileNotFoundError:
         pass
 

@@ -104,6 +104,7 @@ log = logging.getLogger(__name__)
 RECHECK_SECONDS = 0.05
 WAITING_RECHECK_SECONDS = 1.0  # how soon waiting runs are looked at again, at the latest
 RECHECK_MAX_SECONDS = 2.0
+RETRY_AGAIN_SECONDS = 2.0  # how soon a retry that could not be made is tried again
 
 
 class Supervisor:
@@ -517,7 +518,12 @@ class Supervisor:
             unmark(self.workspace, status.task_id)  # it ended for good
             return
         cancelled = cancelled or cancel_requested(self.workspace, status.task_id, status.run_id)
-        queued = next_attempt(self.workspace, status)
+        try:
+            queued = next_attempt(self.workspace, status)
+        except OSError as exc:  # a full disk, say: the failed attempt waits for its retry
+            log.warning("Cannot make the retry of %s yet (%s); trying again", status.task_id, exc)
+            self._follow_later(status, cancelled)
+            return
         if queued is None:  # not the folder's run any more, or its end not written yet
             return
         if cancelled:
@@ -526,6 +532,15 @@ class Supervisor:
         else:
             self._hold_retry(queued)
         self._changed(queued.task_id)
+
+    def _follow_later(self, status: TaskStatus, cancelled: bool) -> None:
+        def again() -> None:
+            with self._lock:
+                self._follow_end(status, cancelled)
+            self._pump()
+
+        if self._monitor is not None:
+            self._monitor.call_later(RETRY_AGAIN_SECONDS, again)
 
     def _hold_retry(self, status: TaskStatus) -> None:
         owner = slot_owner(launch_scope(self.workspace, status))
