@@ -55,6 +55,7 @@ scale = labplugin:Scale
 nodoc = labplugin:NoDoc
 ghost = labplugin_missing:Thing
 demo = labplugin:Scale
+bad:name = labplugin:Scale
 """
 
 
@@ -84,6 +85,8 @@ def test_plugins_load_and_broken_ones_are_named(plugin_path: Path) -> None:
     assert "nodoc" not in registry.names() and "docstring" in registry.errors["nodoc"]
     assert "ghost" not in registry.names() and "ModuleNotFoundError" in registry.errors["ghost"]
     assert "already registered" in registry.errors["demo"]
+    # a name with ':' could not be told from a task reference's ':' form: refused
+    assert "bad:name" not in registry.names() and "registration name" in registry.errors["bad:name"]
     assert registry.get("demo").definition.source == "native"
     assert registry.names() == sorted(registry.names())
 
@@ -94,7 +97,7 @@ def test_a_plugin_task_runs_through_the_server(plugin_path: Path, tmp_path: Path
     try:
         listed = srv.call("list_installed_task_definitions")
         assert "scale" in [d["name"] for d in listed["answer"]]
-        assert set(listed["metadata"]["plugin_errors"]) == {"nodoc", "ghost", "demo"}
+        assert set(listed["metadata"]["plugin_errors"]) == {"nodoc", "ghost", "demo", "bad:name"}
         handle = srv.call("submit", task="scale", task_name="scaled", value=1.5, factor=4)["answer"]
         assert handle["task_id"] == "analysis#scale#scaled"
         final = srv.call("wait_task", task_id=handle["task_id"], run_id=handle["run_id"], poll_interval=0.05)

@@ -33,6 +33,7 @@ from runyard.tasks.base import Task, TaskDefinition, TaskInput, describe
 from runyard.tasks.pluginorigin import PluginOrigin
 from runyard.tasks.sitepath import PROCESS_START, SitePath
 from runyard.wire import PluginReport
+from runyard.workspace.identity import validate_reg_name
 
 ENTRY_POINT_GROUP = "runyard.tasks"
 BUILTINS = {
@@ -151,6 +152,7 @@ class TaskRegistry:
         """Import and describe ``target`` as task ``name``; False (and ``errors`` says
         why) when it cannot be."""
         try:
+            validate_reg_name(name)  # it is a part of every id: no ':', '#' or '/'
             task_cls = import_target(target)
             definition = describe(task_cls, name, plugin)
         except Exception as exc:  # a broken plugin must not break the catalogue
