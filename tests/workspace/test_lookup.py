@@ -102,3 +102,12 @@ def test_the_documented_ambiguity_is_what_the_cli_says() -> None:
     said = next(line.strip() for line in docs.read_text().splitlines() if "names 2 tasks" in line)
     error = AmbiguousTaskId("api-demo", ["base#command#api-demo", "base#demo#api-demo"])
     assert said == f"error: {plain(error)[0]}" and plain(error)[1] == 2
+
+
+def test_a_long_ambiguity_lists_twenty_and_counts_the_rest() -> None:
+    ids = [f"{task_type}#t{n}#same" for task_type in ("base", "etl", "train") for n in range(10)]
+    with pytest.raises(AmbiguousTaskId) as caught:
+        resolve_task_ref("same", ids)
+    assert len(caught.value.matches) == 30
+    message = str(caught.value)
+    assert message.count("#same") == 20 and "and 10 more" in message
