@@ -66,3 +66,8 @@ def test_names_and_the_colon_form_in_the_files(tmp_path: Path) -> None:
     made = _files_cli(tmp_path, "run", "demo", "x=1", "y=2", "--name", "api-demo")
     assert made.returncode == 0, made.stderr
     _check_names(lambda *args: _files_cli(tmp_path, *args), ("run",))
+    child = _files_cli(tmp_path, "run", "demo", "x=1", "y=1", "--source", "demo:api-demo", "--json")
+    assert child.returncode == 0, child.stderr
+    assert json.loads(child.stdout)["config"]["source_tasks"] == "base#demo#api-demo"
+    orphan = _files_cli(tmp_path, "run", "demo", "x=1", "y=1", "--source", "nope")
+    assert orphan.returncode == 1 and "Task nope does not exist" in orphan.stderr

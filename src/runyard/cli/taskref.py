@@ -58,3 +58,26 @@ def resolve_on_server(client: Any, ref: str) -> str:
         if exc.status_code == AMBIGUOUS:  # the server's sentence lists the full ids
             raise AmbiguousTaskId(ref, [], str(exc.detail)) from exc
         raise
+
+
+def resolved_sources(place: Any, sources: str | None) -> str | None:
+    """``--source`` of a task run here: each entry a full id, names matched in the
+    workspace's index (an entry that is no reference is left to the task's own refusal)."""
+    if not sources:
+        return sources
+    from runyard.workspace.lookup import full_id_of
+
+    entries = [entry.strip() for entry in sources.split(",") if entry.strip()]
+    if all(full_id_of(entry) is not None for entry in entries):
+        return ",".join(full_id_of(entry) or entry for entry in entries)
+    from runyard.cli.backend import LocalBackend
+    from runyard.errors import InvalidTaskId
+
+    backend = LocalBackend(place)
+    resolved = []
+    for entry in entries:
+        try:
+            resolved.append(resolve(backend, entry))
+        except InvalidTaskId:
+            resolved.append(entry)
+    return ",".join(resolved)

@@ -73,6 +73,16 @@ def _inputs(fields: list[str] | None, name: str | None, source: str | None) -> d
     return inputs
 
 
+def _sources_here(settings: Settings, source: str | None) -> str | None:
+    """``--source`` with task names made full ids (cli/taskref.py); exit 1 or 2 if not."""
+    from runyard.cli.taskref import resolved_sources
+
+    try:
+        return resolved_sources(settings, source)
+    except RunyardError as exc:
+        fail(*plain(exc))
+
+
 def _settings(ws: Path | None, logs: Path | None, config: Path | None) -> Settings:
     return load_settings(ws, logs, config)
 
@@ -109,6 +119,7 @@ def run(
     from runyard.workspace.layout import Workspace
 
     settings = _settings(workspace_dir, log_dir, config)
+    source = _sources_here(settings, source)
     if detach and _submitted_to_server(settings, task, _inputs(fields, name, source), as_json):
         return
     workspace = Workspace.open(settings.workspace_dir, settings.log_dir)
