@@ -35,12 +35,11 @@ def resolve(made: Any, ref: str) -> str:
     task_id = full_id_of(ref)
     if task_id is not None:
         return task_id
-    from runyard.cli.backend import LocalBackend
+    from runyard.cli.backend import LocalBackend, RemoteBackend
 
     if isinstance(made, LocalBackend):
         return resolve_in_files(made, ref)
-    client = getattr(made, "client", made)  # a RemoteBackend, or a Client itself
-    return resolve_on_server(client, ref)
+    return resolve_on_server(made.client if isinstance(made, RemoteBackend) else made, ref)
 
 
 def resolve_in_files(backend: Any, ref: str) -> str:
