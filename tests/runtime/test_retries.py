@@ -44,7 +44,11 @@ def finished(server: ServerProcess, task_id: str, timeout: float = 30.0) -> dict
 
     def final() -> dict[str, Any] | None:
         found = status(server, task_id)
-        retried = found["state"] == "failed" and found.get("attempt", 1) <= found.get("retries", 0)
+        retried = (
+            found["state"] == "failed"
+            and found.get("attempt", 1) <= found.get("retries", 0)
+            and not found["error"].startswith("upstream failed: ")  # never ran: not retried
+        )
         return found if found["state"] in ENDED and not retried else None
 
     return until(final, timeout)  # type: ignore[no-any-return]
