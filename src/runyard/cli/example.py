@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
 
 import typer
 
@@ -28,6 +27,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from runyard.cli.backend import LocalBackend, RemoteBackend
+    from runyard.client import Client
     from runyard.pipelines.build import Pipeline
     from runyard.workspace.records import TaskStatus
 
@@ -78,9 +78,12 @@ def follow(progress: Progress, status: Status, task_ids: list[str]) -> list[Task
     return [finals[task_id] for task_id in task_ids]
 
 
-def studio_link(base_url: str, task_id: str) -> str:
-    """The Studio's page of a task (its route ``#/tasks/<id>``, the id URL-encoded)."""
-    return f"{base_url.rstrip('/')}/#/tasks/{quote(task_id, safe='')}"
+def studio_link(base_url: str, task_id: str, client: Client | None = None) -> str:
+    """The Studio's page of a task (its route ``#/tasks/<id>``), a one-time login link to it
+    where ``client`` holds the server token (:mod:`runyard.cli.studiolinks`)."""
+    from runyard.cli import studiolinks
+
+    return studiolinks.page_link(base_url, studiolinks.route("tasks", task_id), client)
 
 
 @contextmanager
@@ -141,7 +144,10 @@ def research(
     if failed is not None:
         fail(f"{failed.task_id} {failed.state}: {failed.error or 'no error recorded'}")
     report = steps[FINAL_STEP]
-    link = studio_link(base_url, report)
+    from runyard.cli.backend import RemoteBackend
+
+    client = backend.client if isinstance(backend, RemoteBackend) else None
+    link = studio_link(base_url, report, client)
     if as_json:
         tasks: dict[str, list[str]] = {}
         for task_id in steps.values():

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import quote
 
 import typer
 
@@ -30,9 +29,12 @@ POLL_SECONDS = 0.25
 RunIdArg = Annotated[str, typer.Argument(help="Pipeline run id (as `runyard pipeline list` shows)")]
 
 
-def studio_link(base_url: str, run_id: str) -> str:
-    """The Studio's page of a pipeline run (its route ``#/pipelines/<id>``)."""
-    return f"{base_url.rstrip('/')}/#/pipelines/{quote(run_id, safe='')}"
+def studio_link(base_url: str, run_id: str, client: Client | None = None) -> str:
+    """The Studio's page of a pipeline run (its route ``#/pipelines/<id>``), a one-time login
+    link to it where ``client`` holds the server token (:mod:`runyard.cli.studiolinks`)."""
+    from runyard.cli import studiolinks
+
+    return studiolinks.page_link(base_url, studiolinks.route("pipelines", run_id), client)
 
 
 def describe(run: dict[str, Any]) -> list[str]:
@@ -78,7 +80,7 @@ def run(
     started = client.run_pipeline(pipeline, **parse_fields(params or []))
     if not as_json:
         typer.echo("\n".join(describe(started)))
-        typer.echo(f"Studio: {studio_link(client.url, started['id'])}")
+        typer.echo(f"Studio: {studio_link(client.url, started['id'], client)}")
     final = follow(client, started, not as_json) if wait else started
     if as_json:
         print_json(final)

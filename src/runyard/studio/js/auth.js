@@ -89,13 +89,18 @@ async function signInWith(serverToken) {
 
 /**
  * Sign in by a login link: the code is cleared from the address bar and this history entry
- * at once (before any request), then traded for a session token (valid once).
+ * at once (before any request), then traded for a session token (valid once). A link with
+ * `&to=<route>` (printed by commands that name a page) leaves the tab on that page.
  * Answers null when the address holds no login link, else `{ ok, status, message }`.
  */
 export async function adoptLoginLink() {
-  const match = /^#login=([^&]*)$/.exec(location.hash);
+  const match = /^#login=([^&]*)(?:&to=([^&]*))?$/.exec(location.hash);
   if (!match) return null;
-  history.replaceState(history.state, "", location.pathname + location.search);
+  // `to`: the Studio page the link leads to, as its route is written (`/tasks/<id>`, the id
+  // encoded); only ever a route of this page
+  const to = match[2] ?? "";
+  const page = /^\/[a-z]/.test(to) ? `#${to}` : "";
+  history.replaceState(history.state, "", location.pathname + location.search + page);
   return redeem(decoded(match[1]));
 }
 
