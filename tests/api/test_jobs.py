@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from runyard.api.compat_jobs import COMPAT_JOBS
 from serverproc import ServerProcess, start_server
 
 JOB_NAMES = {
@@ -49,9 +50,10 @@ def test_health_and_catalogue(srv: ServerProcess) -> None:
         }
         body = client.get("/jobs").json()
     assert body["success"] is True
-    assert body["answer"]["total"] == len(body["answer"]["items"]) == 13
-    names = {item["name"] for item in body["answer"]["items"]}
-    assert names == JOB_NAMES
+    names = [item["name"] for item in body["answer"]["items"]]
+    assert body["answer"]["total"] == len(names) == 13 + len(COMPAT_JOBS)
+    assert set(names[:13]) == JOB_NAMES  # the seed's first, then the AxonX jobs
+    assert set(names[13:]) == set(COMPAT_JOBS)
     wait = next(item for item in body["answer"]["items"] if item["name"] == "wait_task")
     assert set(wait["input_schema"]["required"]) == {"task_id", "run_id"}
     assert wait["input_schema"]["properties"]["poll_interval"]["default"] == 1

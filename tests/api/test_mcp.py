@@ -21,7 +21,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from runyard.agents.layout import AgentLayout
-from runyard.api.mcp.tools import TOOL_JOBS
+from runyard.api.catalogue import ADMIN_ONLY_JOBS
+from runyard.api.compat_jobs import COMPAT_JOBS
+from runyard.api.mcp.tools import tool_jobs
 from serverproc import ServerProcess, kill_strays, start_server
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
@@ -120,9 +122,9 @@ async def read_text(session: ClientSession, address: str) -> str:
 async def exercise(session: ClientSession) -> dict[str, Any]:
     """List tools, submit and wait for a demo task, read it back as resources."""
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    assert set(tools) == TOOLS
+    assert set(tools) == TOOLS | set(COMPAT_JOBS)  # the seed's, then every AxonX job
     for name, tool in tools.items():
-        assert tool.input_schema == TOOL_JOBS[name].args.model_json_schema()
+        assert tool.input_schema == tool_jobs(None)[name].args.model_json_schema()
     lines = (tools["submit"].description or "").splitlines()
     demo_line = next(line for line in lines if line.startswith("- demo: "))
     assert "x, y)" in demo_line and "fail, " in demo_line
@@ -239,7 +241,8 @@ def test_a_run_token_keeps_its_scope_over_mcp(tmp_path: Path) -> None:
 async def _as_a_run(srv: ServerProcess, run_token: str, admin_task: str) -> None:
     host_paths = (str(srv.workspace), str(srv.log_dir), str(srv.root))
     async with over_http(srv.url, run_token) as session:
-        assert {t.name for t in (await session.list_tools()).tools} == TOOLS
+        tools = {t.name for t in (await session.list_tools()).tools}
+        assert tools == TOOLS | (set(COMPAT_JOBS) - ADMIN_ONLY_JOBS)  # never an admin-only job
         answers = [
             await call(session, "status", task_id=admin_task),
             await call(session, "read_task_log", task_id=admin_task),

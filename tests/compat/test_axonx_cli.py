@@ -21,6 +21,7 @@ import httpx
 import pytest
 from axonx_support import VENV, AxonX, axonx_venv  # skips the module without Python 3.12
 
+from runyard.api.compat_jobs import COMPAT_JOBS
 from runyard.workspace.events import append_event
 from runyard.workspace.layout import Workspace
 from serverproc import ServerProcess, start_server
@@ -82,7 +83,7 @@ def test_installed_script_help_and_catalogue(axonx: AxonX) -> None:
     )  # fmt: skip
     assert script.returncode == 0, script.stderr
     listed = {job["name"] for job in json.loads(script.stdout)["answer"]["jobs"]}
-    assert listed == SEED_JOBS | {"help", "version", "diagnose", "list_schedules"}
+    assert listed == SEED_JOBS | set(COMPAT_JOBS)
     wait = axonx.ok("help", "--job", "wait_task")["answer"]["job"]
     assert wait["input_schema"]["properties"]["detail"]["enum"] == ["summary", "full"]
     unknown = axonx.cli("help", "--job", "no_such_job")
@@ -93,7 +94,7 @@ def test_installed_script_help_and_catalogue(axonx: AxonX) -> None:
     assert "demo" in diagnose["tasks"] and diagnose["storage"]["low"] is False
     assert axonx.client("health") is True
     jobs = {job["name"]: job for job in axonx.client("list_jobs")}
-    assert set(jobs) == SEED_JOBS  # GET /jobs keeps the seed's catalogue
+    assert set(jobs) == SEED_JOBS | set(COMPAT_JOBS)  # GET /jobs lists the AxonX jobs too
 
 
 def test_task_definitions(axonx: AxonX) -> None:

@@ -2,9 +2,9 @@
 and ``list_schedules`` (:mod:`runyard.api.schedule_jobs`).
 
 The AxonX CLI runs ``axonx help`` and ``axonx diagnose`` as jobs of the service it points
-at. They are served at ``/jobs/<name>`` like the others but left out of ``GET /jobs`` and
-the MCP tools, whose contents are the seed's catalogue. None of them changes anything,
-and none returns a credential or a host path beyond the workspace's free space.
+at. They are served at ``/jobs/<name>`` like the others, and listed by ``GET /jobs`` and
+as MCP tools (:mod:`runyard.api.catalogue`, which leaves the admin-only ones out for a run
+token).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from starlette.responses import Response, StreamingResponse
 
 from runyard.agents.models import RunScope
+from runyard.api.catalogue import callable_jobs, catalogue_item, refuse_admin_only
 from runyard.api.compat_jobs import all_jobs
 from runyard.api.envelope import (
     JobResponse,
@@ -21,7 +22,7 @@ from runyard.api.errormap import job_error_response, job_failure
 from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once_in_thread
-from runyard.api.jobs import JOBS, Job, JobResult, submit_now
+from runyard.api.jobs import Job, JobResult, submit_now
 from runyard.api.requestbody import read_json_body, validate_envelope
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
@@ -46,19 +47,12 @@ def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, di
     schemas: dict[str, Any] = {"JobResponse": JobResponse.model_json_schema()}
 
     @router.get("/jobs", response_model=JobResponse, tags=["jobs"])
-    async def catalogue() -> dict[str, Any]:
-        items = [
-            {
-                "name": job.name,
-                "description": job.description,
-                "input_schema": job.args.model_json_schema(),
-                "output_schema": job.answer_schema(),
-            }
-            for job in JOBS.values()
-        ]
+    async def catalogue(request: Request) -> dict[str, Any]:
+        jobs = callable_jobs(request_scope(request))  # a run token's: what it may call
+        items = [catalogue_item(job) for job in jobs.values()]
         return job_response({"items": items, "total": len(items)}, True)
 
-    for job in all_jobs().values():  # GET /jobs lists the seed's; help lists them all
+    for job in all_jobs().values():
         model = envelope_model(job.name, job.args)
         schemas.update(_component_schemas(model))
         _add_job_routes(router, services, hub, job, model)
@@ -66,7 +60,7 @@ def build_jobs_router(services: Services, hub: ChangeHub) -> tuple[APIRouter, di
     @router.post("/jobs/{name}", include_in_schema=False)
     @router.post("/jobs/{name}/events", include_in_schema=False)
     async def unknown_job(name: str) -> None:
-        raise UnknownJob(f"Unknown job {name!r}. Jobs: {', '.join(JOBS)}")
+        raise UnknownJob(f"Unknown job {name!r}. Jobs: {', '.join(all_jobs())}")
 
     return router, schemas
 
@@ -166,6 +160,7 @@ async def _run(
     """The job's Job envelope; a failure as the error table says (api/errormap.py): mostly
     HTTP 200 with ``success: false``, a 507 envelope for a full disk, a 403 for a run token."""
     try:
+        refuse_admin_only(job.name, scope)
         arguments = await resolved_args(services, arguments, scope)  # names to full ids
         result = await job.run(services, arguments, hub, scope)
     except Exception as exc:

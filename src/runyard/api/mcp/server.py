@@ -54,7 +54,7 @@ def build_mcp_server(services: Services, hub: ChangeHub, version: str = "") -> S
     """The lowlevel MCP server answering from ``services`` (shared by both transports)."""
 
     async def list_tools(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
-        return types.ListToolsResult(tools=tool_list(services))
+        return types.ListToolsResult(tools=tool_list(services, scope_of(ctx)))
 
     async def on_call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         return await call_tool(services, hub, params.name, params.arguments, scope_of(ctx))

@@ -1,5 +1,9 @@
 """MCP tools: the Task Job API's jobs, one tool each, with the same arguments and handlers.
 
+The seed's jobs (less ``list_task_ids`` and ``stream_task``, with a bounded ``wait_task``)
+come first, then every other job of the catalogue (:mod:`runyard.api.catalogue`): a run
+token's tool list leaves the admin-only jobs out, and calling one by name is refused.
+
 A tool call runs the very handler ``POST /jobs/{name}`` runs (:mod:`runyard.api.jobs`),
 with the caller's run scope, so a run token can do over MCP exactly what it can over the
 Job API: its own session's tasks only, no host paths, no forwarding. The tool result's
@@ -17,6 +21,7 @@ import mcp.types as types
 from pydantic import ValidationError
 
 from runyard.agents.models import RunScope
+from runyard.api.catalogue import callable_jobs, refuse_admin_only
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jobs import JOBS, Job
 from runyard.api.mcp.waiting import WAIT_JOB
@@ -46,9 +51,20 @@ TOOL_NAMES = (
 TOOL_JOBS: dict[str, Job] = {**{name: JOBS[name] for name in TOOL_NAMES}, "wait_task": WAIT_JOB}
 
 
-def tool_list(services: Services) -> list[types.Tool]:
-    """One tool per job, its input schema the job's argument schema."""
-    return [_tool(TOOL_JOBS[name], services) for name in TOOL_NAMES]
+def tool_jobs(scope: RunScope | None) -> dict[str, Job]:
+    """The tools the caller may call: the seed's above, then every other job of the
+    catalogue (the AxonX jobs); a run token's leave out the admin-only ones."""
+    others = {
+        name: job
+        for name, job in callable_jobs(scope).items()
+        if name not in JOBS and name not in TOOL_JOBS
+    }
+    return {**TOOL_JOBS, **others}
+
+
+def tool_list(services: Services, scope: RunScope | None = None) -> list[types.Tool]:
+    """One tool per job the caller may call, its input schema the job's argument schema."""
+    return [_tool(job, services) for job in tool_jobs(scope).values()]
 
 
 def _tool(job: Job, services: Services) -> types.Tool:
@@ -82,7 +98,7 @@ async def call_tool(
     scope: RunScope | None,
 ) -> types.CallToolResult:
     """Validate ``arguments`` with the job's model, run its handler, answer a JobResponse."""
-    job = TOOL_JOBS.get(name)
+    job = tool_jobs(None).get(name)
     if job is None:
         return _result(job_response(f"KeyError: unknown tool {name!r}", False))
     raw = arguments or {}
@@ -101,6 +117,7 @@ async def run_job(
 ) -> dict[str, Any]:
     """The JobResponse of one handler call, errors as ``success: false`` answers."""
     try:
+        refuse_admin_only(job.name, scope)
         args = await resolved_args(services, args, scope)  # names to full ids
         answer, success, *rest = await job.run(services, args, hub, scope)
     except Exception as exc:

@@ -1,0 +1,76 @@
+"""The job catalogue: what ``GET /jobs`` and the MCP tools list, for the caller's scope.
+
+Every job ``POST /jobs/<name>`` answers is listed: the seed's thirteen and the AxonX
+jobs of :data:`runyard.api.compat_jobs.COMPAT_JOBS`, whatever that tuple holds. The admin
+(server token) sees them all. A run token sees only the jobs it may call: the
+admin-only ones (:data:`ADMIN_ONLY_JOBS`: machines, plugins, updates, ``python``, sync,
+``delete_entries`` and schedules) are left out of its catalogue and its MCP tools, and
+a call to one of them by name is refused before its handler runs::
+
+    for job in callable_jobs(scope).values():
+        ...
+    refuse_admin_only(name, scope)     # Forbidden (403) for a run token
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runyard.agents.models import RunScope
+from runyard.api.compat_jobs import all_jobs
+from runyard.api.jobs import JOBS, Job
+from runyard.errors import Forbidden
+
+# AxonX's jobs a run token may never call (issue 46): whatever its session, these act on
+# the machine, the server's own environment or every task, not on the run's own work
+ADMIN_ONLY_JOBS = frozenset(
+    {
+        "machine_status",
+        "list_machines",
+        "list_plugins",
+        "inspect_plugin",
+        "install_plugin",
+        "uninstall_plugin",
+        "get_update_status",
+        "update_from_pip",
+        "update_from_git",
+        "restart_service",
+        "python",
+        "task_sync_index",
+        "sync_tasks",
+        "delete_entries",
+        "list_schedules",
+    }
+)
+
+
+def may_call(name: str, scope: RunScope | None) -> bool:
+    """Whether the caller of ``scope`` (None: the admin) may call the job ``name``."""
+    return scope is None or name not in ADMIN_ONLY_JOBS
+
+
+def refuse_admin_only(name: str, scope: RunScope | None) -> None:
+    """Forbidden for a run token calling an admin-only job."""
+    if not may_call(name, scope):
+        raise Forbidden(f"{name} needs the server (admin) token; a run token may not call it")
+
+
+def callable_jobs(scope: RunScope | None) -> dict[str, Job]:
+    """Every job the caller may call, by name, the seed's first, then the others by name."""
+    jobs = all_jobs()
+    return {name: jobs[name] for name in _ordered(jobs) if may_call(name, scope)}
+
+
+def _ordered(jobs: dict[str, Job]) -> list[str]:
+    seed = [name for name in JOBS if name in jobs]
+    return seed + sorted(name for name in jobs if name not in JOBS)
+
+
+def catalogue_item(job: Job) -> dict[str, Any]:
+    """One entry of ``GET /jobs``: the job's name, description and both schemas."""
+    return {
+        "name": job.name,
+        "description": job.description,
+        "input_schema": job.args.model_json_schema(),
+        "output_schema": job.answer_schema(),
+    }
