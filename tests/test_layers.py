@@ -8,7 +8,7 @@ Layers, lower to higher; a module may import its own package, its own layer and 
 - 2 domain: ``tasks``, ``agents``, ``repository``, ``pipelines`` (no HTTP, no runtime or
   executors)
 - 3 ``runtime``, ``executors`` and the operations packages ``retention``, ``backup``, ``sync``,
-  ``schedules``
+  ``schedules``, ``machine``
 - 4 ``api``, ``studio``
 - 5 ``client``: may import only ``runyard.client.*``, ``runyard.errors``, ``runyard.wire``,
   ``runyard.findconfig`` (the config-file lookup it shares with ``runyard.config``,
@@ -48,6 +48,7 @@ LAYERS = {
     "backup": 3,
     "sync": 3,
     "schedules": 3,
+    "machine": 3,
     "api": 4,
     "studio": 4,
     "client": 5,
