@@ -228,6 +228,14 @@ class TaskActive(RunyardError, FileExistsError):
         )
 
 
+class ActiveTaskFiles(TaskActive):
+    """A workspace delete that reaches into a task that has not finished (409)."""
+
+    def __init__(self, task_id: str, state: str) -> None:
+        super().__init__(task_id, state)
+        self.args = (f"Task {task_id} is still {state}; its files are deleted once it ends",)
+
+
 class TaskNameTaken(RunyardError, FileExistsError):
     """A fixed task name an agent run may not use: a task not of its session holds it."""
 

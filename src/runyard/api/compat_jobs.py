@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from runyard.api import job_args as a
+from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
 from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
@@ -95,6 +96,7 @@ COMPAT_JOBS: dict[str, Job] = {
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
+        *FILES_JOBS,
         Job(
             "diagnose",
             "This service's version, Python, platform, free space and tasks.",

@@ -65,6 +65,13 @@ def read_preview(opened: OpenedFile, limit: int) -> dict[str, Any]:
 
     Raises PreviewTooLarge before decoding when they would pass :data:`DECODED_BUDGET`,
     NotParquet for a file Parquet cannot read."""
+    return _answer(*read_rows(opened, limit))
+
+
+def read_rows(opened: OpenedFile, limit: int) -> tuple[Any, Any, list[list[Any]]]:
+    """The footer, the Arrow schema and the cells (one list a shown column) of the first
+    ``limit`` rows, read within the budget as :func:`read_preview` says (``opened`` is
+    closed here). The AxonX ``preview_file`` job shapes them its own way."""
     with opened, os.fdopen(os.dup(opened.fd), "rb") as handle:
         parquet = _parquet()
         _check_footer(handle, opened.relative)
@@ -84,7 +91,7 @@ def read_preview(opened: OpenedFile, limit: int) -> dict[str, Any]:
             raise
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise NotParquet(f"{opened.relative} is not a readable Parquet file: {exc}") from exc
-        return _answer(metadata, schema, columns)
+        return metadata, schema, columns
 
 
 def _check_footer(handle: Any, relative: str) -> None:
