@@ -35,6 +35,7 @@ from runyard.errors import ConfigError
 from runyard.findconfig import config_path
 from runyard.kubernetes_settings import KubernetesSettings
 from runyard.schedule_settings import ScheduleSettings, check_schedules
+from runyard.studio_pages import StudioSettings
 
 DEFAULT_ENV_ALLOWLIST = (
     "PATH",
@@ -223,6 +224,11 @@ class Settings(BaseSettings):
     )
     # cron schedules by name (runyard.schedules): AxonX's fields plus catch_up, tick_argument
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
+    studio: StudioSettings = Field(
+        default_factory=lambda: StudioSettings(pages={}),
+        description="The Studio's operations pages (studio.pages, AxonX's shape): entries of "
+        "its navigation, listed by the list_studio_pages job",
+    )
 
     @field_validator("schedules")
     @classmethod

@@ -21,6 +21,7 @@ from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
 from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
+from runyard.api.studio_jobs import LIST_STUDIO_PAGES
 from runyard.changes import ChangeHub
 from runyard.workspace.space import storage_report
 
@@ -96,6 +97,7 @@ COMPAT_JOBS: dict[str, Job] = {
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
+        LIST_STUDIO_PAGES,
         *FILES_JOBS,
         Job(
             "diagnose",

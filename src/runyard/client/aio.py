@@ -126,6 +126,10 @@ class AsyncClient:
                 await asyncio.sleep(calls.RETRY_PAUSE * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def call_job(self, name: str, answer: Any = Any, /, **arguments: Any) -> Any:
+        """Any job of the server by name: :meth:`runyard.client.Client.call_job`."""
+        return await self._execute(calls.any_job_call(name, arguments, answer))
+
     async def list_installed_task_definitions(self) -> list[TaskDefinition]:
         return await self._execute(calls.definitions_call())
 

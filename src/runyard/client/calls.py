@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -33,6 +34,7 @@ T = TypeVar("T")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 KEYED_ATTEMPTS = 4  # a keyed submit is sent again after a lost connection, then gives up
 RETRY_PAUSE = 0.25
+JOB_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")  # the jobs' names: never a path or a query
 
 
 def unreachable(url: str, exc: httpx.TransportError) -> ServerUnreachable:
@@ -202,3 +204,12 @@ def cancel_call(task_id: str) -> JobCall[bool]:
 
 def delete_call(task_ids: list[str]) -> JobCall[list[str]]:
     return JobCall("delete_tasks", {"task_ids": task_ids}, list[str])
+
+
+def any_job_call(name: str, arguments: dict[str, Any], answer: Any) -> JobCall[Any]:
+    """Any job by name (``GET /jobs`` lists them), its answer validated as ``answer``.
+    A name that is not a job's (a ``/``, ``..`` or ``?`` in it) is refused before anything
+    is sent: it would make another request out of ``/jobs/{name}``."""
+    if not isinstance(name, str) or not JOB_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a job name: letters, digits and '_' only")
+    return JobCall(name, arguments, answer)

@@ -193,6 +193,16 @@ class Client:
         except httpx.TransportError as exc:
             raise NoAnswer(calls.transport_reason(exc)) from exc
 
+    def call_job(self, name: str, answer: Any = Any, /, **arguments: Any) -> Any:
+        """Any job of the server by name, with its arguments as keywords; its answer,
+        validated as the type ``answer`` (JSON as it came by default). ``JobFailed`` when
+        it answers ``success: false``::
+
+            pages = client.call_job("list_studio_pages")
+            status = client.call_job("status", TaskStatus, task_id=task_id)
+        """
+        return self._execute(calls.any_job_call(name, arguments, answer))
+
     # tasks
 
     def list_installed_task_definitions(self) -> list[TaskDefinition]:
