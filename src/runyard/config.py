@@ -159,6 +159,13 @@ class Settings(BaseSettings):
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
     targets: dict[str, Target] = Field(default_factory=dict)
+    machine_check_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="How long list_machines waits for each target's machine_status before "
+        "reporting it unhealthy",
+    )
     max_concurrent_tasks: int = Field(8, ge=1, le=1024)
     # of those, what the tasks of one agent run (of its session) may hold at once; its
     # further tasks wait queued without holding up anyone else's

@@ -19,6 +19,7 @@ from pydantic import Field
 from runyard.api import job_args as a
 from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
+from runyard.api.machine_jobs import MACHINE_JOBS
 from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
 from runyard.api.studio_jobs import LIST_STUDIO_PAGES
@@ -97,6 +98,7 @@ COMPAT_JOBS: dict[str, Job] = {
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
+        *MACHINE_JOBS,
         LIST_STUDIO_PAGES,
         *FILES_JOBS,
         Job(
