@@ -61,9 +61,10 @@ def test_sessions_round_trip_close_and_reopen(client: httpx.Client) -> None:
     got = client.get(f"/sessions/{session_id}").json()
     assert got["title"] == "demo" and got["status"] == "OPEN" and got["history"] == []
     assert set(got) == {
-        "id", "title", "status", "history", "latestRunId", "createdAt", "updatedAt", "forkedFrom"
+        "id", "title", "status", "history", "latestRunId", "createdAt", "updatedAt", "forkedFrom",
+        "tag",
     }  # fmt: skip
-    assert got["forkedFrom"] is None
+    assert got["forkedFrom"] is None and got["tag"] is None
     listed = client.get("/sessions", params={"limit": 1}).json()
     assert listed["items"][0]["id"] == session_id and listed["nextCursor"]
     assert client.post(f"/sessions/{session_id}/close", headers=JSON).json()["status"] == "CLOSED"

@@ -73,10 +73,20 @@ class Session:
     history: list[HistoryEntry] = field(default_factory=list)
     # {"sessionId", "runId"} of the checkpoint this session was forked from
     forked_from: dict[str, str] | None = None
+    tag: str | None = None  # one free label (AxonX's tag_agent_session); None: untagged
 
     @property
     def writable(self) -> bool:
         return self.status == SessionStatus.OPEN
+
+
+@dataclass(frozen=True)
+class SessionRemoval:
+    """What deleting a session took from the store: its runs' ids and its uploads' stored
+    file names, whose folders, logs and files go next."""
+
+    run_ids: list[str]
+    stored_names: list[str]
 
 
 @dataclass
@@ -297,11 +307,12 @@ def check_grant_name(name: str) -> str:
     return name
 
 
-def check_title(title: str | None) -> str:
+def check_title(title: str | None, what: str = "title") -> str:
+    """A session's title (or tag, ``what``): printable, at most 200 characters."""
     title = title or ""
     if len(title) > MAX_TITLE_CHARS:
-        raise AgentInvalid(f"title is longer than {MAX_TITLE_CHARS} characters")
-    _check_characters(title, "title")
+        raise AgentInvalid(f"{what} is longer than {MAX_TITLE_CHARS} characters")
+    _check_characters(title, what)
     return title
 
 

@@ -33,6 +33,7 @@ from runyard.agents.models import (
     RunEvent,
     RunSummary,
     Session,
+    SessionRemoval,
     SessionState,
     SessionStatus,
 )
@@ -67,6 +68,25 @@ class AgentStore(ABC):
     def set_session_status(
         self, session_id: str, status: SessionStatus, now: str
     ) -> Session | None: ...
+
+    @abstractmethod
+    def set_session_labels(
+        self,
+        session_id: str,
+        now: str,
+        *,
+        title: str | None = None,
+        tag: str | None = None,
+        set_tag: bool = False,
+    ) -> Session | None:
+        """Set the title (unless None) and, when ``set_tag``, the tag (None clears it);
+        None when there is no such session."""  # fmt: skip
+
+    @abstractmethod
+    def delete_session(self, session_id: str) -> SessionRemoval | None:
+        """Remove the session and every record of it (history, artifacts, grants, runs and
+        their events, state record) in one transaction; RunActive (nothing removed) while
+        it has a queued or running run; None when there is no such session."""
 
     @abstractmethod
     def append_history(self, session_id: str, entry: HistoryEntry) -> bool:

@@ -23,6 +23,7 @@ from runyard.agents.models import (
     RunEvent,
     RunSummary,
     Session,
+    SessionRemoval,
     SessionState,
     SessionStatus,
     paths_overlap,
@@ -87,6 +88,37 @@ class MemoryStore(AgentStore):
             if session is not None:
                 session.status, session.updated_at = status, now
             return copy.deepcopy(session)
+
+    def set_session_labels(
+        self, session_id: str, now: str, *, title: str | None = None, tag: str | None = None,
+        set_tag: bool = False,
+    ) -> Session | None:  # fmt: skip
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                session.title = session.title if title is None else title
+                session.tag = tag if set_tag else session.tag
+                session.updated_at = now
+            return copy.deepcopy(session)
+
+    def delete_session(self, session_id: str) -> SessionRemoval | None:
+        with self._lock:
+            if session_id not in self._sessions:
+                return None
+            runs = [r for r in self._runs.values() if r.session_id == session_id]
+            for run in runs:
+                if run.state in ACTIVE_STATES:
+                    raise RunActive(session_id, run.id)
+            names = [a.stored_name for a in self._artifacts.values() if a.session_id == session_id]
+            for run in runs:
+                del self._runs[run.id]
+                self._events.pop(run.id, None)
+            for records in (self._artifacts, self._grants):
+                for ident in [i for i, r in records.items() if r.session_id == session_id]:
+                    del records[ident]
+            self._states.pop(session_id, None)
+            del self._sessions[session_id]
+            return SessionRemoval([run.id for run in runs], names)
 
     def append_history(self, session_id: str, entry: HistoryEntry) -> bool:
         require_valid(entry)

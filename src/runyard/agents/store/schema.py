@@ -119,6 +119,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX history_once_per_run ON history(session_id, run_id, role)
         WHERE run_id IS NOT NULL
     """,
+    # 3: a session's tag (AxonX's tag_agent_session); NULL: untagged
+    """
+    ALTER TABLE sessions ADD COLUMN tag TEXT
+    """,
 )
 
 
@@ -167,7 +171,7 @@ ARTIFACT_COLUMNS = (
     "id, session_id, file_name, relative_path, size, sha256, media_type, created_at, stored_name"
 )
 GRANT_COLUMNS = "id, session_id, name, host_path, access, created_at, revoked"
-SESSION_COLUMNS = "id, title, status, created_at, updated_at, latest_run_id, forked_from"
+SESSION_COLUMNS = "id, title, status, created_at, updated_at, latest_run_id, forked_from, tag"
 STATE_COLUMNS = "session_id, path, created_at, updated_at, last_run_id, run_count"
 
 
@@ -181,6 +185,7 @@ def session_from_row(row: Row, history: list[HistoryEntry]) -> Session:
         latest_run_id=row["latest_run_id"],
         history=history,
         forked_from=json.loads(row["forked_from"]) if row["forked_from"] else None,
+        tag=row["tag"],
     )
 
 

@@ -26,6 +26,7 @@ from runyard.agents.models import (
     RunEvent,
     RunSummary,
     Session,
+    SessionRemoval,
     SessionState,
     SessionStatus,
     paths_overlap,
@@ -179,10 +180,10 @@ class SQLiteStore(AgentStore):
         require_valid(session)
         with self._tx() as conn:
             conn.execute(
-                f"INSERT INTO sessions ({schema.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO sessions ({schema.SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (session.id, session.title, session.status.value, session.created_at,
                  session.updated_at, session.latest_run_id,
-                 schema.forked_from_value(session.forked_from)),
+                 schema.forked_from_value(session.forked_from), session.tag),
             )  # fmt: skip
             for entry in session.history:  # a fork starts with its origin's turns
                 _append_history(conn, session.id, entry)
@@ -216,6 +217,43 @@ class SQLiteStore(AgentStore):
                 (status.value, now, session_id),
             )
         return self.get_session(session_id)
+
+    def set_session_labels(
+        self, session_id: str, now: str, *, title: str | None = None, tag: str | None = None,
+        set_tag: bool = False,
+    ) -> Session | None:  # fmt: skip
+        with self._tx() as conn:
+            if title is not None:
+                conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id))
+            if set_tag:
+                conn.execute("UPDATE sessions SET tag = ? WHERE id = ?", (tag, session_id))
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+        return self.get_session(session_id)
+
+    def delete_session(self, session_id: str) -> SessionRemoval | None:
+        with self._tx() as conn:
+            found = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+            if found.fetchone() is None:
+                return None
+            active = conn.execute(
+                f"SELECT id FROM runs WHERE session_id = ? AND state IN {ACTIVE} LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if active is not None:
+                raise RunActive(session_id, active["id"])
+            where = (session_id,)
+            runs = conn.execute("SELECT id FROM runs WHERE session_id = ?", where).fetchall()
+            names = conn.execute(
+                "SELECT stored_name FROM artifacts WHERE session_id = ?", where
+            ).fetchall()
+            conn.execute(
+                "DELETE FROM run_events WHERE run_id IN (SELECT id FROM runs WHERE session_id = ?)",
+                where,
+            )
+            for table in ("runs", "history", "artifacts", "mount_grants", "session_state"):
+                conn.execute(f"DELETE FROM {table} WHERE session_id = ?", where)
+            conn.execute("DELETE FROM sessions WHERE id = ?", where)
+        return SessionRemoval([r["id"] for r in runs], [n["stored_name"] for n in names])
 
     def append_history(self, session_id: str, entry: HistoryEntry) -> bool:
         require_valid(entry)
