@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from runyard.api import job_args as a
+from runyard.api.agent_session_jobs import AGENT_SESSION_JOBS
 from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
 from runyard.api.machine_jobs import MACHINE_JOBS
@@ -98,6 +99,7 @@ COMPAT_JOBS: dict[str, Job] = {
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
+        *AGENT_SESSION_JOBS,
         *MACHINE_JOBS,
         LIST_STUDIO_PAGES,
         *FILES_JOBS,

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from starlette.responses import Response, StreamingResponse
 
 from runyard.agents.models import RunScope
+from runyard.api.agent_chat import agent_chat_events
 from runyard.api.catalogue import callable_jobs, catalogue_item, refuse_admin_only
 from runyard.api.compat_jobs import all_jobs
 from runyard.api.envelope import (
@@ -104,6 +105,8 @@ def _add_job_routes(
                 )
             except TaskNotFound as exc:  # answered in the stream, as for a full id of no task
                 stream = single_result(scrub(services, error_answer(exc), scope), False)
+        elif job.name == "agent_chat":  # the turn as it goes (api/agent_chat.py)
+            stream = agent_chat_events(services, envelope.arguments, scope)
         else:
             answer = await _run(job, services, envelope.arguments, hub, scope)
             if isinstance(answer, Response):
