@@ -15,6 +15,7 @@ import { renderSessions } from "./views/sessions.js";
 import { renderSession } from "./views/session.js";
 import { renderPipeline, renderPipelines } from "./views/pipelines.js";
 import { renderSchedule, renderSchedules } from "./views/schedules.js";
+import { addPageLinks, renderStudioPage } from "./views/studiopage.js";
 
 const ROUTES = [
   { pattern: /^\/?$/, nav: "tasks", view: renderTasks },
@@ -28,6 +29,7 @@ const ROUTES = [
   { pattern: /^\/pipelines\/([^/]+)$/, nav: "pipelines", view: renderPipeline },
   { pattern: /^\/schedules$/, nav: "schedules", view: renderSchedules },
   { pattern: /^\/schedules\/([^/]+)$/, nav: "schedules", view: renderSchedule },
+  { pattern: /^\/pages\/([a-z][a-z0-9_-]*)$/, nav: "page", view: renderStudioPage },
 ];
 
 let cleanup = null;
@@ -45,7 +47,7 @@ function route() {
   const match = ROUTES.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
   if (typeof cleanup === "function") cleanup();
   cleanup = null;
-  markNav(match?.r.nav);
+  markNav(match?.r.nav === "page" ? `page:${match.m[1]}` : match?.r.nav);
   if (!match) {
     setTitle("Not found");
     replace(main, h("h1", {}, "Page not found"),
@@ -70,6 +72,13 @@ function route() {
     if (lastPath !== null) main.focus({ preventScroll: true });
   }
   lastPath = path;
+}
+
+/** The navigation entry of the current address (a page link appears after the route). */
+function currentNav() {
+  const { path } = parseHash();
+  const page = /^\/pages\/([a-z][a-z0-9_-]*)$/.exec(path);
+  return page ? `page:${page[1]}` : ROUTES.find((r) => r.pattern.test(path))?.nav;
 }
 
 function markNav(active) {
@@ -121,6 +130,8 @@ async function start() {
   window.addEventListener("hashchange", route);
   if (login && !login.ok && !getToken()) showFailedLogin(login);
   else route();
+  onTokenChange(() => addPageLinks().then(() => markNav(currentNav())));
+  addPageLinks().then(() => markNav(currentNav()));
   watchStorage();
 }
 
