@@ -229,6 +229,14 @@ class Settings(BaseSettings):
     sync: SyncSettings = Field(
         default_factory=lambda: SyncSettings(target=None, task_types=[], max_task_mb=10240)
     )
+    allow_plugin_install: bool = Field(
+        False,
+        description="Answer install_plugin and uninstall_plugin (admin only): pip run on the "
+        "server's own interpreter. Off: both are refused naming this setting",
+    )
+    plugin_install_timeout_seconds: float = Field(
+        300.0, gt=0, le=3600, description="How long one plugin's pip install or uninstall may take"
+    )
     # cron schedules by name (runyard.schedules): AxonX's fields plus catch_up, tick_argument
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     studio: StudioSettings = Field(

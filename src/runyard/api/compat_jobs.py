@@ -20,6 +20,7 @@ from runyard.api import job_args as a
 from runyard.api.agent_session_jobs import AGENT_SESSION_JOBS
 from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
+from runyard.api.plugin_jobs import PLUGIN_JOBS
 from runyard.api.machine_jobs import MACHINE_JOBS
 from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
@@ -99,6 +100,7 @@ COMPAT_JOBS: dict[str, Job] = {
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
+        *PLUGIN_JOBS,
         *AGENT_SESSION_JOBS,
         *MACHINE_JOBS,
         LIST_STUDIO_PAGES,
