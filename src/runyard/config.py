@@ -244,6 +244,28 @@ class Settings(BaseSettings):
         description="The Studio's operations pages (studio.pages, AxonX's shape): entries of "
         "its navigation, listed by the list_studio_pages job",
     )
+    allow_python_job: bool = Field(
+        False,
+        description="Answer the python job (admin only): code run in a fresh interpreter "
+        "under task_limits and its timeout. Off: the job is refused naming this setting",
+    )
+    allow_self_update: bool = Field(
+        False,
+        description="Answer update_from_pip, update_from_git and restart_service (admin only). "
+        "Off: they are refused naming this setting",
+    )
+    self_update_requirement: str = Field(
+        "runyard", min_length=1, description="What update_from_pip installs (pip --upgrade)"
+    )
+    self_update_git: str | None = Field(
+        None,
+        min_length=1,
+        description="What update_from_git installs, a pip VCS requirement such as "
+        "'runyard @ git+https://host/runyard.git@main'; unset: update_from_git is refused",
+    )
+    self_update_timeout_seconds: float = Field(
+        600.0, gt=0, le=3600, description="How long an update's pip install may take"
+    )
 
     @field_validator("schedules")
     @classmethod

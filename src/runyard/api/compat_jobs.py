@@ -25,6 +25,7 @@ from runyard.api.machine_jobs import MACHINE_JOBS
 from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
 from runyard.api.studio_jobs import LIST_STUDIO_PAGES
+from runyard.api.update_jobs import UPDATE_JOBS
 from runyard.changes import ChangeHub
 from runyard.workspace.space import storage_report
 
@@ -104,6 +105,7 @@ COMPAT_JOBS: dict[str, Job] = {
         *AGENT_SESSION_JOBS,
         *MACHINE_JOBS,
         LIST_STUDIO_PAGES,
+        *UPDATE_JOBS,
         *FILES_JOBS,
         Job(
             "diagnose",

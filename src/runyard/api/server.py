@@ -45,6 +45,7 @@ from runyard.api.front import Front
 from runyard.api.guard import agent_socket_channel
 from runyard.api.login import LoginCodes, lifetime_words
 from runyard.api.readonly import ReadOnly, read_only_banner
+from runyard.api.restart import reexec_if_requested
 from runyard.api.serverlock import hold_server_lock
 from runyard.api.serverlog import AccessLog
 from runyard.api.slowclients import guarded_protocol
@@ -142,6 +143,7 @@ def serve(settings: Settings, *, rotate_token: bool = False) -> None:
         reap_children()  # those that ended while it stopped: unwatched since, not reaped
     if failure is not None:  # the app could not be built: the error the start ends with
         raise failure
+    reexec_if_requested()  # restart_service: the same command line again (api/restart.py)
 
 
 def event_loop_factory(choice: str = "auto") -> Callable[[], asyncio.AbstractEventLoop] | None:
