@@ -273,10 +273,16 @@ def test_hard_linked_file_and_records_are_refused(srv: ServerProcess) -> None:
     root and the type folders are never deleted one by one."""
     linked = job(srv, "preview_file", path=f"base/{TASK}/linked.txt")
     assert linked.json()["success"] is False and SECRET not in linked.text
-    for path in (f"base/{TASK}/status.json", f"base/{TASK}/metadata.json",
-                 f"base/{TASK}/events.jsonl", "base", "", "."):  # fmt: skip
-        reply = job(srv, "delete_entries", paths=[path])
-        assert reply.status_code in (200, 422) and reply.json().get("success") is not True
+    records = "a task's records go with its folder"
+    runyards = "the workspace root and its type folders are runyard's"
+    for path, reason in (
+        (f"base/{TASK}/status.json", records), (f"base/{TASK}/metadata.json", records),
+        (f"base/{TASK}/events.jsonl", records), ("base", runyards), ("etl", runyards),
+        (".", runyards), ("base/", runyards),
+    ):  # fmt: skip
+        reply = job(srv, "delete_entries", paths=[path]).json()
+        assert reply["success"] is False and reason in reply["answer"], (path, reply)
+    assert job(srv, "delete_entries", paths=[""]).status_code == 422
     assert (srv.workspace / "base" / TASK / "status.json").is_file()
     assert srv.call("status", task_id=TASK)["answer"]["state"] == "succeeded"
 
