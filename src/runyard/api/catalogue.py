@@ -2,10 +2,10 @@
 
 Every job ``POST /jobs/<name>`` answers is listed: the seed's thirteen and the AxonX
 jobs of :data:`runyard.api.compat_jobs.COMPAT_JOBS`, whatever that tuple holds. The admin
-(server token) sees them all. A run token sees only the jobs it may call: the
-admin-only ones (:data:`ADMIN_ONLY_JOBS`: machines, plugins, updates, ``python``, sync,
-``delete_entries`` and schedules) are left out of its catalogue and its MCP tools, and
-a call to one of them by name is refused before its handler runs::
+(server token) sees them all. A run token sees only the jobs it may call: the admin-only
+ones (:data:`ADMIN_ONLY_JOBS`: machines, plugins, updates, ``python``, sync,
+``delete_entries``, schedules and ``fork_agent_session``) are left out of its catalogue
+and its MCP tools, and a call to one of them by name is refused before its handler runs::
 
     for job in callable_jobs(scope).values():
         ...
@@ -40,6 +40,7 @@ ADMIN_ONLY_JOBS = frozenset(
         "sync_tasks",
         "delete_entries",
         "list_schedules",
+        "fork_agent_session",  # a fork is a new session, which a run may not make
     }
 )
 
