@@ -289,5 +289,12 @@ def test_chat_depth_limit_and_unknown_session(srv: ServerProcess) -> None:
     assert deep["success"] is False and "limited to 3" in deep["answer"]
     missing = job(srv, "agent_chat", message="hi", session_id=str(uuid.uuid4())).json()
     assert missing["success"] is False and "No agent session" in missing["answer"]
-    tag = job(srv, "tag_agent_session", session_id="ses-1", tag="\x07bell").json()
-    assert tag["success"] is False
+    with api(srv) as client:
+        ident = new_session(client, "labels")
+    for bad in ("\x07bell", "x" * 201, "line\nbreak"):
+        for name, field in (("tag_agent_session", "tag"), ("rename_agent_session", "title")):
+            reply = job(srv, name, session_id=ident, **{field: bad}).json()
+            assert reply["success"] is False and "AgentInvalid" in reply["answer"], reply
+    with api(srv) as client:
+        seen = client.get(f"/sessions/{ident}").json()
+    assert (seen["title"], seen["tag"]) == ("labels", None)

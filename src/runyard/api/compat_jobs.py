@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from runyard.api import job_args as a
+from runyard.api.adminonly import may_call
 from runyard.api.agent_session_jobs import AGENT_SESSION_JOBS
 from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
@@ -51,7 +52,7 @@ def all_jobs() -> dict[str, Job]:
 
 
 async def _help(s: Services, args: HelpArgs, hub: ChangeHub, scope: Scope) -> JobResult:
-    jobs = all_jobs()
+    jobs = {name: job for name, job in all_jobs().items() if may_call(name, scope)}
     if args.job is None:
         listed = [{"name": name, "description": jobs[name].description} for name in sorted(jobs)]
         return {"usage": USAGE, "jobs": listed}, True
