@@ -111,6 +111,10 @@ def test_a_run_token_calling_an_admin_only_job_by_name_is_refused_at_the_gate(
         "sync",
     ]
     assert srv.call("list_schedules")["success"] is True  # the admin still may
+    helped = httpx.post(srv.url + "/jobs/help", json={"arguments": {}}, headers=headers, timeout=30)
+    named = {job["name"] for job in helped.json()["answer"]["jobs"]}
+    assert named == set(all_jobs()) - ADMIN_ONLY_JOBS  # help lists what the run may call
+    assert len(srv.call("help")["answer"]["jobs"]) == len(all_jobs())
 
 
 def test_mcp_tools_list_the_axonx_jobs_and_a_run_token_gets_no_admin_only_one(
