@@ -353,6 +353,7 @@ def _seed_task(workspace: Path, task_id: str, session_id: str, run_id: str) -> P
     (staging / "status.json").write_text(json.dumps(status.to_json()))
     (staging / "metadata.json").write_text("{}")
     (staging / "mine.txt").write_text(f"of {session_id}")
+    (staging / "where.txt").write_text(f"written in {workspace}")
     staging.rename(ws.task_dir(task_id))
     return ws.task_dir(task_id)
 
@@ -396,6 +397,11 @@ def _attack(server: ServerProcess, session_a: str, run_a: str, token: str) -> No
         assert names(call("list_entries", path="base").json()["answer"]) == set()
         own = call("preview_file", path="etl/etl#load#mine/mine.txt").json()
         assert own["answer"]["content"] == f"of {session_a}"
+        where = call("preview_file", path="etl/etl#load#mine/where.txt").json()["answer"]
+        assert where["content"] == "written in <hidden>"
+        status = call("preview_file", path="etl/etl#load#mine/status.json").json()["answer"]
+        assert status["data"]["task_id"] == "etl#load#mine"
+        assert str(server.workspace) not in json.dumps(status)
         for path in ("etl/etl#load#theirs", f"base/{admins}"):
             for reply in (call("list_entries", path=path),
                           call("preview_file", path=f"{path}/status.json")):  # fmt: skip
