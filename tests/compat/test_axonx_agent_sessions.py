@@ -154,6 +154,10 @@ def test_chat_streams_axonx_events(srv: ServerProcess, axonx: AxonX) -> None:
     assert messages[-1]["presentation"][0]["delta"] == result["answer"]
     states = [m["presentation"][0]["delta"] for m in messages if m["type_name"] == "SystemMessage"]
     assert states[-1].endswith(" is succeeded")
+    # a turn that cannot start is one failed result, as AxonX streams a failed job
+    failed = axonx.stream("agent_chat", "--message", "x", "--session-id", str(uuid.uuid4()))
+    assert [e["kind"] for e in failed] == ["result"] and failed[0]["success"] is False
+    assert "No agent session" in failed[0]["answer"]
     # the client's typed stream: the same events, as AxonX's models
     typed = axonx.client("stream_job", name="agent_chat", arguments={"message": "typed"})
     assert typed[-1]["type"] == "ResultEvent" and typed[-1]["success"] is True

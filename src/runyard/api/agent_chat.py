@@ -143,14 +143,12 @@ async def agent_chat_events(s: Services, args: AgentChatArgs, scope: Scope) -> A
         return
     try:
         turn = await run_in_threadpool(start_turn, s, args, scope)
-    except Exception as exc:
+        stream = _TurnStream(agent_service(s), turn, args.message)
+        async for data in stream.events():
+            yield format_event(data["kind"], scrub(s, data, scope))
+    except Exception as exc:  # before the run, or its session deleted while it ran
         answer = scrub(s, f"{type(exc).__name__}: {exc}", scope)
         yield format_event("result", result_data(answer, False))
-        return
-    stream = _TurnStream(agent_service(s), turn, args.message)
-    async for data in stream.events():
-        kind = data["kind"]
-        yield format_event(kind, scrub(s, data, scope))
 
 
 class _TurnStream:
