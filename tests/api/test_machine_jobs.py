@@ -76,6 +76,9 @@ class FakeTarget(BaseHTTPRequestHandler):
     def answer_deep(self) -> None:
         self.send(b"[" * 100_000 + b"]" * 100_000)
 
+    def answer_gzip(self) -> None:  # says gzip, is not
+        self.send(b"\x1f\x8b not really gzip", **{"content-encoding": "gzip"})
+
     def answer_refused(self) -> None:
         self.send(json.dumps(STATUS).encode(), status=403)
 
@@ -119,16 +122,17 @@ def test_list_machines_reports_each_broken_target_unhealthy_in_time(
     fake: str, tmp_path: Path
 ) -> None:
     """One valid target among hostile and broken ones: a silent listener, a slow trickle,
-    an oversized, a misshapen, a failed, a too-deep and a refused answer, a redirect to a
-    collector of tokens, a closed port. Only the valid one is healthy, the call ends within
-    the one timeout (the checks run at once), no token reaches the redirect's target and no
-    credential of a URL is shown."""
+    an oversized, a misshapen, a failed, a too-deep, a corrupt and a refused answer, a
+    redirect to a collector of tokens, a closed port, a URL that is none. Only the valid
+    one is healthy, the call ends within the one timeout (the checks run at once), no token
+    reaches the redirect's target and no credential of a URL is shown."""
     silent = socket.create_server(("127.0.0.1", 0))  # connects, never answers
     FakeTarget.seen_auth.clear()
-    modes = ["valid", "huge", "shape", "failed", "deep", "refused", "redirect", "trickle"]
+    modes = ["valid", "huge", "shape", "failed", "deep", "gzip", "refused", "redirect", "trickle"]
     targets: dict[str, Any] = {m: {"url": f"{fake}/{m}", "token": f"tok-{m}"} for m in modes}
     targets["silent"] = {"url": f"http://127.0.0.1:{silent.getsockname()[1]}"}
     targets["closed"] = {"url": f"http://127.0.0.1:{closed_port()}"}
+    targets["nonsense"] = {"url": "::not a url::"}
     targets["secret"] = {"url": fake.replace("//", "//user:pw-in-url@") + "/also?key=qs-secret#f"}
     srv = start_server(
         tmp_path, config={"targets": targets, "machine_check_timeout_seconds": TIMEOUT}
@@ -146,6 +150,7 @@ def test_list_machines_reports_each_broken_target_unhealthy_in_time(
     expected = {f"{fake}/{m}": m == "valid" for m in modes}
     expected[targets["silent"]["url"]] = False
     expected[targets["closed"]["url"]] = False
+    expected["nonsense"] = False  # no address to show: its name
     expected[f"{fake}/valid"] = True
     secret = next(address for address in health if address not in expected)
     assert "pw-in-url" not in secret and "qs-secret" not in secret and "user" not in secret

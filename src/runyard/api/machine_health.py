@@ -47,8 +47,8 @@ async def check_target(name: str, target: Target, timeout: float) -> MachineHeal
     except TimeoutError:
         log.warning("machine %s (%s): no machine status within %gs", name, address, timeout)
         return MachineHealth(address=address, healthy=False)
-    except (httpx.HTTPError, httpx.InvalidURL, NotHealthy, ValueError) as exc:
-        log.warning("machine %s (%s) is unhealthy: %s", name, address, exc)
+    except Exception as exc:  # whatever one target does, it is that target's row alone
+        log.warning("machine %s (%s) is unhealthy: %r", name, address, exc)
         return MachineHealth(address=address, healthy=False)
     return MachineHealth(address=address, healthy=True)
 
