@@ -21,7 +21,7 @@ import mcp.types as types
 from pydantic import ValidationError
 
 from runyard.agents.models import RunScope
-from runyard.api.catalogue import callable_jobs, refuse_admin_only
+from runyard.api.catalogue import callable_jobs, job_schemas, refuse_admin_only
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jobs import JOBS, Job
 from runyard.api.mcp.waiting import WAIT_JOB
@@ -71,9 +71,7 @@ def _tool(job: Job, services: Services) -> types.Tool:
     description = job.description
     if job.name == "submit":
         description = f"{description}\n\n{_installed_tasks(services)}"
-    return types.Tool(
-        name=job.name, description=description, input_schema=job.args.model_json_schema()
-    )
+    return types.Tool(name=job.name, description=description, input_schema=job_schemas(job)[0])
 
 
 def _installed_tasks(services: Services) -> str:
