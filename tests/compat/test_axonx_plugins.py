@@ -13,7 +13,6 @@ option passed as a requirement, uninstalling runyard itself; the setting off; a 
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from axonx_models import validates
 from axonx_support import VENV, AxonX, axonx_venv  # skips the module without Python 3.12
 
 from serverproc import ServerProcess, start_server
@@ -117,22 +117,6 @@ def axonx(site: Site, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Axon
         yield driver
     finally:
         driver.close()
-
-
-def validates(model: str, value: Any, *, many: bool = False) -> None:
-    """``value`` validates against AxonX's pydantic ``model`` (``module.Name``) in its venv."""
-    script = (
-        "import importlib, json, sys\nfrom pydantic import TypeAdapter\n"
-        "module, _, name = sys.argv[1].rpartition('.')\n"
-        "model = getattr(importlib.import_module(module), name)\n"
-        "TypeAdapter(list[model] if sys.argv[2] == 'many' else model)"
-        ".validate_python(json.load(sys.stdin))\n"
-    )
-    done = subprocess.run(
-        [str(VENV / "bin" / "python"), "-c", script, model, "many" if many else "one"],
-        input=json.dumps(value), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
 
 
 def job(server: ServerProcess, name: str, headers: dict[str, str] | None = None, **args: Any):
