@@ -333,6 +333,22 @@ def test_bad_arguments_are_422(srv: ServerProcess, name: str, arguments: dict[st
     assert (srv.workspace / "base" / TASK / "plain.txt").is_file()
 
 
+def test_csv_rows_and_pages_are_bounded(srv: ServerProcess) -> None:
+    """A task's CSV cannot make a preview hold an unbounded row (one long line, or small
+    quoted fields across many lines) or answer an unbounded page."""
+    folder = srv.workspace / "base" / TASK
+    (folder / "long.csv").write_text("a\n" + "x" * (2 << 20) + "\n")
+    (folder / "quoted.csv").write_text("a\n" + '"l\n",' * 400_000 + "z\n")
+    (folder / "fat.csv").write_text("a\n" + (",".join(["y" * 1000] * 900) + "\n") * 20)
+    for name in ("quoted.csv", "long.csv"):
+        reply = job(srv, "preview_file", path=f"base/{TASK}/{name}").json()
+        assert reply["success"] is False and "longer than 1048576" in reply["answer"], name
+    page = job(srv, "preview_file", path=f"base/{TASK}/fat.csv", limit=20).json()["answer"]
+    assert 8 <= len(page["rows"]) <= 10 and page["has_more"] is True
+    later = job(srv, "preview_file", path=f"base/{TASK}/fat.csv", offset=18).json()["answer"]
+    assert len(later["rows"]) == 2 and later["has_more"] is False
+
+
 def test_a_parquet_page_past_the_window_is_refused(srv: ServerProcess) -> None:
     reply = job(srv, "preview_file", path=f"base/{TASK}/table.parquet", offset=4999, limit=2)
     assert reply.json()["success"] is False and "at most 5000" in reply.text

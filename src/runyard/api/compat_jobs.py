@@ -27,6 +27,7 @@ from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
 from runyard.api.studio_jobs import LIST_STUDIO_PAGES
 from runyard.api.sync_jobs import SYNC_JOBS
+from runyard.api.sync_jobs import SYNC_JOBS
 from runyard.api.update_jobs import UPDATE_JOBS
 from runyard.changes import ChangeHub
 from runyard.workspace.space import storage_report
@@ -104,6 +105,7 @@ COMPAT_JOBS: dict[str, Job] = {
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
         *PLUGIN_JOBS,
+        *SYNC_JOBS,
         *SYNC_JOBS,
         *AGENT_SESSION_JOBS,
         *MACHINE_JOBS,

@@ -6,7 +6,8 @@ JSON and YAML (parsed when whole), CSV and JSONL (a page of rows), Parquet (thro
 bounded reader of the ``/api/v1`` preview route, :func:`runyard.api.routes_preview.read_rows`);
 anything else answers ``{"kind": "unsupported", "size": ...}``. Every read is bounded:
 text at ``max_bytes`` (512 KiB unless asked), JSON and YAML at 32 MiB, a JSONL page at
-512 KiB, a Parquet page at :data:`MAX_PARQUET_ROWS` rows from the start within the route's
+512 KiB, a CSV row at 1 Mi characters and a page at 8 Mi (``has_more`` says it stopped
+early), a Parquet page at :data:`MAX_PARQUET_ROWS` rows from the start within the route's
 decode budget. YAML aliases are refused rather than expanded (a few lines of aliases can
 stand for billions of nodes).
 """
@@ -20,7 +21,6 @@ import json
 import math
 import os
 from datetime import date, datetime
-from itertools import islice
 from typing import Any
 
 import yaml
@@ -32,6 +32,8 @@ from runyard.workspace.safefs import OpenedFile
 TEXT_BYTES = 512 * 1024
 MAX_STRUCTURED_BYTES = 32 * 1024 * 1024
 JSONL_PAGE_BYTES = 512 * 1024
+MAX_CSV_ROW_CHARS = 1024 * 1024  # one row, quoted line breaks and all
+CSV_PAGE_CHARS = 8 * 1024 * 1024  # the rows of one page: a page stops early past it
 MAX_PARQUET_ROWS = 5_000  # offset + limit of a Parquet page: read from the first row
 KINDS = {
     ".txt": "text", ".md": "markdown", ".markdown": "markdown", ".json": "json",
@@ -215,15 +217,52 @@ def _csv(fd: int, size: int, offset: int, limit: int) -> dict[str, Any]:
     raw = os.fdopen(os.dup(fd), "rb")
     try:
         with io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            columns = next(reader, [])
-            rows = list(islice(reader, offset, offset + limit + 1))
+            lines = _CsvLines(handle)
+            reader = csv.reader(lines)
+            columns = _csv_row(reader, lines) or []
+            for _ in range(offset):
+                if _csv_row(reader, lines) is None:
+                    break
+            rows: list[list[str]] = []
+            budget = CSV_PAGE_CHARS
+            while len(rows) < limit and budget > 0:
+                row = _csv_row(reader, lines)
+                if row is None:
+                    break
+                rows.append(row)
+                budget -= lines.used
+            has_more = _csv_row(reader, lines) is not None
     except UnicodeDecodeError as exc:
         raise InvalidInput("the CSV file is not UTF-8 text") from exc
     except csv.Error as exc:
         raise InvalidInput(f"the CSV file cannot be read: {exc}") from exc
-    return {"kind": "csv", "size": size, "columns": columns, "rows": rows[:limit],
-            "offset": offset, "limit": limit, "has_more": len(rows) > limit}  # fmt: skip
+    return {"kind": "csv", "size": size, "columns": columns, "rows": rows,
+            "offset": offset, "limit": limit, "has_more": has_more}  # fmt: skip
+
+
+class _CsvLines:
+    """The file's lines for :mod:`csv`, counting what the current row has taken: one row
+    (quoted line breaks included) may take at most :data:`MAX_CSV_ROW_CHARS`."""
+
+    def __init__(self, handle: io.TextIOWrapper) -> None:
+        self.handle, self.used = handle, 0
+
+    def __iter__(self) -> _CsvLines:
+        return self
+
+    def __next__(self) -> str:
+        line = self.handle.readline(MAX_CSV_ROW_CHARS + 1 - self.used)
+        if not line:
+            raise StopIteration
+        self.used += len(line)
+        if self.used > MAX_CSV_ROW_CHARS:
+            raise InvalidInput(f"a CSV row is longer than {MAX_CSV_ROW_CHARS} characters")
+        return line
+
+
+def _csv_row(reader: Any, lines: _CsvLines) -> list[str] | None:
+    lines.used = 0
+    return next(reader, None)
 
 
 def _parquet(opened: OpenedFile, offset: int, limit: int) -> dict[str, Any]:
