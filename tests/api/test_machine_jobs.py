@@ -21,9 +21,11 @@ import pytest
 from runyard.agents.models import RunScope
 from runyard.api import job_args as a
 from runyard.api.machine_jobs import MACHINE_JOBS
+from runyard.client import Client
 from runyard.config import Settings
 from runyard.errors import Forbidden
 from runyard.machine.metrics import machine_info
+from runyard.machine.models import MachineHealth, MachineInfo
 from serverproc import start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
@@ -159,12 +161,18 @@ def test_list_machines_reports_each_broken_target_unhealthy_in_time(
     assert FakeTarget.seen_auth == []  # the redirect was not followed with tok-redirect
 
 
-def test_no_targets_is_an_empty_list_and_bad_arguments_are_422(tmp_path: Path) -> None:
+def test_no_targets_is_an_empty_list_the_client_types_both_and_bad_arguments_are_422(
+    tmp_path: Path,
+) -> None:
     srv = start_server(tmp_path)
     try:
         assert srv.call("list_machines")["answer"] == []
         status = srv.call("machine_status")["answer"]
         assert set(status) == {"axonx", "cpu", "memory", "gpus"} and status["gpus"] == []
+        with Client(srv.url, srv.token) as client:  # runyard's own client, typed answers
+            info = client.call_job("machine_status", MachineInfo)
+            assert isinstance(info, MachineInfo) and info.memory.total_bytes > 0
+            assert client.call_job("list_machines", list[MachineHealth]) == []
         with srv.client() as client:
             for job in ("machine_status", "list_machines"):
                 for bad in ("x", [1], 3):
