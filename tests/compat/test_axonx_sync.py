@@ -235,3 +235,24 @@ def test_a_run_token_is_refused_both_sync_jobs(pair: tuple[ServerProcess, Server
         finally:
             (b.workspace / "agent" / "session-state" / session_id / "go").touch()
             assert wait_run(admin, run["id"])["state"] == "succeeded"
+
+
+def test_a_task_expanding_past_max_task_mb_is_refused_before_it_is_unpacked(
+    pair: tuple[ServerProcess, ServerProcess], tmp_path: Path
+) -> None:
+    """8 MiB of zeros gzip to a few KiB: the archive is small, its task is not."""
+    a, _ = pair
+    task = run_demo(a, f"bomb-{uuid.uuid4().hex[:6]}", 7)
+    small = start_server(tmp_path / "small", config={"sync": {"max_task_mb": 1}})
+    try:
+        base = folder(task["task_id"])
+        bomb = forged(tmp_path, [(f"{base}/task/zeros.bin", bytes(8 << 20), None)])
+        assert len(bomb) < 64 << 10
+        (small.workspace / "bomb.tar.gz").write_bytes(bomb)
+        answer = job(small, "sync_tasks", path="bomb.tar.gz").json()
+        assert answer["success"] is False, answer
+        assert "larger than sync.max_task_mb; not applied" in answer["answer"], answer
+        assert not (small.workspace / base).exists()
+        assert [p.name for p in small.workspace.glob(".sync-*")] == []
+    finally:
+        small.stop()
