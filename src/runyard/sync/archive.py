@@ -227,7 +227,7 @@ def _split(
     writer: tarfile.TarFile | None = None
     count = size = 0
     with tarfile.open(archive, mode="r|gz") as tar, contextlib.ExitStack() as closing:
-        closing.callback(lambda: writer is not None and writer.close())
+        closing.callback(lambda: _close(writer))
         for member in tar:
             task_id = member.name.split("/")[1]
             if task_id != current:
@@ -248,6 +248,11 @@ def _split(
             count += 1
     if writer is not None and current is not None:
         yield _apply_one(workspace, current, writer, limits), count
+
+
+def _close(writer: tarfile.TarFile | None) -> None:
+    if writer is not None:
+        writer.close()
 
 
 def _apply_one(
