@@ -5,6 +5,8 @@ GPU readings that contradict each other dropped rather than failing the whole an
 from __future__ import annotations
 
 import subprocess
+import sys
+import types
 from pathlib import Path
 
 import psutil
@@ -50,7 +52,7 @@ def test_an_installed_copy_reports_no_commit_of_the_repository_around_it(tmp_pat
 
 
 def test_no_nvml_binding_is_no_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # import raises
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import raises
     assert gpus._binding() is None
     assert collect_gpus() == []
 
@@ -122,3 +124,57 @@ def test_unknown_total_keeps_the_other_readings() -> None:
 def test_the_models_refuse_what_axonx_refuses(bad: object) -> None:
     with pytest.raises(ValidationError):
         bad()  # type: ignore[operator]
+
+
+class FakeNvml(types.ModuleType):
+    """NVML's binding as a driver with three GPUs answers it: GPU 1 cannot be opened, GPU 2
+    (a MIG slice) reports no utilisation and an old binding's bytes name. What no machine
+    here has, so the reading code is run against the binding's documented calls."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self) -> None:
+        super().__init__("pynvml")
+        self.shut = 0
+
+    def nvmlInit(self) -> None:  # noqa: N802
+        pass
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        self.shut += 1
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return 3
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+        if index == 1:
+            raise self.NVMLError("GPU is lost")
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> str | bytes:  # noqa: N802
+        return b"NVIDIA A100 MIG 1g.10gb" if handle == 2 else "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:  # noqa: N802
+        return f"GPU-{handle}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> types.SimpleNamespace:  # noqa: N802
+        return types.SimpleNamespace(total=80 * GIB, used=8 * GIB, free=72 * GIB)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> types.SimpleNamespace:  # noqa: N802
+        if handle == 2:
+            raise self.NVMLError("Not Supported")
+        return types.SimpleNamespace(gpu=42, memory=10)
+
+
+def test_gpus_read_through_the_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    found = collect_gpus()
+    assert [g.index for g in found] == [0, 2]  # the lost one left out, not the answer
+    first, mig = found
+    assert (first.name, first.uuid, first.usage_percent) == ("NVIDIA H100 80GB HBM3", "GPU-0", 42)
+    assert (first.memory_total_bytes, first.memory_used_bytes) == (80 * GIB, 8 * GIB)
+    assert first.memory_available_bytes == 72 * GIB and first.memory_usage_percent == 10.0
+    assert mig.name == "NVIDIA A100 MIG 1g.10gb" and mig.usage_percent is None
+    assert nvml.shut == 1  # NVML is shut down again after every reading
