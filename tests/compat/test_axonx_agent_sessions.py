@@ -251,6 +251,7 @@ def test_a_run_token_reaches_its_own_session_only(srv: ServerProcess) -> None:
                 extra = {"message": "hi"} if name == "agent_chat" else extra
                 reply = job(srv, name, token, session_id=ref, **extra).json()
                 assert reply["success"] is False and "No " in reply["answer"], (name, reply)
+                assert other not in reply["answer"] or ref == other  # no id learnt by UUID
         for name, arguments in (
             ("fork_agent_session", {"session_id": mine}),
             ("agent_chat", {"message": "a new session"}),
