@@ -8,7 +8,9 @@ anything else answers ``{"kind": "unsupported", "size": ...}``. Every read is bo
 text at ``max_bytes`` (512 KiB unless asked), JSON and YAML at 32 MiB, a JSONL page at
 512 KiB, a CSV row at 1 Mi characters and a page at 8 Mi (``has_more`` says it stopped
 early), a Parquet page at :data:`MAX_PARQUET_ROWS` rows from the start within the route's
-decode budget. YAML aliases are refused rather than expanded (a few lines of aliases can
+decode budget. JSON, YAML and front matter are parsed only up to :data:`PARSE_CHARS`
+(parsed data takes ten times its text and more; a longer one answers its text, not
+parsed), and YAML aliases are refused rather than expanded (a few lines of aliases can
 stand for billions of nodes).
 """
 
@@ -31,6 +33,7 @@ from runyard.workspace.safefs import OpenedFile
 
 TEXT_BYTES = 512 * 1024
 MAX_STRUCTURED_BYTES = 32 * 1024 * 1024
+PARSE_CHARS = 4 * 1024 * 1024  # JSON, YAML or front matter parsed into data: at most this
 JSONL_PAGE_BYTES = 512 * 1024
 MAX_CSV_ROW_CHARS = 1024 * 1024  # one row, quoted line breaks and all
 CSV_PAGE_CHARS = 8 * 1024 * 1024  # the rows of one page: a page stops early past it
@@ -105,8 +108,11 @@ def _front_matter(content: str) -> tuple[Any, str, str | None]:
     if closing is None:
         return None, content, "Frontmatter closing delimiter was not found"
     body = "".join(lines[closing + 1 :])
+    raw = "".join(lines[1:closing])
+    if len(raw) > PARSE_CHARS:
+        return None, body, f"Frontmatter not parsed: longer than {PARSE_CHARS} characters"
     try:
-        return _plain(_load_yaml("".join(lines[1:closing]))), body, None
+        return _plain(_load_yaml(raw)), body, None
     except (yaml.YAMLError, RecursionError) as exc:
         return None, body, f"Invalid frontmatter: {exc}"
 
@@ -150,6 +156,9 @@ def _structured(fd: int, size: int, kind: str, max_bytes: int | None) -> dict[st
     if truncated:
         partial = "Partial preview; increase max_bytes to parse the complete file"
         return {**answer, "content": content, "truncated": True, "parse_error": partial}
+    if len(content) > PARSE_CHARS:  # parsed, it would take ten times that and more
+        unparsed = f"Not parsed: a preview parses at most {PARSE_CHARS} characters"
+        return {**answer, "content": content, "parse_error": unparsed}
     try:
         data = json.loads(content) if kind == "json" else _plain(_load_yaml(content))
     except json.JSONDecodeError as exc:
