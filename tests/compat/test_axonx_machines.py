@@ -88,6 +88,9 @@ def test_machine_status_validates_with_axonx_models(axonx: AxonX) -> None:
     via_client = axonx.client("run_job", name="machine_status", arguments={})
     assert via_client["success"] is True
     assert axonx_validates("status", via_client["answer"])["memory"]["total_bytes"] > 0
+    streamed = axonx.stream("machine_status")  # one result event, validated by the CLI
+    assert [event["kind"] for event in streamed] == ["result"]
+    assert axonx_validates("status", streamed[0]["answer"])["gpus"] == []
 
 
 def test_list_machines_reports_the_live_target_and_the_unreachable_ones(
