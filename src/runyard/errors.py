@@ -35,6 +35,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── ExecutorError                    a worker could not be launched or controlled
     ├── InsufficientStorage (OSError)    no room for new work (HTTP 507); nothing was made
     ├── IdempotencyConflict              a reused Idempotency-Key with another body (409)
+    ├── UpdateBusy                       an update or restart of the server already under way
     ├── PreviewUnavailable               previews need an optional package not installed
     ├── AgentError                       agent-run backend (see runyard.agents.errors)
     └── ClientError                      raised by runyard.client
@@ -330,6 +331,10 @@ class InsufficientStorage(RunyardError, OSError):
 
 class IdempotencyConflict(RunyardError):
     """An ``Idempotency-Key`` already used with a different request body (HTTP 409)."""
+
+
+class UpdateBusy(RunyardError):
+    """An update or restart of the server asked for while another is under way."""
 
 
 class PreviewUnavailable(RunyardError):

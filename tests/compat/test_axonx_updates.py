@@ -43,8 +43,13 @@ if not (VENV / ".ready").exists():
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """A server with every setting at its default: python and updates off."""
-    proc = start_server(tmp_path_factory.mktemp("axonx-updates-off"))
+    """A server with python and updates off (their defaults). It runs in a throwaway venv
+    with a throwaway requirement: an update let through by mistake installs nothing that
+    matters, nowhere that matters."""
+    tmp = tmp_path_factory.mktemp("axonx-updates-off")
+    python = layered_venv(tmp / "venv")
+    config = {"self_update_requirement": str(dummy_wheel(tmp / "dist"))}
+    proc = start_server(tmp / "srv", python=str(python), config=config)
     try:
         yield proc
     finally:
@@ -64,7 +69,8 @@ class Site:
     def __init__(self, python: Path, server: ServerProcess, wheel: Path) -> None:
         self.python, self.server, self.wheel = python, server, wheel
 
-    def has(self, distribution: str, python: Path | str) -> bool:
+    @staticmethod
+    def has(distribution: str, python: Path | str) -> bool:
         probe = "import sys, importlib.metadata as m; m.distribution(sys.argv[1])"
         done = subprocess.run([str(python), "-c", probe, distribution], timeout=60)
         return done.returncode == 0
@@ -157,6 +163,7 @@ def test_every_job_is_refused_naming_its_setting_while_off(srv: ServerProcess) -
         assert "allow_self_update" in refusal(job(srv, name)), name
         assert "allow_self_update" in refusal(job(srv, name, force=True)), name
     assert not (srv.root / "x").exists() and not (srv.workspace / ".runyard" / "updates").exists()
+    assert not Site.has(DUMMY, srv.root.parent / "venv" / "bin" / "python")
     assert job(srv, "version").json()["answer"]  # still serving: no restart was made
 
 
@@ -221,12 +228,20 @@ def test_python_output_is_returned_in_axonx_shape(axonx_on: AxonX) -> None:
 def test_python_failure_and_bounded_output(on: Site) -> None:
     reply = job(on.server, "python", code="raise SystemExit(3)").json()
     assert reply["success"] is False and reply["answer"]["exit_code"] == 3
-    flood = "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n"
+    flood = (
+        "import sys\nwritten = 0\ntry:\n    while True:\n"
+        "        sys.stdout.write('x' * 65536)\n        written += 65536\n"
+        "except OSError as exc:\n    print('wrote', written, exc, file=sys.stderr)\n"
+        "    raise SystemExit(1)\n"
+    )
     reply = job(on.server, "python", code=flood, timeout=60).json()
-    validates(PYTHON_OUTPUT, reply["answer"])
-    assert reply["success"] is False and reply["answer"]["stdout_truncated"] is True
-    assert len(reply["answer"]["stdout"]) == 1 << 20
-    assert "File too large" in reply["answer"]["stderr"]
+    answer = reply["answer"]
+    validates(PYTHON_OUTPUT, answer)
+    assert reply["success"] is False and answer["stdout_truncated"] is True
+    assert len(answer["stdout"]) == 1 << 20
+    words = answer["stderr"].split()
+    assert words[0] == "wrote" and "File too large" in answer["stderr"], answer["stderr"]
+    assert int(words[1]) <= (1 << 20) + (64 << 10)  # the disk holds no more than that
 
 
 def test_python_timeout_kills_the_code_and_what_it_started(on: Site, tmp_path: Path) -> None:
@@ -333,8 +348,9 @@ def test_restart_service_re_execs_the_server_and_a_running_task_finishes(
         tmp_path / "srv", config={"allow_self_update": True}, args=["--port", str(port)]
     )
     (tmp_path / "cwd").mkdir()
-    driver = AxonX(axonx_venv(), server, tmp_path / "cwd")
+    driver = None
     try:
+        driver = AxonX(axonx_venv(), server, tmp_path / "cwd")
         before = json.loads((server.workspace / "server.json").read_text())
         handle = server.call(
             "submit", task="command", command="sleep 4 && echo finished", shell=True
@@ -343,6 +359,15 @@ def test_restart_service_re_execs_the_server_and_a_running_task_finishes(
               == "running")  # fmt: skip
         answer = driver.ok("restart_service")["answer"]
         assert answer["mode"] == "restart" and answer["phase"] == "accepted"
+        try:  # a second restart, sent before the first one's stop begins (0.2 s later)
+            again: httpx.Response | None = job(server, "restart_service")
+        except httpx.TransportError:  # the stop had begun after all: nothing to check
+            again = None
+        if again is not None and again.status_code == 200:
+            assert again.json()["success"] is False, again.text
+            assert "A restart is already under way" in again.text
+        else:
+            assert again is None or again.status_code == 503, again.text
 
         def restarted() -> dict[str, Any] | None:
             try:
@@ -367,5 +392,6 @@ def test_restart_service_re_execs_the_server_and_a_running_task_finishes(
         assert status["record"]["update_id"] == answer["update_id"]
         assert status["record"]["phase"] == "restarting"
     finally:
-        driver.close()
+        if driver is not None:
+            driver.close()
         server.stop()

@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from runyard.errors import NoSuchFile, TaskActive
+from runyard.errors import NoSuchFile, UpdateBusy
 
 DISTRIBUTION = "runyard"
 LOG_TAIL_BYTES = 65536
@@ -105,6 +105,11 @@ class Updates:
         self.folder = Path(workspace_dir) / ".runyard" / "updates"
         self._running = threading.Lock()
 
+    @property
+    def busy(self) -> bool:
+        """Whether an update's pip is running now."""
+        return self._running.locked()
+
     def new_record(self, mode: str) -> tuple[dict[str, Any], Path]:
         update_id = uuid.uuid4().hex
         folder = self.folder / update_id
@@ -120,7 +125,7 @@ class Updates:
     def install(self, mode: str, requirement: str, timeout: float) -> dict[str, Any]:
         """Run pip for ``requirement``; the settled record (``phase`` succeeded or failed)."""
         if not self._running.acquire(blocking=False):
-            raise TaskActive("An update is already running; ask get_update_status for it")
+            raise UpdateBusy("An update is already running; ask get_update_status for it")
         try:
             record, path = self.new_record(mode)
             record["phase"] = "installing"

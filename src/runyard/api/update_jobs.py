@@ -26,11 +26,11 @@ from starlette.concurrency import run_in_threadpool
 
 from runyard.api import job_args as a
 from runyard.api.jobs import Job, JobResult, Scope
-from runyard.api.restart import request_restart
+from runyard.api.restart import request_restart, restart_requested
 from runyard.api.selfupdate import Updates, installed
 from runyard.api.services import Services
 from runyard.changes import ChangeHub
-from runyard.errors import Forbidden
+from runyard.errors import Forbidden, UpdateBusy
 from runyard.runtime.pythoncode import run_code
 
 MAX_PYTHON_TIMEOUT = 300.0
@@ -117,6 +117,10 @@ async def _from_git(s: Services, args: UpdateArgs, hub: ChangeHub, scope: Scope)
 async def _restart(s: Services, args: UpdateArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     _admin("restart_service", scope)
     _allowed("restart_service", "allow_self_update", s.settings.allow_self_update)
+    if restart_requested():  # a second SIGTERM would cut the first one's orderly stop short
+        raise UpdateBusy("A restart is already under way")
+    if updates(s).busy:  # the stop would kill pip half-way, past its drain
+        raise UpdateBusy("An update is running; restart once get_update_status says it ended")
     record, path = await run_in_threadpool(updates(s).new_record, "restart")
     request_restart(path)
     return record, True
