@@ -68,10 +68,11 @@ class Site:
     server: ServerProcess
     tmp: Path
 
-    def wheel(self, task: str) -> tuple[PluginProject, Path]:
-        """A plugin registering ``task``, built as a wheel in tmp_path."""
+    def wheel(self, task: str | None) -> tuple[PluginProject, Path]:
+        """A plugin registering ``task`` (None: no task), built as a wheel in tmp_path."""
         name = f"ryaxp-{uuid.uuid4().hex[:8]}"
-        project = write_project(self.tmp / name, name, {task: "Greet"}, GREETER)
+        tasks = {task: "Greet"} if task else {}
+        project = write_project(self.tmp / name, name, tasks, GREETER)
         out = self.tmp / f"{name}-dist"
         done = subprocess.run(
             [str(self.python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -198,10 +199,13 @@ def test_a_wheel_is_installed_only_as_staged_in_the_workspace_with_its_sha256(
         ("symbolic link", {"path": f"linked/{wheel.name}", "sha256": digest}),
         ("unsafe path", {"path": str(outside / wheel.name), "sha256": digest}),
     ]
+    plain, no_tasks = site.wheel(None)
+    bare_path, bare_digest = site.stage(no_tasks)
+    attempts.append(("registers no runyard task", {"path": bare_path, "sha256": bare_digest}))
     for why, args in attempts:
         answer = job(site.server, "install_plugin", **args).json()
         assert answer["success"] is False and why in answer["answer"].lower(), (args, answer)
-    assert not site.installed(project.name)
+    assert not site.installed(project.name) and not site.installed(plain.name)
     reply = job(site.server, "list_plugins").json()["answer"]
     assert project.name not in [p["distribution"] for p in reply]
 

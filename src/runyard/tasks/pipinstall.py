@@ -9,11 +9,13 @@ the arguments are a list, and a requirement is checked to be one before pip sees
 
 A wheel to install is given as a file in the workspace with the sha256 its sender saw: it
 is opened once without following a symlink, copied into a private temporary folder while
-hashed, and pip installs that copy, so the file checked is the file installed.
+hashed, and pip installs that copy, so the file checked is the file installed; a wheel
+that declares no ``runyard.tasks`` entry point is no plugin and is not installed.
 """
 
 from __future__ import annotations
 
+import configparser
 import hashlib
 import os
 import re
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from runyard.errors import InvalidInput, RunyardError
+from runyard.tasks.registry import ENTRY_POINT_GROUP
 from runyard.workspace.safefs import open_under
 
 MAX_OUTPUT_CHARS = 20_000
@@ -68,6 +72,8 @@ def install_wheel(workspace: Path, relative: str, sha256: str, timeout: float) -
     """Install the wheel at ``relative`` under ``workspace`` if its sha256 is ``sha256``."""
     with tempfile.TemporaryDirectory(prefix="runyard-plugin-") as folder:
         copy = _copy_checked(workspace, relative, sha256.lower(), Path(folder))
+        if not registers_tasks(copy):
+            raise InvalidInput(f"{relative!r} registers no runyard task; not installed")
         name = parse_wheel_filename(copy.name)[0]
         output = run_pip(["install", str(copy)], timeout)
     return PipOutcome(str(name), output)
@@ -100,6 +106,24 @@ def run_pip(args: list[str], timeout: float) -> str:
     if done.returncode != 0:
         raise PipFailed(f"pip {args[0]} failed (exit {done.returncode}): {output}")
     return output
+
+
+def registers_tasks(wheel: Path) -> bool:
+    """Whether the wheel declares at least one entry point in the ``runyard.tasks`` group."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt")]
+            if len(names) != 1:
+                return False
+            text = archive.read(names[0]).decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError, OSError):
+        raise InvalidInput(f"{wheel.name} is not a readable wheel") from None
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return False
+    return parser.has_section(ENTRY_POINT_GROUP) and bool(parser.items(ENTRY_POINT_GROUP))
 
 
 def _copy_checked(workspace: Path, relative: str, sha256: str, folder: Path) -> Path:
