@@ -350,17 +350,20 @@ def test_csv_rows_and_pages_are_bounded(srv: ServerProcess) -> None:
 
 
 def test_structured_data_is_parsed_within_a_bound(srv: ServerProcess) -> None:
-    """A JSON file of many small objects, or a long front matter, is answered as text, not
-    parsed (its objects would take ten times its bytes, the answer's copies more)."""
+    """A JSON file of many small objects, a long YAML file or front matter, is answered as
+    text, not parsed (its objects would take ten times its bytes; YAML's parser is slow)."""
     folder = srv.workspace / "base" / TASK
     (folder / "many.json").write_text("[" + "{}," * (2 << 20) + "{}]")
-    (folder / "front.md").write_text("---\n" + "k: v\n" * (1 << 20) + "---\nbody\n")
+    (folder / "front.md").write_text("---\n" + "k: v\n" * (60 << 10) + "---\nbody\n")
+    (folder / "big.yaml").write_text("".join(f"k{i}: v\n" for i in range(40_000)))
     many = job(srv, "preview_file", path=f"base/{TASK}/many.json").json()["answer"]
     assert many["data"] is None and "Not parsed" in many["parse_error"]
     assert len(many["content"]) == 3 * (2 << 20) + 4
     front = job(srv, "preview_file", path=f"base/{TASK}/front.md", max_bytes=8 << 20).json()
     assert front["answer"]["frontmatter"] is None and front["answer"]["content"] == "body\n"
     assert "not parsed" in front["answer"]["frontmatter_error"]
+    big = job(srv, "preview_file", path=f"base/{TASK}/big.yaml").json()["answer"]
+    assert big["data"] is None and "at most 262144 characters of yaml" in big["parse_error"]
 
 
 def test_a_parquet_page_past_the_window_is_refused(srv: ServerProcess) -> None:

@@ -8,10 +8,10 @@ anything else answers ``{"kind": "unsupported", "size": ...}``. Every read is bo
 text at ``max_bytes`` (512 KiB unless asked), JSON and YAML at 32 MiB, a JSONL page at
 512 KiB, a CSV row at 1 Mi characters and a page at 8 Mi (``has_more`` says it stopped
 early), a Parquet page at :data:`MAX_PARQUET_ROWS` rows from the start within the route's
-decode budget. JSON, YAML and front matter are parsed only up to :data:`PARSE_CHARS`
-(parsed data takes ten times its text and more; a longer one answers its text, not
-parsed), and YAML aliases are refused rather than expanded (a few lines of aliases can
-stand for billions of nodes).
+decode budget. JSON is parsed only up to :data:`PARSE_CHARS` (parsed data takes ten
+times its text and more), YAML and front matter up to :data:`YAML_PARSE_CHARS` (its parser
+is slow); a longer one answers its text, not parsed. YAML aliases are refused rather
+than expanded (a few lines of aliases can stand for billions of nodes).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from runyard.workspace.safefs import OpenedFile
 
 TEXT_BYTES = 512 * 1024
 MAX_STRUCTURED_BYTES = 32 * 1024 * 1024
-PARSE_CHARS = 4 * 1024 * 1024  # JSON, YAML or front matter parsed into data: at most this
+PARSE_CHARS = 4 * 1024 * 1024  # JSON parsed into data: at most this
+YAML_PARSE_CHARS = 256 * 1024  # YAML (a file, front matter): the parser is pure Python, ~5 s/MiB
 JSONL_PAGE_BYTES = 512 * 1024
 MAX_CSV_ROW_CHARS = 1024 * 1024  # one row, quoted line breaks and all
 CSV_PAGE_CHARS = 8 * 1024 * 1024  # the rows of one page: a page stops early past it
@@ -109,8 +110,8 @@ def _front_matter(content: str) -> tuple[Any, str, str | None]:
         return None, content, "Frontmatter closing delimiter was not found"
     body = "".join(lines[closing + 1 :])
     raw = "".join(lines[1:closing])
-    if len(raw) > PARSE_CHARS:
-        return None, body, f"Frontmatter not parsed: longer than {PARSE_CHARS} characters"
+    if len(raw) > YAML_PARSE_CHARS:
+        return None, body, f"Frontmatter not parsed: longer than {YAML_PARSE_CHARS} characters"
     try:
         return _plain(_load_yaml(raw)), body, None
     except (yaml.YAMLError, RecursionError) as exc:
@@ -156,8 +157,9 @@ def _structured(fd: int, size: int, kind: str, max_bytes: int | None) -> dict[st
     if truncated:
         partial = "Partial preview; increase max_bytes to parse the complete file"
         return {**answer, "content": content, "truncated": True, "parse_error": partial}
-    if len(content) > PARSE_CHARS:  # parsed, it would take ten times that and more
-        unparsed = f"Not parsed: a preview parses at most {PARSE_CHARS} characters"
+    bound = PARSE_CHARS if kind == "json" else YAML_PARSE_CHARS
+    if len(content) > bound:  # parsed, it would take ten times that and more, or long
+        unparsed = f"Not parsed: a preview parses at most {bound} characters of {kind}"
         return {**answer, "content": content, "parse_error": unparsed}
     try:
         data = json.loads(content) if kind == "json" else _plain(_load_yaml(content))
