@@ -5,7 +5,9 @@ names."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -69,3 +71,9 @@ def test_every_axonx_job_is_listed_with_axonx_parameters(axonx: AxonX) -> None:
             if theirs_value != ours_value:
                 found[(name, key)] = (theirs_value, ours_value)
     assert found == DIFFERENCES
+
+
+def test_docs_table_has_one_row_per_axonx_job() -> None:
+    doc = Path(__file__).parents[2] / "docs" / "axonx.md"
+    rows = re.findall(r"^\| `([a-z_]+)` \|.*\|.*\|$", doc.read_text(encoding="utf-8"), re.M)
+    assert sorted(rows) == sorted(axonx_jobs())
