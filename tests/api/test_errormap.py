@@ -58,6 +58,7 @@ from runyard.errors import (
     InvalidInput,
     InvalidLimit,
     InvalidPipeline,
+    InvalidSchedule,
     InvalidTaskId,
     MisplacedTarget,
     NoSuchFile,
@@ -68,6 +69,8 @@ from runyard.errors import (
     PreviewUnavailable,
     RunMismatch,
     RunyardError,
+    ScheduleExists,
+    ScheduleNotFound,
     ServerStopping,
     ServiceUnavailable,
     TaskActive,
@@ -79,10 +82,12 @@ from runyard.errors import (
     UnnameablePath,
     UnsafePath,
     UnsupportedMediaType,
+    UpdateBusy,
     UpstreamError,
 )
 from runyard.runtime.liveness import RecordUnwritten
 from runyard.sync.errors import SyncError, SyncRefused
+from runyard.tasks.pipinstall import PipFailed
 from serverproc import start_server
 
 # What clients read today, row by row: (status, code). A row removed, or changed, is red.
@@ -104,6 +109,11 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
     UnknownUpstream: (422, "unknown_upstream"),
     InvalidPipeline: (422, "invalid_pipeline"),
     PipelineRunNotFound: (404, "not_found"),
+    InvalidSchedule: (422, "invalid_schedule"),
+    ScheduleNotFound: (404, "schedule_not_found"),
+    ScheduleExists: (409, "conflict"),
+    UpdateBusy: (409, "busy"),
+    PipFailed: (422, "pip_failed"),
     UnsafePath: (400, "unsafe_path"),
     InvalidLimit: (422, "invalid_limit"),
     NotParquet: (422, "not_parquet"),

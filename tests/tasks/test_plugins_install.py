@@ -95,7 +95,9 @@ def test_plugin_installed_while_the_server_runs_is_used_without_restart(tmp_path
         assert server.proc.pid == pid and server.proc.poll() is None  # the same server
         missing = server.call("submit", task="hello-typo")
         assert missing["success"] is False
-        assert missing["answer"].startswith("ValueError: Unknown Task: hello-typo. Available: ")
+        assert missing["answer"].startswith(
+        "ValueError: Unknown Task: hello-typo. Did you mean 'hello'? Available: "
+    )
         assert "hello" in missing["answer"].split("Available: ", 1)[1].split(", ")
     finally:
         server.stop()

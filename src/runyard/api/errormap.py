@@ -90,10 +90,12 @@ from runyard.errors import (
     UnnameablePath,
     UnsafePath,
     UnsupportedMediaType,
+    UpdateBusy,
     UpstreamError,
 )
 from runyard.runtime.liveness import RecordUnwritten
 from runyard.sync.errors import SyncError, SyncRefused
+from runyard.tasks.pipinstall import PipFailed
 from runyard.workspace.filenames import printable
 
 log = logging.getLogger("runyard.api")
@@ -153,6 +155,8 @@ API_TABLE: dict[type[BaseException], Rule] = {
     RunMismatch: Rule(409, "conflict"),
     Forbidden: Rule(403, "forbidden"),
     IdempotencyConflict: Rule(409, "conflict"),
+    UpdateBusy: Rule(409, "busy"),  # an update or restart is under way: ask again after it
+    PipFailed: Rule(422, "pip_failed"),  # the requirement or wheel did not install (its output)
     # the request's edge: the middlewares and body reading, before any route works
     NotAuthenticated: Rule(401, DETAIL, CHALLENGE),  # FastAPI's shape on every surface
     ForeignHost: Rule(403, "forbidden_host"),
