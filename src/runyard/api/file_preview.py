@@ -27,7 +27,6 @@ from typing import Any
 
 import yaml
 
-from runyard.api.routes_preview import read_rows
 from runyard.errors import InvalidInput, InvalidLimit
 from runyard.workspace.safefs import OpenedFile
 
@@ -284,6 +283,9 @@ def _parquet(opened: OpenedFile, offset: int, limit: int) -> dict[str, Any]:
             f"{MAX_PARQUET_ROWS}, got {offset + limit}"
         )
     size = opened.size
+    # the route's module brings FastAPI: loaded on the first Parquet page, not with the jobs
+    from runyard.api.routes_preview import read_rows
+
     metadata, schema, cells = read_rows(opened, offset + limit)
     fields = [schema.field(i) for i in range(len(cells))]
     rows = [list(row) for row in zip(*cells, strict=True)] if cells else []
