@@ -21,12 +21,11 @@ from runyard.api.adminonly import may_call
 from runyard.api.agent_session_jobs import AGENT_SESSION_JOBS
 from runyard.api.files_jobs import FILES_JOBS
 from runyard.api.jobs import JOBS, Job, JobResult, Scope
-from runyard.api.plugin_jobs import PLUGIN_JOBS
 from runyard.api.machine_jobs import MACHINE_JOBS
+from runyard.api.plugin_jobs import PLUGIN_JOBS
 from runyard.api.schedule_jobs import LIST_SCHEDULES
 from runyard.api.services import Services
 from runyard.api.studio_jobs import LIST_STUDIO_PAGES
-from runyard.api.sync_jobs import SYNC_JOBS
 from runyard.api.sync_jobs import SYNC_JOBS
 from runyard.api.update_jobs import UPDATE_JOBS
 from runyard.changes import ChangeHub
@@ -104,14 +103,13 @@ COMPAT_JOBS: dict[str, Job] = {
         ),
         Job("version", "The installed runyard version.", a.NoArguments, str, _version),
         LIST_SCHEDULES,
+        *AGENT_SESSION_JOBS,
+        *FILES_JOBS,
+        *MACHINE_JOBS,
         *PLUGIN_JOBS,
         *SYNC_JOBS,
-        *SYNC_JOBS,
-        *AGENT_SESSION_JOBS,
-        *MACHINE_JOBS,
         LIST_STUDIO_PAGES,
         *UPDATE_JOBS,
-        *FILES_JOBS,
         Job(
             "diagnose",
             "This service's version, Python, platform, free space and tasks.",
