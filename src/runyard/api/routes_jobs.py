@@ -19,7 +19,7 @@ from runyard.api.envelope import (
     error_answer,
     job_response,
 )
-from runyard.api.errormap import job_error_response, job_failure
+from runyard.api.errormap import api_rule, job_error_response, job_failure
 from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once_in_thread
@@ -35,7 +35,7 @@ from runyard.api.streaming import (
 )
 from runyard.api.taskrefs import resolved_args
 from runyard.changes import ChangeHub
-from runyard.errors import Forbidden, MisplacedTarget, TaskNotFound, UnknownJob
+from runyard.errors import Forbidden, MisplacedTarget, RunyardError, TaskNotFound, UnknownJob
 
 log = logging.getLogger("runyard.api")
 # failures a caller causes: answered, not logged as a server fault
@@ -184,9 +184,17 @@ def _submitted(services: Services, arguments: Any, scope: RunScope | None) -> An
 def _failed(
     name: str, services: Services, scope: RunScope | None, exc: Exception
 ) -> dict[str, Any] | Response:
-    if not isinstance(exc, EXPECTED_FAILURES):
+    if not _expected(exc):
         log.exception("job %s failed", name)
     return job_failure(exc, lambda text: scrub(services, text, scope))
+
+
+def _expected(exc: Exception) -> bool:
+    """A failure the caller's request explains (no session of that id, a conflict): answered,
+    not logged as a fault. Ours are those whose ``/api/v1`` status is below 500."""
+    if isinstance(exc, EXPECTED_FAILURES):
+        return True
+    return isinstance(exc, RunyardError) and api_rule(type(exc)).status < 500
 
 
 def _enveloped(services: Services, scope: RunScope | None, result: JobResult) -> dict[str, Any]:

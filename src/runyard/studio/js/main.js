@@ -128,10 +128,12 @@ async function start() {
   onTokenChange(syncTokenButtons);
   syncTokenButtons();
   window.addEventListener("hashchange", route);
-  if (login && !login.ok && !getToken()) showFailedLogin(login);
+  const loginFailed = login && !login.ok && !getToken();
+  if (loginFailed) showFailedLogin(login);
   else route();
   onTokenChange(() => addPageLinks().then(() => markNav(currentNav())));
-  addPageLinks().then(() => markNav(currentNav()));
+  // a failed link's page asks for nothing: the pages are listed once the tab signs in
+  if (!loginFailed) addPageLinks().then(() => markNav(currentNav()));
   watchStorage();
 }
 
