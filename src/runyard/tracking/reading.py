@@ -1,0 +1,220 @@
+"""Reading a run's metrics and params back, on the server's side.
+
+``metrics.jsonl`` and ``params.json`` lie in a task folder that the task's own (sandboxed)
+code can write: for the server they are untrusted. Every read here therefore
+
+* opens the file with :func:`runyard.workspace.safefs.open_under` (a symlink, or a hard
+  link to another file, is refused and reads as no file);
+* reads at most ``max_bytes`` (a line cut by the cap is dropped), in chunks, so a huge
+  file cannot exhaust the server's memory;
+* skips every line that is not a valid point (too long, not JSON, a bad name or value)
+  instead of failing the request.
+
+::
+
+    points = read_points(run_dir, name="loss")
+    summary = summarise(points)["loss"]          # {"last", "min", "max", "step", "count"}
+    chart = series(points, max_points=500)["loss"]   # {"steps", "values", "times"}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from runyard.errors import InvalidInput, NoSuchFile, UnsafePath
+from runyard.tracking.points import (
+    METRICS_FILE,
+    PARAMS_FILE,
+    Point,
+    check_metric_name,
+    param_value,
+    parse_point,
+    wire_value,
+)
+from runyard.wire import TaskStatus
+from runyard.workspace.safefs import open_under
+
+MAX_METRICS_BYTES = 256 * 1024 * 1024  # 256 MiB: about three million points
+MAX_PARAMS_BYTES = 8 * 1024 * 1024
+MAX_LINE_BYTES = 64 * 1024  # a point is under 400 bytes; a longer line is no point
+CHUNK_BYTES = 1024 * 1024
+INPUT_ONLY = ("task_name", "source_tasks")  # inputs every task has: no params
+
+
+def read_points(
+    run_dir: Path, *, name: str | None = None, max_bytes: int = MAX_METRICS_BYTES
+) -> list[Point]:
+    """The valid points of ``run_dir/metrics.jsonl`` in file order (only metric ``name``'s
+    when given); ``[]`` when the file is missing or not a plain regular file."""
+    needle = json.dumps(name).encode() if name is not None else None
+    points = []
+    for line in _lines(run_dir, METRICS_FILE, max_bytes):
+        if needle is not None and needle not in line:
+            continue  # cheaper than parsing every line of the other metrics
+        point = _point(line)
+        if point is not None and (name is None or point.name == name):
+            points.append(point)
+    return points
+
+
+def _point(line: bytes) -> Point | None:
+    try:
+        return parse_point(json.loads(line))
+    except (ValueError, RecursionError):  # JSONDecodeError and InvalidInput are ValueErrors
+        return None
+
+
+def _lines(root: Path, relative: str, max_bytes: int) -> Iterator[bytes]:
+    """The complete lines (newline ended) in the first ``max_bytes`` of the file, each at
+    most :data:`MAX_LINE_BYTES`; a longer line is skipped whole, never held whole."""
+    try:
+        opened = open_under(root, relative, hidden=True, single_link=True)
+    except (NoSuchFile, UnsafePath, OSError):
+        return
+    with opened:
+        pending = b""
+        skipping = False  # inside a line that is already too long
+        offset = 0
+        while offset < max_bytes:
+            chunk = os.pread(opened.fd, min(CHUNK_BYTES, max_bytes - offset), offset)
+            if not chunk:
+                return
+            offset += len(chunk)
+            parts = (pending + chunk).split(b"\n")
+            pending = parts.pop()
+            for part in parts:
+                if not skipping and len(part) <= MAX_LINE_BYTES:
+                    yield part
+                skipping = False
+            if len(pending) > MAX_LINE_BYTES:
+                pending, skipping = b"", True
+
+
+def summarise(points: Iterable[Point]) -> dict[str, dict[str, Any]]:
+    """Per metric name: ``{"last", "min", "max", "step", "count"}``: the last value and its
+    step (file order), the extremes ignoring NaN (``None`` when every value is NaN) and
+    the number of points; values in wire form."""
+    folds: dict[str, list[Any]] = {}
+    for point in points:
+        fold = folds.get(point.name)
+        if fold is None:
+            folds[point.name] = fold = [0.0, None, None, 0, 0]
+        fold[0], fold[3] = point.value, point.step
+        fold[4] += 1
+        value = point.value
+        if not math.isnan(value):
+            if fold[1] is None or value < fold[1]:
+                fold[1] = value
+            if fold[2] is None or value > fold[2]:
+                fold[2] = value
+    return {name: _summary(*fold) for name, fold in folds.items()}
+
+
+def _summary(
+    last: float, low: float | None, high: float | None, step: int, count: int
+) -> dict[str, Any]:
+    return {
+        "last": wire_value(last),
+        "min": None if low is None else wire_value(low),
+        "max": None if high is None else wire_value(high),
+        "step": step,
+        "count": count,
+    }
+
+
+def series(
+    points: Iterable[Point], max_points: int | None = None
+) -> dict[str, dict[str, list[Any]]]:
+    """Per metric name, its points as ``{"steps", "values", "times"}`` (file order, values
+    in wire form). With ``max_points`` (at least 2) each metric keeps at most that many:
+    its first and last, and between them the lowest and highest point of each of equal
+    buckets, so a spike survives the thinning."""
+    if max_points is not None and max_points < 2:
+        raise InvalidInput("max_points must be at least 2")
+    grouped: dict[str, list[Point]] = {}
+    for point in points:
+        grouped.setdefault(point.name, []).append(point)
+    answer: dict[str, dict[str, list[Any]]] = {}
+    for name, kept in grouped.items():
+        if max_points is not None and len(kept) > max_points:
+            kept = [kept[index] for index in _thin(kept, max_points)]
+        answer[name] = {
+            "steps": [point.step for point in kept],
+            "values": [wire_value(point.value) for point in kept],
+            "times": [point.time for point in kept],
+        }
+    return answer
+
+
+def _thin(points: list[Point], max_points: int) -> list[int]:
+    """The indices kept of ``points`` (more than ``max_points`` of them), ascending."""
+    last = len(points) - 1
+    budget = max_points - 2
+    buckets = budget // 2 or budget  # one pick per bucket when only one is left
+    kept = {0, last}
+    for bucket in range(buckets):
+        start = 1 + bucket * (last - 1) // buckets
+        end = 1 + (bucket + 1) * (last - 1) // buckets
+        kept.update(_extremes(points, start, end, both=budget >= 2))
+    return sorted(kept)
+
+
+def _extremes(points: list[Point], start: int, end: int, *, both: bool) -> set[int]:
+    """The indices of the lowest and highest value in ``points[start:end]`` (NaN ignored,
+    unless every value is NaN: then the first); only the highest unless ``both``."""
+    low = high = None
+    for index in range(start, end):
+        value = points[index].value
+        if math.isnan(value):
+            continue
+        if low is None or value < points[low].value:
+            low = index
+        if high is None or value > points[high].value:
+            high = index
+    if high is None or low is None:
+        return {start} if start < end else set()
+    return {low, high} if both else {high}
+
+
+def read_params(run_dir: Path) -> dict[str, Any]:
+    """The params the run logged (``params.json``), ``{}`` when absent or not a JSON
+    object; entries whose name or value breaks the rules are left out."""
+    data = b"".join(_whole(run_dir, PARAMS_FILE, MAX_PARAMS_BYTES))
+    try:
+        loaded = json.loads(data) if data else {}
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(loaded, dict):
+        return {}
+    params = {}
+    for name, value in loaded.items():
+        try:
+            params[check_metric_name(name)] = param_value(value)
+        except InvalidInput:
+            continue
+    return params
+
+
+def _whole(root: Path, relative: str, max_bytes: int) -> Iterator[bytes]:
+    """The file's bytes, nothing when it is missing, unsafe or longer than ``max_bytes``."""
+    try:
+        opened = open_under(root, relative, hidden=True, single_link=True)
+    except (NoSuchFile, UnsafePath, OSError):
+        return
+    with opened:
+        if opened.size > max_bytes:
+            return
+        yield os.pread(opened.fd, max_bytes + 1, 0)[:max_bytes]
+
+
+def run_params(status: TaskStatus, logged: dict[str, Any]) -> dict[str, Any]:
+    """A run's params: its inputs (``config`` less ``task_name`` and ``source_tasks``),
+    updated with the ones it logged."""
+    params = {name: value for name, value in status.config.items() if name not in INPUT_ONLY}
+    params.update(logged)
+    return params
