@@ -10,6 +10,7 @@ import { setTitle } from "./ui.js";
 import { renderTasks } from "./views/tasks.js";
 import { renderTask } from "./views/task.js";
 import { renderLineagePage } from "./views/lineage.js";
+import { renderCompare } from "./views/compare.js";
 import { renderSubmit } from "./views/submit.js";
 import { renderSessions } from "./views/sessions.js";
 import { renderSession } from "./views/session.js";
@@ -22,6 +23,7 @@ const ROUTES = [
   { pattern: /^\/tasks$/, nav: "tasks", view: renderTasks },
   { pattern: /^\/tasks\/([^/]+)$/, nav: "tasks", view: renderTask },
   { pattern: /^\/lineage\/([^/]+)$/, nav: "tasks", view: renderLineagePage },
+  { pattern: /^\/compare$/, nav: "tasks", view: renderCompare },
   { pattern: /^\/submit$/, nav: "submit", view: renderSubmit },
   { pattern: /^\/sessions$/, nav: "sessions", view: renderSessions },
   { pattern: /^\/sessions\/([^/]+)$/, nav: "sessions", view: renderSession },

@@ -7,6 +7,7 @@ import { jobAnswer } from "../api.js";
 import { h, replace } from "../dom.js";
 import { instanceName, pluralise } from "../format.js";
 import { confirmAction, toast } from "../ui.js";
+import { compareHref, MAX_REFS, MIN_REFS } from "./compare.js";
 
 const ACTIVE = new Set(["queued", "running"]);
 
@@ -23,13 +24,17 @@ export class BulkActions {
     this.cancelButton = h("button", { type: "button", class: "btn btn-small", id: "bulk-cancel" }, "Cancel selected");
     this.deleteButton = h("button", { type: "button", class: "btn btn-small btn-danger", id: "bulk-delete" }, "Delete selected");
     this.clearButton = h("button", { type: "button", class: "btn btn-small", id: "bulk-clear" }, "Clear selection");
+    this.compareLink = h("a", { class: "btn btn-small", id: "bulk-compare" }, "Compare selected");
+    this.compareLink.addEventListener("click", (event) => {
+      if (!comparable(this.selected.size)) event.preventDefault();
+    });
     this.cancelButton.addEventListener("click", () => this.run("cancel"));
     this.deleteButton.addEventListener("click", () => this.run("delete"));
     this.clearButton.addEventListener("click", () => this.clear());
     this.report = h("div", { id: "bulk-report" });
     this.bar = h("div", { class: "bulk" },
       h("div", { class: "bulk-bar actions", role: "group", "aria-label": "Selected tasks", hidden: true },
-        this.count, this.cancelButton, this.deleteButton, this.clearButton),
+        this.count, this.compareLink, this.cancelButton, this.deleteButton, this.clearButton),
       this.report);
     this.barRow = this.bar.firstChild;
   }
@@ -80,6 +85,11 @@ export class BulkActions {
     const statuses = [...this.selected.values()];
     this.cancelButton.disabled = this.busy || !statuses.some((s) => ACTIVE.has(s.state));
     this.deleteButton.disabled = this.busy || !statuses.some((s) => !ACTIVE.has(s.state));
+    const ok = comparable(n);
+    this.compareLink.href = compareHref([...this.selected.keys()]);
+    this.compareLink.classList.toggle("is-disabled", !ok);
+    this.compareLink.toggleAttribute("aria-disabled", !ok);
+    this.compareLink.title = ok ? "Params side by side, metrics overlaid" : `Select from ${MIN_REFS} to ${MAX_REFS} tasks to compare`;
   }
 
   async run(action) {
@@ -110,6 +120,8 @@ export class BulkActions {
         h("li", { "data-task-id": o.taskId, "data-ok": String(o.ok) }, h("code", {}, instanceName(o.taskId)), `: ${o.message}`)))));
   }
 }
+
+const comparable = (n) => n >= MIN_REFS && n <= MAX_REFS;
 
 function cancelText(statuses) {
   const active = statuses.filter((s) => ACTIVE.has(s.state));

@@ -10,6 +10,7 @@ import { confirmAction, lineageHref, navigate, routeHref, setTitle, taskHref, to
 import { fileTable } from "./files.js";
 import { lineageGraph } from "./lineage.js";
 import { LogView } from "./logview.js";
+import { MetricsPanel } from "./metrics.js";
 import { runsTable } from "./runs.js";
 import { isActive } from "./tasks.js";
 
@@ -86,6 +87,7 @@ class TaskDetail {
     this.abort?.abort();
     clearInterval(this.poller);
     clearInterval(this.ticker);
+    this.metrics?.destroy();
   }
 
   notFound(message) {
@@ -110,6 +112,7 @@ class TaskDetail {
     this.lineageSlot = h("div", { id: "task-lineage" }, spinner("Loading lineage…"));
     this.runsSlot = h("div", { id: "task-runs" }, spinner("Loading runs…"));
     this.log = new LogView(this.taskId);
+    this.metrics = new MetricsPanel(this.taskId);
     replace(this.main,
       h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
         h("a", { href: "#/tasks" }, "Tasks"), " / ", h("span", { "aria-current": "page" }, instanceName(this.taskId))),
@@ -122,6 +125,7 @@ class TaskDetail {
       h("div", { class: "grid-2" },
         section("Status", this.factsSlot),
         section("Steps", this.stepsSlot)),
+      section("Metrics", this.metrics.el),
       section("Log", this.log.el),
       section("Artifacts", this.artifactsSlot),
       h("div", { class: "grid-2" },
@@ -133,6 +137,7 @@ class TaskDetail {
     this.renderOutputs();
     this.loadLineage();
     this.loadRuns();
+    this.metrics.refresh();
     this.ticker = setInterval(() => this.tickDuration(), 1000);
     this.log.loadTail().catch((error) => replace(this.log.el, errorBox(error.message, "Could not read the log.")))
       .then(() => {
@@ -379,7 +384,9 @@ class TaskDetail {
     const wasActive = isActive(this.status.state);
     if (!wasActive && isActive(status.state)) return; // a finished run never becomes active again
     const stateChanged = status.state !== this.status.state;
+    const metricsMoved = JSON.stringify(status.metrics ?? null) !== JSON.stringify(this.status.metrics ?? null);
     this.status = status;
+    if (stateChanged || metricsMoved) this.metrics.poke();
     for (const step of status.steps || []) this.mergeStep(step);
     this.render();
     if (stateChanged) {
@@ -436,6 +443,8 @@ class TaskDetail {
       this.render();
     } else if (event.event === "log") {
       this.log.appendChunk(data).catch(() => {});
+    } else if (event.event === "metric") {
+      this.metrics.poke();
     } else if (event.event === "result" && data && typeof data.answer === "object") {
       this.apply(data.answer);
     }

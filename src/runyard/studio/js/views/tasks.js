@@ -8,6 +8,7 @@ import { elapsed, formatDuration, instanceName } from "../format.js";
 import { timeElement } from "../times.js";
 import { navigate, replaceQuery, setTitle, taskHref } from "../ui.js";
 import { BulkActions } from "./bulk.js";
+import { cellText, ColumnPicker, columnSpec, isTrackedSort, loadColumns } from "./taskcolumns.js";
 
 export const TASK_STATES = ["queued", "running", "succeeded", "failed", "cancelled"];
 export const TASK_TYPES = ["base", "etl", "train", "predict", "backtest", "analysis", "inference"];
@@ -36,7 +37,8 @@ export function matchesText(status, text) {
 
 export function renderTasks(main, _params, query) {
   setTitle("Tasks");
-  const sort = SORTS.has(query.get("sort")) ? query.get("sort") : "created_at";
+  const asked = query.get("sort");
+  const sort = SORTS.has(asked) || isTrackedSort(asked) ? asked : "created_at";
   const filters = {
     state: TASK_STATES.includes(query.get("state")) ? query.get("state") : "",
     type: TASK_TYPES.includes(query.get("type")) ? query.get("type") : "",
@@ -62,6 +64,8 @@ class TaskList {
     this.alive = true;
     this.loading = false;
     this.bulk = new BulkActions({ onDone: () => this.load({ quiet: true }) });
+    this.columns = loadColumns();
+    this.picker = new ColumnPicker({ chosen: this.columns, onChange: (columns) => this.setColumns(columns) });
     this.build();
   }
 
@@ -89,7 +93,7 @@ class TaskList {
     this.message = h("div");
     this.tbody = h("tbody");
     this.headRow = h("tr", {}, h("th", { scope: "col", class: "col-check" }, this.bulk.pageBox));
-    this.headers = COLUMNS.map((column) => this.header(column));
+    this.headers = [...COLUMNS, ...this.columns.map(columnSpec)].map((column) => this.header(column));
     this.headRow.append(...this.headers.map((x) => x.th));
     this.prev = h("button", { type: "button", class: "btn", onclick: () => this.turn(-1) }, "← Previous");
     this.next = h("button", { type: "button", class: "btn", onclick: () => this.turn(1) }, "Next →");
@@ -97,7 +101,7 @@ class TaskList {
     this.main.append(
       h("div", { class: "page-head" },
         h("h1", {}, "Tasks"),
-        h("a", { class: "btn btn-primary", href: "#/submit" }, "Submit a task")),
+        h("div", { class: "actions" }, this.picker.el, h("a", { class: "btn btn-primary", href: "#/submit" }, "Submit a task"))),
       h("form", { class: "filters", role: "search", "aria-label": "Filter tasks", onsubmit: (e) => e.preventDefault() },
         stateSelect.field, typeSelect.field, taskSelect.field,
         h("div", { class: "field field-grow" }, h("label", { for: "filter-text" }, "Search"), text),
@@ -120,7 +124,23 @@ class TaskList {
     const button = h("button", { type: "button", class: "sort-button", "data-sort": column.sort }, column.label,
       h("span", { class: "sort-mark", "aria-hidden": "true" }));
     button.addEventListener("click", () => this.sortBy(column));
-    return { column, button, th: h("th", { scope: "col", class: column.className || null }, button) };
+    return { column, button, th: h("th", { scope: "col", class: column.className || null, "data-column": column.tracked ? column.sort : null }, button) };
+  }
+
+  /** Show the chosen param and metric columns: headers and rows are built again. */
+  setColumns(columns) {
+    this.columns = columns;
+    for (const { th } of this.headers.slice(COLUMNS.length)) th.remove();
+    this.headers = [...this.headers.slice(0, COLUMNS.length), ...columns.map((column) => this.header(columnSpec(column)))];
+    this.headRow.append(...this.headers.slice(COLUMNS.length).map((x) => x.th));
+    for (const row of this.rows.values()) row.tr.remove();
+    this.rows.clear();
+    if (isTrackedSort(this.filters.sort) && !this.headers.some((x) => x.column.sort === this.filters.sort)) {
+      this.filters.sort = "created_at";
+      this.filters.order = "desc";
+    }
+    this.showSort();
+    this.restart();
   }
 
   showSort() {
@@ -129,7 +149,7 @@ class TaskList {
       const order = active ? this.filters.order : null;
       th.setAttribute("aria-sort", order === "asc" ? "ascending" : order === "desc" ? "descending" : "none");
       button.querySelector(".sort-mark").textContent = order === "asc" ? " ▲" : order === "desc" ? " ▼" : "";
-      button.title = `Sort by ${column.label.toLowerCase()}`;
+      button.title = column.tracked ? `Sort by ${column.title}` : `Sort by ${column.label.toLowerCase()}`;
     }
   }
 
@@ -250,7 +270,7 @@ class TaskList {
       let row = this.rows.get(status.task_id);
       if (row) row.update(status);
       else {
-        row = new TaskRow(status, this.bulk);
+        row = new TaskRow(status, this.bulk, this.columns);
         this.rows.set(status.task_id, row);
       }
       return row.tr;
@@ -262,13 +282,14 @@ class TaskList {
       }
     }
     this.bulk.setPage(items);
+    this.picker.offer(items);
     this.tbody.querySelector(".empty-row")?.remove();
     const current = [...this.tbody.children];
     if (current.length !== ordered.length || current.some((tr, i) => tr !== ordered[i])) {
       this.tbody.append(...ordered);
     }
     if (!items.length) {
-      this.tbody.append(h("tr", { class: "empty-row" }, h("td", { colspan: COLUMNS.length + 1, class: "empty" }, this.emptyText())));
+      this.tbody.append(h("tr", { class: "empty-row" }, h("td", { colspan: COLUMNS.length + this.columns.length + 1, class: "empty" }, this.emptyText())));
     }
     this.summarise(items.length, total);
   }
@@ -292,7 +313,7 @@ class TaskList {
 }
 
 class TaskRow {
-  constructor(status, bulk) {
+  constructor(status, bulk, columns = []) {
     const id = status.task_id;
     this.check = bulk.rowBox(id);
     this.state = h("td", { class: "cell-state" });
@@ -302,8 +323,10 @@ class TaskRow {
       h("a", { href: taskHref(id), tabindex: "-1", title: id }, instanceName(id)));
     this.created = h("td", { class: "col-time nowrap" });
     this.duration = h("td", { class: "col-time nowrap num" });
+    this.tracked = columns.map((column) => ({ column, td: h("td", { class: "col-tracked num", "data-column": `${column.kind}.${column.name}` }) }));
     this.tr = h("tr", { tabindex: "0", class: "row-link", "data-task-id": id },
-      h("td", { class: "col-check" }, this.check), this.state, this.type, this.task, this.name, this.created, this.duration);
+      h("td", { class: "col-check" }, this.check), this.state, this.type, this.task, this.name, this.created, this.duration,
+      this.tracked.map((x) => x.td));
     onActivate(this.tr, () => navigate(taskHref(id)));
     this.update(status);
   }
@@ -319,6 +342,7 @@ class TaskRow {
     setText(this.type, status.task_type);
     setText(this.task, status.task_name);
     if (previous?.created_at !== status.created_at) replace(this.created, timeElement(status.created_at));
+    for (const { column, td } of this.tracked) setText(td, cellText(status, column));
     this.updateDuration();
   }
 
