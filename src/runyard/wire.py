@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
 )
 
@@ -116,6 +117,17 @@ class TaskStatus(BaseModel):
     # (a run waiting for its upstreams gets its key once they succeeded)
     cache: bool | None = None
     cache_key: str | None = None
+    # experiment tracking (runyard.tracking): the params the run logged (its inputs are the
+    # others) and a summary per metric, {"last", "min", "max", "step", "count"}; a
+    # non-finite value is "NaN", "Infinity" or "-Infinity", never a bare float (whatever a
+    # forged status holds), so every JSON answer that carries a status stays valid JSON
+    params: dict[str, Any] | None = None
+    metrics: dict[str, dict[str, Any]] | None = None
+
+    @field_validator("params", "metrics")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        return finite_json(value)
 
     @property
     def terminal(self) -> bool:
@@ -129,10 +141,29 @@ class TaskStatus(BaseModel):
         return data
 
 
+def finite_json(value: Any, depth: int = 0) -> Any:
+    """``value`` with every non-finite float in it replaced by its name ("NaN",
+    "Infinity", "-Infinity"): JSON has no number for them, and strict encoders fail on them.
+    Past 32 levels of nesting (no record of ours goes so deep) a value is None."""
+    if depth > 32:
+        return None
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {key: finite_json(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite_json(item, depth + 1) for item in value]
+    return value
+
+
 OPTIONAL_STATUS_FIELDS = (
     "submitted_by", "limits", "synced_from", "queued_reason", "waiting_for",
     "attempt", "retries", "retry_delay_seconds", "retry_at", "retry_of",
-    "cache", "cache_key",
+    "cache", "cache_key", "params", "metrics",
 )
 
 

@@ -88,3 +88,22 @@ def test_param_values() -> None:
     for bad in ([1], {"a": 1}, b"x", object()):
         with pytest.raises(InvalidInput):
             param_value(bad)
+
+
+def test_a_status_never_holds_a_bare_non_finite_float() -> None:
+    from runyard.wire import TaskStatus
+
+    forged = json.loads(
+        '{"task_id": "base#t#x", "run_id": "r1", "task_type": "base", "task_name": "x",'
+        ' "state": "running", "created_at": "2026-01-01T00:00:00Z",'
+        ' "params": {"lr": NaN, "deep": [[Infinity]]},'
+        ' "metrics": {"loss": {"last": -Infinity, "min": NaN, "max": 1.0, "step": 3, "count": 4}}}'
+    )
+    status = TaskStatus.model_validate(forged)
+    text = json.dumps(status.to_json(), allow_nan=False)
+    assert json.loads(text)["metrics"]["loss"] == {
+        "last": "-Infinity", "min": "NaN", "max": 1.0, "step": 3, "count": 4}
+    assert status.params == {"lr": "NaN", "deep": [["Infinity"]]}
+    plain = TaskStatus.model_validate({k: v for k, v in forged.items()
+                                       if k not in ("params", "metrics")})
+    assert "params" not in plain.to_json() and "metrics" not in plain.to_json()
