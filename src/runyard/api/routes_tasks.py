@@ -3,7 +3,9 @@
 Query: ``limit`` (1-1000, default 50), ``cursor`` (the ``next_cursor`` of the previous
 page), ``state``, ``task_type``, ``task`` (a registered task name, i.e. the definition),
 ``text`` (case-insensitive search), ``sort`` (one of :data:`ordering.SORT_KEYS`, default
-``created_at``) and ``order`` (``asc``/``desc``, default ``desc``). Answer::
+``created_at``, or a tracked ``metrics.<name>`` / ``params.<name>``, optionally ending in
+``:asc``/``:desc``), ``order`` (``asc``/``desc``, default ``desc``) and ``filter``
+(``params.<name>=<value>``, repeatable; see :mod:`runyard.repository.tracked`). Answer::
 
     {"items": [TaskStatus, ...], "next_cursor": str | null, "total": int,
      "sort": "created_at", "order": "desc"}
@@ -16,6 +18,7 @@ A run token sees only its own session's tasks, as everywhere.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -34,8 +37,9 @@ from runyard.repository.ordering import (
     encode_sorted_cursor,
     sorted_page,
 )
-from runyard.repository.records import StatusRecord
+from runyard.repository.records import StatusRecord, status_json
 from runyard.repository.repository import Matcher
+from runyard.repository.tracked import Filter, parse_filters, split_order, status_matches
 from runyard.runtime.liveness import settle
 from runyard.workspace.records import TaskStatus
 
@@ -69,22 +73,37 @@ def _name_matcher(task: str | None, visible: Matcher | None) -> Matcher | None:
     return keep
 
 
+def _params_matcher(filters: list[Filter], visible: Matcher | None) -> Matcher | None:
+    """Keep tasks whose params hold every filter, and what ``visible`` keeps."""
+    if not filters:
+        return visible
+
+    def keep(task_id: str, record: StatusRecord) -> bool:
+        raw = status_json(record)
+        if raw is None or not status_matches(json.loads(raw), filters):
+            return False
+        return visible is None or visible(task_id, record)
+
+    return keep
+
+
 class TaskListing:
     """One list request: filters, sort and paging over the repository's index."""
 
     def __init__(self, services: Services, request: Request) -> None:
         query = request.query_params
         self.services = services
-        self.sort = query.get("sort") or DEFAULT_SORT
-        self.order: Order = check_sort(self.sort, query.get("order") or DEFAULT_ORDER)
+        self.sort, order = split_order(query.get("sort") or DEFAULT_SORT, query.get("order"))
+        self.order: Order = check_sort(self.sort, order or DEFAULT_ORDER)
         self.limit = _limit(query.get("limit"))
         self.cursor = query.get("cursor") or None
         self.filters: dict[str, Any] = {
             "state": query.get("state") or None,
             "task_type": query.get("task_type") or None,
             "text": query.get("text") or None,
-            "visible": _name_matcher(
-                query.get("task"), status_filter(services, request_scope(request))
+            "visible": _params_matcher(
+                parse_filters(query.getlist("filter")),
+                _name_matcher(query.get("task"), status_filter(services, request_scope(request))),
             ),
         }
         self.unfiltered = not any(self.filters[k] for k in ("text", "visible"))

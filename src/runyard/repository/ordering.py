@@ -7,7 +7,10 @@ after that position" even while tasks are added or removed, and a cursor of anot
 is refused instead of silently paging the wrong list.
 
 Rows without a value for the column (a queued task has no ``started_at``; an unfinished
-one has no duration) come last in either direction.
+one has no duration) come last in either direction. Besides the columns of
+:data:`SORT_KEYS`, a list sorts by a param or a metric summary
+(:mod:`runyard.repository.tracked`: ``metrics.<name>``, ``params.<name>``), where numbers
+come before text in either direction.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from datetime import datetime
 from typing import Literal
 
 from runyard.errors import InvalidInput
+from runyard.repository.tracked import tracked_key
 from runyard.workspace.records import TaskStatus
 
 Order = Literal["asc", "desc"]
@@ -66,10 +70,21 @@ class Position:
     task_id: str
 
 
+def sort_key(sort: str) -> Callable[[TaskStatus], SortValue]:
+    """The sort value of a column, a ``params.<name>`` or a ``metrics.<name>``;
+    :class:`InvalidInput` names the accepted sorts."""
+    key = SORT_KEYS.get(sort) or tracked_key(sort)
+    if key is None:
+        raise InvalidInput(
+            f"Unknown sort {sort[:300]!r}: use one of {', '.join(SORT_KEYS)},"
+            " metrics.<name> or params.<name>"
+        )
+    return key
+
+
 def check_sort(sort: str, order: str) -> Order:
     """The validated order; :class:`InvalidInput` names the accepted values."""
-    if sort not in SORT_KEYS:
-        raise InvalidInput(f"Unknown sort {sort!r}: use one of {', '.join(SORT_KEYS)}")
+    sort_key(sort)
     if order not in ("asc", "desc"):
         raise InvalidInput(f"Unknown order {order!r}: use asc or desc")
     return "asc" if order == "asc" else "desc"
@@ -106,8 +121,9 @@ def _compare(order: Order) -> Callable[[Position, Position], int]:
     def compare(a: Position, b: Position) -> int:
         if (a.value is None) != (b.value is None):
             return 1 if a.value is None else -1  # missing values last, whatever the order
+        if isinstance(a.value, str) != isinstance(b.value, str):
+            return 1 if isinstance(a.value, str) else -1  # a param's numbers before its text
         if a.value is not None and b.value is not None and a.value != b.value:
-            # both of one kind: a column's values are all numbers or all strings
             return sign if a.value > b.value else -sign  # type: ignore[operator]
         if a.task_id == b.task_id:
             return 0
@@ -126,7 +142,7 @@ def sorted_page(
 ) -> tuple[list[TaskStatus], Position | None]:
     """One page of ``statuses`` in the given order, after ``after``; with the position to
     continue from (None on the last page)."""
-    key = SORT_KEYS[sort]
+    key = sort_key(sort)
     compare = _compare(order)
     rows: list[tuple[Position, TaskStatus]] = [
         (Position(key(status), status.task_id), status) for status in statuses
