@@ -18,6 +18,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   ├── InvalidLimit                 a row or item count outside its allowed range
     │   ├── BadIdempotencyKey            an Idempotency-Key header that breaks its rule
     │   ├── NotParquet                   a file to preview that Parquet cannot read
+    │   ├── StagedFileRefused            an upload to POST /files (or a discard) refused
     │   └── PreviewTooLarge              a preview past its decoded-bytes budget (413)
     ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
@@ -274,6 +275,11 @@ class UnsupportedMediaType(InvalidInput):
 
 class BodyTooLarge(InvalidInput):
     """A request body past the server's size limit."""
+
+
+class StagedFileRefused(InvalidInput):
+    """An upload to AxonX's ``POST /files`` or a ``DELETE /files`` refused: its file name,
+    or a directory or path outside the workspace's ``tmp/`` (the cause says which)."""
 
 
 class UnnameablePath(RunyardError, FileNotFoundError):

@@ -81,6 +81,7 @@ from runyard.errors import (
     ScheduleNotFound,
     ServerStopping,
     ServiceUnavailable,
+    StagedFileRefused,
     TaskActive,
     TaskNameTaken,
     TaskNotFound,
@@ -204,6 +205,7 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     NotAuthenticated: Rule(401, DETAIL, CHALLENGE),
     UnsupportedMediaType: Rule(415, DETAIL),
     BodyTooLarge: Rule(413, DETAIL),
+    StagedFileRefused: Rule(422, DETAIL),  # POST/DELETE /files, as AxonX's HTTPException
     UnnameablePath: Rule(404, DETAIL),
     BadJsonBody: Rule(422, DETAIL),
     UnknownUpstream: Rule(422, DETAIL),  # a submit's depends_on: nothing was made
