@@ -4,9 +4,9 @@ Layers, lower to higher; a module may import its own package, its own layer and 
 
 - 0 base: ``runyard/__init__.py`` and the modules directly under ``runyard/``
   (``errors``, ``wire``, ``config``, ``configfile``, ``faults``...)
-- 1 ``workspace``
-- 2 domain: ``tasks``, ``agents``, ``repository``, ``pipelines``, ``tracking`` (no HTTP,
-  no runtime or executors)
+- 1 ``workspace`` and ``tracking`` (the files of a run's metrics and params)
+- 2 domain: ``tasks``, ``agents``, ``repository``, ``pipelines`` (no HTTP, no runtime or
+  executors)
 - 3 ``runtime``, ``executors`` and the operations packages ``retention``, ``backup``, ``sync``,
   ``schedules``, ``machine``
 - 4 ``api``, ``studio``
@@ -38,11 +38,11 @@ PACKAGE = SRC / "runyard"
 
 LAYERS = {
     "workspace": 1,
+    "tracking": 1,
     "tasks": 2,
     "agents": 2,
     "repository": 2,
     "pipelines": 2,
-    "tracking": 2,
     "runtime": 3,
     "executors": 3,
     "retention": 3,

@@ -52,7 +52,10 @@ MAX_RECORD = 16 * 1024 * 1024  # a status, metadata or event over this is droppe
 MAX_PARTS = 2 * MAX_RECORD  # unfinished records of every sender together
 MAX_EVENT = 64 * 1024
 DRAIN_SECONDS = 1.0  # how long records are still read once the sandbox has exited
-WORKER_FIELDS = ("state", "started_at", "finished_at", "exit_code", "error", "result", "steps")
+WORKER_FIELDS = (
+    "state", "started_at", "finished_at", "exit_code", "error", "result", "steps",
+    "params", "metrics",  # experiment tracking: checked by TaskStatus (no bare NaN)
+)
 ORDER = {TaskState.QUEUED: 0, TaskState.RUNNING: 1}
 # progress statuses a task sends faster than this are written together (as the worker does)
 PROGRESS_WRITE_INTERVAL = 0.05

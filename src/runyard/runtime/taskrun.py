@@ -31,13 +31,14 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
 from runyard.runtime.liveness import state_event
 from runyard.runtime.recordsink import FolderRecords, Records
+from runyard.runtime.runmetrics import RunMetrics
 from runyard.tasks.base import ArtifactRef, TaskRun
 from runyard.workspace.artifacts import artifact_record
 from runyard.workspace.layout import Workspace
@@ -170,6 +171,10 @@ class WorkerRun(TaskRun):
         self._written_at = float("-inf")  # monotonic time of the last status write
         self._timer: HeldWrite | None = None  # writes the held progress
         self._ended = False  # a terminal state is written: nothing may follow it
+        # metrics and params (runtime/runmetrics.py): written in batches, summarised in
+        # the status through the throttled progress writes
+        self.metrics = RunMetrics(self.task_dir, self._publish_tracking, HeldWrite,
+                                  cancel.deferred)
         _RUNS.add(self)
 
     def begin(self, pid: int, steps: tuple[str, ...]) -> None:
@@ -179,9 +184,13 @@ class WorkerRun(TaskRun):
                     "steps": [Step(name=name) for name in dict.fromkeys(steps)]}
         )
         self.publish_state(durable=False)
+        self.metrics.start()
 
     def publish_state(self, *, durable: bool) -> None:
-        """Journal and write the state now, with any progress held back."""
+        """Journal and write the state now, with any progress held back (at the end, with
+        every metric point and param written and summarised)."""
+        if self.status.state.terminal:
+            self.metrics.close()  # outside the lock: its intake thread may be waiting on it
         with self._lock:
             at = self.status.finished_at or self.status.started_at
             self.records.append_event(state_event(self.status.state, at))
@@ -197,7 +206,17 @@ class WorkerRun(TaskRun):
     def step(self, name: str) -> Iterator[None]:
         self._update(name, started=True)
         yield
+        self.metrics.flush()
         self._update(name, percentage=100.0, finished=True)
+
+    def log_metric(self, name: str, value: float, step: int | None = None) -> None:
+        self.metrics.log(name, value, step)
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        self.metrics.log_many(metrics, step)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        self.metrics.log_params(params)
 
     def progress(self, name: str, percentage: float) -> None:
         self._update(name, percentage=min(100.0, max(0.0, float(percentage))))
@@ -226,6 +245,15 @@ class WorkerRun(TaskRun):
                 changed = True
             if changed:
                 self.records.append_event({"kind": "progress", **step.model_dump(mode="json")})
+                self._write_progress()
+
+    def _publish_tracking(self, metrics: dict[str, Any], params: dict[str, Any]) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self.status.metrics = metrics or None
+            self.status.params = params or None
+            if not self.status.state.terminal:  # an end's status is written by publish_state
                 self._write_progress()
 
     def _find_step(self, name: str) -> Step:

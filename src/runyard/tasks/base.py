@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -101,6 +102,25 @@ class TaskRun(ABC):
     @abstractmethod
     def log(self, message: str) -> None:
         """Write a line to this run's log."""
+
+    @abstractmethod
+    def log_metric(self, name: str, value: float, step: int | None = None) -> None:
+        """Record ``value`` of metric ``name`` at ``step`` (None: the metric's next step,
+        0 for its first). Names follow MLflow's rule (1-250 letters, digits, ``_-./ :``,
+        not starting with ``/``); a value is any number (``float()`` of it: numpy scalars
+        too), NaN and infinities included. A bad name or value raises
+        :class:`~runyard.errors.InvalidInput` (a ``ValueError``). Buffered: cheap to call
+        thousands of times a second (see ``docs/tracking.md``)."""
+
+    @abstractmethod
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """:meth:`log_metric` of each ``name: value`` of ``metrics`` at one ``step``."""
+
+    @abstractmethod
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Add params to this run's (its inputs are its params already): names as metric
+        names, values JSON scalars (str, int, float, bool, None), a string cut to 6,000
+        characters. A later value of a name replaces the earlier."""
 
 
 class Task(ABC):
