@@ -237,6 +237,13 @@ class Settings(BaseSettings):
     plugin_install_timeout_seconds: float = Field(
         300.0, gt=0, le=3600, description="How long one plugin's pip install or uninstall may take"
     )
+    files_max_upload_mb: int = Field(
+        512,
+        ge=1,
+        le=1 << 20,
+        description="The largest file AxonX's POST /files takes (MiB) into the workspace's "
+        "tmp/; a larger one is refused with 413 and nothing is kept",
+    )
     # cron schedules by name (runyard.schedules): AxonX's fields plus catch_up, tick_argument
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     studio: StudioSettings = Field(

@@ -14,7 +14,8 @@ states), ``metadata``, ``events``, ``artifact`` (an artifact record), ``sqlite.c
 renamed into ``.history``, its task folder not yet replaced), ``run.settle`` (an agent
 run's final state, before the store is asked to keep it), ``backup.partial`` (``backup
 create`` with its partial archive and SQLite copies half made), ``pipeline.step`` (a
-pipeline run's step about to be made, after its first).
+pipeline run's step about to be made, after its first), ``files.write`` (each block of an
+upload to ``POST /files``, before it is written).
 
 ``RUNYARD_FAULT_DELAY=<name>:<seconds>`` makes :func:`fault_delay` point ``<name>`` sleep
 that long each time (a slow disk, to watch a phase from outside): ``index.batch`` (each
@@ -48,6 +49,7 @@ POINTS = (
     "run.settle",
     "backup.partial",
     "pipeline.step",
+    "files.write",
 )
 
 _KILL_AT = os.environ.get(KILL_VAR) or None

@@ -36,6 +36,7 @@ from runyard.api.routes_plugins import build_plugins_router
 from runyard.api.routes_preview import build_preview_router
 from runyard.api.routes_runs import build_runs_router
 from runyard.api.routes_schedules import mount_schedules
+from runyard.api.routes_staged_files import mount_staged_files
 from runyard.api.routes_sync import mount_sync
 from runyard.api.routes_tasks import build_tasks_router
 from runyard.api.services import Services
@@ -107,6 +108,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(build_plugins_router(services), prefix="/api/v1")
     app.include_router(build_pipelines_router(services), prefix="/api/v1")
     mount_sync(app, services)
+    mount_staged_files(app, services)  # AxonX's POST/DELETE /files
     if services.agents is not None:
         from runyard.api.agents import build_agents_router
 

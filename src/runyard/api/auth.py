@@ -3,8 +3,9 @@
 * The configured server token (compared in constant time) opens every route, and so does
   the token of a Studio tab signed in by a login link (a browser session of the admin,
   :mod:`runyard.api.login`).
-* A run token issued by the agent-run backend opens ``/jobs``, ``/api/v1`` and ``/mcp``
-  only; the routes themselves narrow it to its own session (``request.state.run_scope``).
+* A run token issued by the agent-run backend opens ``/jobs``, ``/api/v1``, ``/mcp`` and
+  AxonX's ``/files`` only; the routes themselves narrow it to its own session
+  (``request.state.run_scope``) or refuse it (403: ``/files`` is the admin's).
   ``/metrics`` is the server token's alone. The rule is the same on the TCP listener as on
   the agent-run socket — the same routes, the same scope, nothing more: a run reaches the
   TCP port when it is given one (a pod on a cluster, ``kubernetes.job_api_url``) and where
@@ -34,7 +35,7 @@ from runyard.errors import NotAuthenticated
 OPEN_PATHS = frozenset({"/health", "/", "/index.html", "/favicon.svg", "/docs"})
 OPEN_STUDIO_PREFIXES = ("/css/", "/js/")
 LOGIN_PATH = "/api/v1/login"  # the code in its body is the credential
-RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/", "/mcp")
+RUN_TOKEN_PREFIXES = ("/jobs", "/api/v1/", "/mcp", "/files")
 
 RunTokenVerifier = Callable[[str], Any]
 SessionVerifier = Callable[[str], bool]

@@ -27,7 +27,8 @@ every TCP listener:
 Bodies are read as what their route expects, so a state-changing request with a body
 must declare ``application/json`` (or ``+json``); ``multipart/form-data`` on the upload
 route; ``application/x-tar`` on the sync receive route (``/api/v1/sync/tasks/...``),
-whose body is a task folder streamed as a tar. Else 415 (``text/plain`` included). A
+whose body is a task folder streamed as a tar; ``application/octet-stream`` on AxonX's
+``POST /files`` (the raw bytes of one file). Else 415 (``text/plain`` included). A
 bodyless request (no ``Transfer-Encoding``, and no ``Content-Length`` or one of 0) to a
 JSON route needs no content type: ``curl -X POST .../sessions/<id>/close`` sends none, and
 there is no body to misread. A content type it does declare is still held to JSON, as the
@@ -57,6 +58,8 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 UPLOAD_PATH = "/api/v1/artifacts/upload"
 SYNC_RECEIVE_PREFIX = "/api/v1/sync/tasks/"
 TAR_MEDIA = "application/x-tar"
+FILES_PATH = "/files"
+OCTET_MEDIA = "application/octet-stream"
 AGENT_SOCKET_KEY = "runyard.agent_socket"
 # what a browser says of a request its own page (or the user, typing a URL) made
 OWN_FETCH_SITES = frozenset({"same-origin", "none"})
@@ -212,6 +215,8 @@ def _content_type_refusal(path: str, headers: dict[str, str]) -> UnsupportedMedi
         if media == TAR_MEDIA:
             return None
         expected = f"a task as a tar stream ({TAR_MEDIA})"
+    elif path == FILES_PATH and media == OCTET_MEDIA:
+        return None  # any other type on /files is held to JSON below (a DELETE has no body)
     elif _is_json(media) or not (media or _has_body(headers)):
         return None
     else:
