@@ -123,6 +123,9 @@ class TaskStatus(BaseModel):
     # forged status holds), so every JSON answer that carries a status stays valid JSON
     params: dict[str, Any] | None = None
     metrics: dict[str, dict[str, Any]] | None = None
+    # a run no worker records: its client logs it and ends it (api/mlflow: MLflow's client,
+    # {"by": "mlflow", "tags": {...}, "user_id": ...}); liveness checks leave it alone
+    tracked: dict[str, Any] | None = None
 
     @field_validator("params", "metrics")
     @classmethod
@@ -163,7 +166,7 @@ def finite_json(value: Any, depth: int = 0) -> Any:
 OPTIONAL_STATUS_FIELDS = (
     "submitted_by", "limits", "synced_from", "queued_reason", "waiting_for",
     "attempt", "retries", "retry_delay_seconds", "retry_at", "retry_of",
-    "cache", "cache_key", "params", "metrics",
+    "cache", "cache_key", "params", "metrics", "tracked",
 )
 
 

@@ -26,6 +26,7 @@ from runyard.api.guard import HostPolicy, RequestGuard
 from runyard.api.lifespan import run_beside
 from runyard.api.mcp_lazy import mount_lazy_mcp
 from runyard.api.metrics import install_metrics
+from runyard.api.mlflow.routes import build_mlflow_router
 from runyard.api.pathlimits import PathLimits
 from runyard.api.routes_files import build_files_router
 from runyard.api.routes_gc import mount_gc
@@ -107,6 +108,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(build_login_router(services), prefix="/api/v1")
     app.include_router(build_plugins_router(services), prefix="/api/v1")
     app.include_router(build_pipelines_router(services), prefix="/api/v1")
+    app.include_router(build_mlflow_router(services), prefix="/mlflow")  # MLflow's client
     mount_sync(app, services)
     mount_staged_files(app, services)  # AxonX's POST/DELETE /files
     if services.agents is not None:

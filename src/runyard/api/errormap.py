@@ -6,9 +6,12 @@ answers as its nearest ancestor with one (the class's MRO is walked), so a new s
 never turns into a 500 unless its family is a server fault.
 
 ``/api/v1`` answers ``{"error": {"code": ..., "message": str(exc)}}`` with the status of
-:data:`API_TABLE`. A few routes name their refusals of bad input after the route (their
-clients see ``invalid_query``, ``invalid_candidates``...): :data:`ROUTE_TABLE` holds those
-rows, keyed by the route's name, and is searched before the shared rows.
+:data:`API_TABLE`. ``/mlflow/`` (MLflow's tracking API) answers MLflow's
+``{"error_code": ..., "message": ...}`` with the same statuses
+(:mod:`runyard.api.mlflow.errors`). A few routes name their refusals of bad input after
+the route (their clients see ``invalid_query``, ``invalid_candidates``...):
+:data:`ROUTE_TABLE` holds those rows, keyed by the route's name, and is searched before
+the shared rows.
 
 The Job API keeps the seed's envelope: a job that fails answers HTTP 200 with
 ``{"answer": "ErrorType: message", "success": false, "metadata": {}}``. :data:`JOB_TABLE`
@@ -47,6 +50,7 @@ from runyard.agents.errors import (
 )
 from runyard.api.envelope import error_answer, job_response
 from runyard.api.jsonbody import BadJsonBody, JsonTooDeep
+from runyard.api.mlflow.errors import mlflow_error
 from runyard.api.scopes import request_scope, scrub
 from runyard.backup.errors import BackupError
 from runyard.errors import (
@@ -116,6 +120,7 @@ OWN_CODE = ""  # the code is the error's own machine code (SyncRefused.code)
 ENVELOPE = "envelope"  # Job API: the seed's envelope, success false
 DETAIL = "detail"  # {"detail": message}, the request was refused before any job ran
 API_PREFIX = "/api/"  # the paths that answer the /api/v1 error object
+MLFLOW_PREFIX = "/mlflow/"  # MLflow's tracking API (api/mlflow): its error shape
 # the answer to a request without a usable token, on every surface (RFC 6750)
 CHALLENGE = (("WWW-Authenticate", "Bearer"),)
 # when to ask again while the server starts (its index is being built)
@@ -302,6 +307,9 @@ def render(
     pure-ASGI middlewares (auth, the guard, path limits) all answer through it."""
     if path.startswith(API_PREFIX):
         return api_error_response(exc, route)
+    if path.startswith(MLFLOW_PREFIX):  # MLflow's client reads its own error shape
+        rule = api_rule(type(exc), route)
+        return mlflow_error(exc, rule.status, rule.headers)
     return job_error_response(exc, scrub)
 
 

@@ -28,7 +28,10 @@ Bodies are read as what their route expects, so a state-changing request with a 
 must declare ``application/json`` (or ``+json``); ``multipart/form-data`` on the upload
 route; ``application/x-tar`` on the sync receive route (``/api/v1/sync/tasks/...``),
 whose body is a task folder streamed as a tar; ``application/octet-stream`` on AxonX's
-``POST /files`` (the raw bytes of one file). Else 415 (``text/plain`` included). A
+``POST /files`` (the raw bytes of one file); any type on an MLflow artifact upload
+(``/mlflow/api/2.0/mlflow-artifacts/artifacts/...``), whose body is the file as it is (its
+client names the file's own type, ``text/plain`` for a ``.txt``). Else 415 (``text/plain``
+included). A
 bodyless request (no ``Transfer-Encoding``, and no ``Content-Length`` or one of 0) to a
 JSON route needs no content type: ``curl -X POST .../sessions/<id>/close`` sends none, and
 there is no body to misread. A content type it does declare is still held to JSON, as the
@@ -58,6 +61,7 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 UPLOAD_PATH = "/api/v1/artifacts/upload"
 SYNC_RECEIVE_PREFIX = "/api/v1/sync/tasks/"
 TAR_MEDIA = "application/x-tar"
+MLFLOW_ARTIFACTS_PREFIX = "/mlflow/api/2.0/mlflow-artifacts/artifacts/"
 FILES_PATH = "/files"
 OCTET_MEDIA = "application/octet-stream"
 AGENT_SOCKET_KEY = "runyard.agent_socket"
@@ -215,6 +219,8 @@ def _content_type_refusal(path: str, headers: dict[str, str]) -> UnsupportedMedi
         if media == TAR_MEDIA:
             return None
         expected = f"a task as a tar stream ({TAR_MEDIA})"
+    elif path.startswith(MLFLOW_ARTIFACTS_PREFIX):  # a file's own bytes, of its own type
+        return None
     elif path == FILES_PATH and media == OCTET_MEDIA:
         return None  # any other type on /files is held to JSON below (a DELETE has no body)
     elif _is_json(media) or not (media or _has_body(headers)):

@@ -69,9 +69,13 @@ def settle(workspace: Workspace, status: TaskStatus) -> TaskStatus:
 
     A run watched by a live supervisor is left to it: it knows the exact exit status and
     records the end within milliseconds. So is a run on Kubernetes (its worker's lock is
-    held by another node): only a server, reading its Job, can tell it ended.
+    held by another node): only a server, reading its Job, can tell it ended. A tracked
+    run (``status.tracked``: one MLflow's client opened) has no worker at all: its client
+    ends it, and it stays running across server restarts until then.
     """
-    if status.state is not TaskState.RUNNING or worker_alive(workspace, status.task_id):
+    if status.state is not TaskState.RUNNING or status.tracked is not None:
+        return status
+    if worker_alive(workspace, status.task_id):
         return status
     if supervised(supervision_path(workspace, status.task_id)):
         return workspace.read_status(status.task_id) or status
