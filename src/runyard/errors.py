@@ -290,6 +290,10 @@ class BadEventId(InvalidInput):
     """A ``Last-Event-ID`` that is no event id its stream could have sent."""
 
 
+class BadStreamQuery(InvalidInput):
+    """A query parameter of an event stream that breaks its rule (``?metrics=maybe``)."""
+
+
 class UnknownJob(RunyardError, LookupError):
     """A Job API call to a job name the server does not have."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from runyard.tracking.points import Point, point_json
 from runyard.tracking.reading import (
     MAX_LINE_BYTES,
+    read_new_points,
     read_params,
     read_points,
     run_params,
@@ -132,3 +133,21 @@ def test_params_are_inputs_updated_with_logged(tmp_path: Path) -> None:
     (tmp_path / "params.json").write_text("[1, 2]")
     assert read_params(tmp_path) == {}
     assert read_params(tmp_path / "missing") == {}
+
+
+def test_new_points_are_read_from_an_offset_whole_lines_only(tmp_path: Path) -> None:
+    write_points(tmp_path, [Point("m", 0, 1.0, 1.0)], b'{"name": "m", "st')
+    points, offset = read_new_points(tmp_path, 0)
+    assert [p.step for p in points] == [0]
+    assert read_new_points(tmp_path, offset) == ([], offset)  # the cut line waits
+    with (tmp_path / "metrics.jsonl").open("ab") as handle:
+        handle.write(b'ep": 1, "value": 2, "time": 1}\ngarbage\n')
+    points, after = read_new_points(tmp_path, offset)
+    assert [p.step for p in points] == [1] and after == (tmp_path / "metrics.jsonl").stat().st_size
+    with (tmp_path / "metrics.jsonl").open("ab") as handle:
+        handle.write(b"x" * 5000)
+    assert read_new_points(tmp_path, after, max_bytes=1000) == ([], after + 1000)
+    assert read_new_points(tmp_path, 10**9) == ([], 10**9)
+    (tmp_path / "metrics.jsonl").unlink()
+    (tmp_path / "metrics.jsonl").symlink_to(tmp_path / "elsewhere")
+    assert read_new_points(tmp_path, 0) == ([], 0)

@@ -58,6 +58,7 @@ from runyard.errors import (
     AmbiguousTaskId,
     BadEventId,
     BadIdempotencyKey,
+    BadStreamQuery,
     BodyTooLarge,
     ClientError,
     ConfigError,
@@ -218,6 +219,7 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     UnknownTarget: Rule(422, DETAIL),
     UpstreamError: Rule(502, DETAIL),
     BadEventId: Rule(422, DETAIL),  # the Job events route; /api/v1 streams answer a 400
+    BadStreamQuery: Rule(422, DETAIL),  # ?metrics= of the Job events route
     UnknownJob: Rule(404, DETAIL),
     MisplacedTarget: Rule(422, DETAIL),
     AmbiguousTaskId: Rule(409, DETAIL),  # a task name of several tasks: no job ran

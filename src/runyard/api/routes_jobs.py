@@ -24,6 +24,7 @@ from runyard.api.forward import forward_call, forward_stream, resolve_target
 from runyard.api.fulllists import full_list_response, is_full_list
 from runyard.api.idempotent import caller_route, find_keyed_task, run_once_in_thread
 from runyard.api.jobs import Job, JobResult, submit_now
+from runyard.api.metric_events import wants_metrics
 from runyard.api.requestbody import read_json_body, validate_envelope
 from runyard.api.scopes import request_scope, scrub
 from runyard.api.services import Services
@@ -93,7 +94,9 @@ def _add_job_routes(
         envelope, raw = await _parse(request, services, model)
         scope = request_scope(request)
         last_event_id = request.headers.get("last-event-id")
-        cursor = parse_last_event_id(last_event_id)  # BadEventId: a 422 (api/errormap.py)
+        metrics = job.name == "stream_task" and wants_metrics(request.query_params)
+        # BadEventId: a 422 (api/errormap.py)
+        cursor = parse_last_event_id(last_event_id, metrics)
         if envelope.target:
             target = resolve_target(services.settings, _allowed_target(envelope.target, scope))
             return await forward_stream(target, job.name, raw, last_event_id)

@@ -41,7 +41,7 @@ SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 current_gauge: ContextVar[Any] = ContextVar("runyard_sse_clients", default=None)
 
 
-def format_event(kind: str, data: Any, event_id: int | None = None) -> bytes:
+def format_event(kind: str, data: Any, event_id: int | str | None = None) -> bytes:
     """One event: ``event:``, ``id:`` (when given) and one ``data:`` line of JSON."""
     lines = [f"event: {kind}"]
     if event_id is not None:

@@ -24,6 +24,7 @@ from runyard.agents.models import RunScope
 from runyard.api.envelope import error_answer
 from runyard.api.event_data import log_data, progress_data, result_data
 from runyard.api.jobs import current_status
+from runyard.api.metric_events import new_metric_events, split_event_id, stream_id
 from runyard.api.scopes import scrub
 from runyard.api.services import Services
 from runyard.api.sse import (
@@ -46,14 +47,18 @@ EVENTS_MASK = (1 << LOG_SHIFT) - 1  # events-file offsets below 1 TiB
 MAX_POSITION = (1 << (LOG_SHIFT + 32)) - 1  # run tags are 32 bits
 
 
-def parse_last_event_id(value: str | None) -> StreamCursor:
+def parse_last_event_id(value: str | None, metrics: bool = False) -> StreamCursor:
     """The position a Last-Event-ID names; :class:`~runyard.errors.BadEventId` (answered
-    by the error table) unless it is an id we could send."""
+    by the error table) unless it is an id we could send. With ``metrics`` the stream
+    sends ``metric`` events too and its ids carry their offset (api/metric_events.py)."""
+    metrics_offset = None
+    if metrics:
+        value, metrics_offset = split_event_id(value)
     try:
         position, log_offset = parse_event_id(value, MAX_POSITION)
     except ValueError as exc:
         raise BadEventId(str(exc)) from exc
-    return StreamCursor(position & EVENTS_MASK, log_offset, position >> LOG_SHIFT)
+    return StreamCursor(position & EVENTS_MASK, log_offset, position >> LOG_SHIFT, metrics_offset)
 
 
 def run_tag(run_id: str) -> int:
@@ -68,10 +73,12 @@ class StreamCursor:
     events_offset: int = 0
     log_offset: int = 0
     run_tag: int = 0
+    metrics_offset: int | None = None  # None: the stream sends no metric events
 
     @property
-    def event_id(self) -> int:
-        return event_id((self.run_tag << LOG_SHIFT) | self.events_offset, self.log_offset)
+    def event_id(self) -> int | str:
+        usual = event_id((self.run_tag << LOG_SHIFT) | self.events_offset, self.log_offset)
+        return stream_id(usual, self.metrics_offset)
 
 
 async def single_result(
@@ -110,9 +117,10 @@ async def stream_task_events(
     events_path = services.workspace.events_path(task_id)
     # the pinned run's log, derived from its ids (never a path its status names)
     log_path = await run_in_threadpool(log_to_read, services.workspace, status)
+    run = (services.workspace.task_dir(task_id), task_id, pinned)
     with hub.subscribe(task_id) as sub, sse_client("task"):
         while True:
-            for chunk in await run_in_threadpool(_drain, events_path, log_path, cursor):
+            for chunk in await run_in_threadpool(_drain, events_path, log_path, cursor, run):
                 yield chunk
                 heartbeat.sent()
             if status.terminal:
@@ -138,7 +146,9 @@ def _status_or_none(services: Services, task_id: str, scope: RunScope | None) ->
         return None
 
 
-def _drain(events_path: Any, log_path: str, cursor: StreamCursor) -> list[bytes]:
+def _drain(
+    events_path: Any, log_path: str, cursor: StreamCursor, run: tuple[Any, str, str]
+) -> list[bytes]:
     out: list[bytes] = []
     events, next_offset = read_events(events_path, cursor.events_offset)
     for index, (_, event) in enumerate(events):
@@ -154,4 +164,8 @@ def _drain(events_path: Any, log_path: str, cursor: StreamCursor) -> list[bytes]
         out.append(format_event("log", data, cursor.event_id))
         if not chunk.has_more_after:
             break
+    if cursor.metrics_offset is not None:
+        for data, after in new_metric_events(*run, cursor.metrics_offset):
+            cursor.metrics_offset = after
+            out.append(format_event("metric", data, cursor.event_id))
     return out

@@ -62,6 +62,40 @@ def read_points(
     return points
 
 
+def read_new_points(
+    run_dir: Path,
+    offset: int,
+    *,
+    relative: str = METRICS_FILE,
+    max_bytes: int = CHUNK_BYTES,
+    max_points: int | None = None,
+) -> tuple[list[Point], int]:
+    """The valid points of the whole lines written from byte ``offset`` on (at most
+    ``max_bytes`` read, at most ``max_points`` points) and the offset right after the last
+    line taken: a live reader's next batch. A line not ended yet waits; a window holding no
+    line end at all is skipped (no point is so long). An offset past the file's end (a
+    file rewritten) reads nothing."""
+    try:
+        opened = open_under(run_dir, relative, hidden=True, single_link=True)
+    except (NoSuchFile, UnsafePath, OSError):
+        return [], offset
+    with opened:
+        window = os.pread(opened.fd, max_bytes, offset)
+    if window.rfind(b"\n") < 0:
+        return [], offset + (len(window) if len(window) >= max_bytes else 0)
+    points: list[Point] = []
+    start = 0
+    while (end := window.find(b"\n", start)) >= 0:
+        line = window[start:end]
+        start = end + 1
+        point = _point(line) if len(line) <= MAX_LINE_BYTES else None
+        if point is not None:
+            points.append(point)
+            if max_points is not None and len(points) >= max_points:
+                break
+    return points, offset + start
+
+
 def _point(line: bytes) -> Point | None:
     try:
         return parse_point(json.loads(line))
