@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import expect
-from studio_support import console_errors, screenshot, sign_in_by_link
+from studio_support import console_errors, screenshot, sign_in_by_link, submit
 
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.layout import Workspace
@@ -132,7 +132,8 @@ def test_param_and_metric_columns_are_picked_remembered_and_sorted(
     assert ids(page)[:3] == [sweep_id("0.01"), sweep_id("1"), sweep_id("0.1")]
 
     page.locator("th[data-column='params.C'] button").click()  # a param: ascending first
-    expect(page.locator(ROWS).first).to_have_attribute("data-task-id", sweep_id("0.01"))
+    expect(page).to_have_url(re.compile(r"sort=params\.C&order=asc"))
+    expect(page.locator(ROWS).nth(1)).to_have_attribute("data-task-id", sweep_id("0.1"))
     assert ids(page) == [sweep_id(c) for c in ("0.01", "0.1", "1", "5", "50")]
     screenshot(page, "tracking-task-list-columns")
 
@@ -145,4 +146,148 @@ def test_param_and_metric_columns_are_picked_remembered_and_sorted(
     page.locator("#column-picker-body input[data-column='params.C']").uncheck()
     expect(page.locator("th[data-column='params.C']")).to_have_count(0)
     expect(page).not_to_have_url(re.compile(r"sort=params"))  # its sort went with it
+    assert errors == []
+
+
+def canvas_ink(page: Any, metric: str) -> int:
+    """How many pixels of a metric chart's canvas are drawn on (0 for a blank canvas)."""
+    ink: int = page.locator(f".metric-chart[data-metric='{metric}'] canvas").evaluate(
+        """canvas => {
+            const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+            let n = 0;
+            for (let i = 3; i < data.length; i += 4) if (data[i] > 0) n += 1;
+            return n;
+        }"""
+    )
+    return ink
+
+
+def test_compare_view_lists_the_differing_param_first_and_overlays_the_charts(
+    tracked: ServerProcess, page: Any
+) -> None:
+    errors = console_errors(page)
+    sign_in_by_link(page, tracked)
+    page.goto(tracked.url + "/#/tasks?task=sweep&sort=task_id&order=asc")
+    expect(page.locator(ROWS)).to_have_count(len(SWEEP))
+    compare = page.locator("#bulk-compare")
+    page.locator(f"{ROWS}[data-task-id='{sweep_id('0.1')}'] input.row-check").check()
+    expect(compare).to_have_attribute("aria-disabled", "")  # one task is no comparison
+    page.locator(f"{ROWS}[data-task-id='{sweep_id('1')}'] input.row-check").check()
+    expect(compare).not_to_have_attribute("aria-disabled", "")
+    compare.click()
+
+    expect(page).to_have_url(re.compile(r"#/compare\?ids="))
+    rows = page.locator("#compare-params tbody tr")
+    expect(rows).to_have_count(3)  # C, model, seed
+    expect(rows.first).to_have_attribute("data-param", "C")
+    expect(rows.first).to_have_attribute("data-differs", "true")
+    expect(rows.first.locator(".differs-mark")).to_have_text("differs")
+    expect(rows.first.locator("td")).to_have_text(["0.1", "1"])
+    assert rows.evaluate_all("rs => rs.slice(1).map(r => r.dataset.differs)") == ["false"] * 2
+    expect(page.locator("#params-summary")).to_contain_text("1 of 3 params differ")
+    last = page.locator("#compare-metrics tr[data-metric='cv_r2'] .metric-last")
+    expect(last).to_have_text(["0.83", "0.77"])
+
+    for metric in ("cv_r2", "loss"):
+        chart = page.locator(f"#compare-charts .metric-chart[data-metric='{metric}']")
+        expect(chart).to_have_attribute("data-series", "2")
+        expect(chart).to_have_attribute("data-points", "10")
+        assert canvas_ink(page, metric) > 300
+    screenshot(page, "tracking-compare")
+
+    # an address of one ref, or a ref that names no task, says so instead of failing
+    page.goto(tracked.url + "/#/compare?ids=" + sweep_id("0.1").replace("#", "%23"))
+    expect(page.locator("#compare-count")).to_contain_text("Pick from 2 to 20")
+    page.goto(tracked.url + "/#/compare?ids=train%23sweep%23c-0p1,train%23sweep%23nope")
+    expect(page.locator(".alert-error")).to_contain_text("Could not compare")
+    assert [e for e in errors if "404" not in e] == []
+
+
+def test_a_task_page_draws_a_chart_per_metric_with_non_finite_values_as_gaps(
+    tracked: ServerProcess, page: Any
+) -> None:
+    errors = console_errors(page)
+    sign_in_by_link(page, tracked)
+    page.goto(tracked.url + "/#/tasks/" + sweep_id("5").replace("#", "%23"))
+    charts = page.locator("#task-metrics .metric-chart")
+    expect(charts).to_have_count(2)
+    assert charts.evaluate_all("cs => cs.map(c => c.dataset.metric)") == ["cv_r2", "loss"]
+    score = page.locator("#task-metrics .metric-chart[data-metric='cv_r2']")
+    expect(score).to_have_attribute("data-series", "1")
+    expect(score).to_have_attribute("data-points", "5")
+    assert canvas_ink(page, "cv_r2") > 300
+    runs = page.locator("#task-metrics .metric-run-list li")
+    expect(runs).to_have_count(1)
+    expect(runs.first).to_contain_text("succeeded (current)")
+    # the last point is NaN: hovering it reads "—" in the legend, not a number
+    box = score.locator(".u-over").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    expect(score.locator(".u-legend .u-series").nth(1).locator(".u-value")).to_have_text("—")
+    page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)
+    expect(score.locator(".u-legend .u-series").nth(1).locator(".u-value")).to_have_text("0.16")
+
+    page.goto(tracked.url + "/#/tasks/" + sweep_id("50").replace("#", "%23"))
+    expect(page.locator("#metrics-empty")).to_contain_text("No metrics logged")
+    assert errors == []
+
+
+LIVE_STEPS = 24
+LIVE_SCRIPT = (
+    f"for i in $(seq 0 {LIVE_STEPS - 1}); do "
+    'echo "{\\"name\\": \\"loss\\", \\"step\\": $i, \\"value\\": $((100 - i))}" >> "$RUNYARD_METRICS_FILE"; '
+    'echo "{\\"name\\": \\"acc\\", \\"step\\": $i, \\"value\\": $i}" >> "$RUNYARD_METRICS_FILE"; '
+    "sleep 0.15; done"
+)
+
+
+def points_drawn(page: Any, metric: str) -> int:
+    chart = page.locator(f"#task-metrics .metric-chart[data-metric='{metric}']")
+    if not chart.count():
+        return 0
+    return int(chart.get_attribute("data-points") or 0)
+
+
+def test_a_running_task_is_charted_live_and_a_rerun_adds_a_second_line(
+    tracked: ServerProcess, page: Any
+) -> None:
+    errors = console_errors(page)
+    handle = submit(tracked, "command", command=LIVE_SCRIPT, shell=True, task_name="live-fit")
+    sign_in_by_link(page, tracked)
+    page.goto(tracked.url + "/#/tasks/" + handle["task_id"].replace("#", "%23"))
+    loss = page.locator("#task-metrics .metric-chart[data-metric='loss']")
+    expect(loss).to_have_attribute("data-series", "1", timeout=10_000)
+    # drawn while it runs: some points, then more, before the run ends
+    page.wait_for_function(
+        "() => Number(document.querySelector(\"#task-metrics .metric-chart[data-metric='loss']\")"
+        "?.dataset.points || 0) > 0"
+    )
+    seen_running = points_drawn(page, "loss")
+    assert page.locator("#task-state").inner_text().strip() == "running"
+    assert seen_running < LIVE_STEPS
+    expect(loss).to_have_attribute("data-points", str(LIVE_STEPS), timeout=15_000)
+    expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=10_000)
+    assert canvas_ink(page, "loss") > 300
+
+    page.click("#task-rerun")
+    page.click("#confirm-ok")
+    runs = page.locator("#task-metrics .metric-run-list li")
+    expect(runs).to_have_count(2, timeout=15_000)
+    expect(loss).to_have_attribute("data-series", "2", timeout=15_000)
+    expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=15_000)
+    expect(loss).to_have_attribute("data-points", str(2 * LIVE_STEPS), timeout=10_000)
+    expect(runs.first).to_contain_text("(current)")
+    legend = loss.locator(".u-legend .u-series .u-label")
+    expect(legend).to_have_count(3)  # the step, then one line per run
+    screenshot(page, "tracking-task-metrics")
+
+    # the two runs, ticked on the task page, open the compare view of that task's runs
+    first_run = handle["run_id"]
+    page.locator(f"#task-metrics li[data-run-id='{first_run}'] input").check()
+    runs.first.locator("input").check()
+    page.click("#compare-runs")
+    expect(page).to_have_url(re.compile(r"#/compare\?ids=.*%40" + first_run))
+    chart = page.locator("#compare-charts .metric-chart[data-metric='acc']")
+    expect(chart).to_have_attribute("data-series", "2")
+    expect(page.locator("#compare-params")).to_be_visible()
     assert errors == []
