@@ -52,15 +52,15 @@ def test_garbage_huge_and_cut_lines_are_skipped(tmp_path: Path) -> None:
 
 def test_a_line_over_the_cap_is_skipped_without_the_next(tmp_path: Path) -> None:
     def padded(step: int, size: int) -> bytes:
-        base = json.dumps(point_json(Point("m", step, 1.0, 1.0)))[:-1] + ', "p": "'
-        return (base + "x" * (size - len(base) - 2) + '"}').encode()
+        """A valid point made ``size`` bytes long with blanks (JSON allows them)."""
+        line = json.dumps(point_json(Point("m", step, 1.0, 1.0)))
+        return (line[:-1] + " " * (size - len(line)) + "}").encode()
 
-    # a point with an extra key is no point, so the one at the cap proves only the cut:
-    # it must not swallow the valid line after it
-    data = padded(0, MAX_LINE_BYTES + 1) + b"\n" + json.dumps(
-        point_json(Point("m", 1, 1.0, 1.0))).encode() + b"\n"
+    data = b"".join(padded(step, size) + b"\n" for step, size in
+                    ((0, MAX_LINE_BYTES), (1, MAX_LINE_BYTES + 1), (2, 3 * MAX_LINE_BYTES),
+                     (3, 100)))
     (tmp_path / "metrics.jsonl").write_bytes(data)
-    assert [p.step for p in read_points(tmp_path)] == [1]
+    assert [p.step for p in read_points(tmp_path)] == [0, 3]
 
 
 def test_max_bytes_caps_the_read(tmp_path: Path) -> None:
