@@ -12,6 +12,12 @@ hashes, free space, the diff rules under the task's claim). Before anything is a
 deleted, the whole archive's member names and every deletion are checked; a task the
 receiver refuses stops the apply there, the tasks before it staying applied.
 
+A task whose members include ``<type>/<task id>/metadata.json`` is an AxonX 0.2.2 display
+replica (what AxonX's own sync sender archives): :mod:`runyard.sync.axonx_replica` renames
+its members into the one-task tar, checks its manifest and writes runyard's records, and
+the receiver's checks then run as for any task. Its index entry is the replica's manifest,
+as AxonX reads it back.
+
 A deletion is a task folder (``<type>/<task id>``) of a finished task received by sync;
 anything else (a task made here, an active one, a path that is no task folder) refuses the
 whole call. Received tasks say ``synced_from: {"server": "sync_tasks"}``.
@@ -30,9 +36,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from runyard.errors import InvalidInput
+from runyard.sync import axonx_replica
+from runyard.sync.axonx_replica import ReplicaTask
 from runyard.sync.candidates import metadata_sha256
 from runyard.sync.deletion import source_of
 from runyard.sync.errors import SyncRefused
@@ -94,6 +102,10 @@ def index(workspace: Workspace, task_names: frozenset[str], budget: int) -> dict
             entry.relative: {"size": entry.info.st_size, "revision": _revision(entry.info)}
             for entry in walk_files(folder)
         }
+        replica = (status.model_extra or {}).get("axonx_replica")
+        if isinstance(replica, dict):  # received from an AxonX peer: its own manifest
+            tasks[task_id] = {"run_id": status.run_id, **replica}
+            continue
         digest = metadata_sha256(workspace, task_id)
         tasks[task_id] = {
             "run_id": status.run_id,
@@ -151,7 +163,7 @@ def apply_archive(
     ``refresh`` is called with each task id deleted or applied, as it is.
     :class:`SyncRefused` for a task the receiver refuses, naming those applied before it."""
     doomed = _deletable(workspace, deletions)
-    groups = _groups(archive) if archive is not None else {}
+    groups, replicas = _groups(archive) if archive is not None else ({}, {})
     overlap = sorted(set(doomed) & set(groups))
     if overlap:
         raise InvalidInput(f"tasks cannot be replaced and deleted together: {overlap[:5]}")
@@ -164,7 +176,7 @@ def apply_archive(
         return report
     with tempfile.TemporaryDirectory(prefix=".sync-archive-", dir=workspace.root) as scratch:
         try:
-            for task_id, count in _split(workspace, archive, Path(scratch), limits):
+            for task_id, count in _split(workspace, archive, Path(scratch), limits, replicas):
                 refresh(task_id)
                 report.applied.append(task_folder(task_id))
                 report.files += count
@@ -191,40 +203,52 @@ def _deletable(workspace: Workspace, deletions: list[str]) -> list[str]:
     return doomed
 
 
-def _groups(archive: Path) -> dict[str, int]:
-    """The archive's tasks and member counts, in order; InvalidInput for a bad layout."""
+def _groups(archive: Path) -> tuple[dict[str, int], dict[str, str | None]]:
+    """The archive's tasks and member counts, in order, and its AxonX replicas with the
+    member each names as its log; InvalidInput for a bad layout."""
     groups: dict[str, int] = {}
+    replicas: dict[str, str | None] = {}
     last = None
-    for member in _members(archive):
+    for member, body in _members(archive):
         parts = PurePosixPath(member.name).parts
         if len(parts) < 3 or "/".join(parts) != member.name:
             raise InvalidInput(f"archive member {member.name[:200]!r} is not <type>/<id>/...")
         task_id = folder_task("/".join(parts[:2]))
+        if axonx_replica.is_replica_record("/".join(parts[2:])) and member.isfile():
+            record = axonx_replica.read_record(task_id, body, member.size)
+            replicas[task_id] = axonx_replica.log_path_of(record)
         if task_id != last and task_id in groups:
             raise InvalidInput(f"archive members of {task_id} are not together")
         last = task_id
         groups[task_id] = groups.get(task_id, 0) + 1
         if sum(groups.values()) > ARCHIVE_MEMBERS or groups[task_id] > MAX_MEMBERS:
             raise InvalidInput("the archive has too many members")
-    return groups
+    return groups, replicas
 
 
-def _members(archive: Path) -> Iterator[tarfile.TarInfo]:
+def _members(archive: Path) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
+    """Each member, with its body while it is the current one (a stream reads on)."""
     try:
         with tarfile.open(archive, mode="r|gz") as tar:
-            yield from tar
+            for member in tar:
+                yield member, tar.extractfile(member) if member.isfile() else None
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise InvalidInput(f"not a gzipped tar archive: {exc}") from None
 
 
 def _split(
-    workspace: Workspace, archive: Path, scratch: Path, limits: ReceiveLimits
+    workspace: Workspace,
+    archive: Path,
+    scratch: Path,
+    limits: ReceiveLimits,
+    replicas: dict[str, str | None],
 ) -> Iterator[tuple[str, int]]:
     """Apply the archive's tasks one by one: each task id, as it is applied, with its count
     of members. A task's members are copied into a one-task tar, at most
     ``limits.max_bytes`` of file bodies (a gzip bomb stops there), then applied."""
     current: str | None = None
     writer: tarfile.TarFile | None = None
+    replica: ReplicaTask | None = None
     count = size = 0
     with tarfile.open(archive, mode="r|gz") as tar, contextlib.ExitStack() as closing:
         closing.callback(lambda: _close(writer))
@@ -232,8 +256,9 @@ def _split(
             task_id = member.name.split("/")[1]
             if task_id != current:
                 if writer is not None and current is not None:
-                    yield _apply_one(workspace, current, writer, limits), count
+                    yield _apply_one(workspace, current, writer, limits, replica), count
                 current, count, size = task_id, 0, 0
+                replica = ReplicaTask(task_id, replicas[task_id]) if task_id in replicas else None
                 # closed by _apply_one once the task's members are in (or on a refusal)
                 one = scratch / "task.tar"
                 writer = tarfile.open(one, mode="w", format=tarfile.PAX_FORMAT)  # noqa: SIM115
@@ -244,10 +269,13 @@ def _split(
                 raise InvalidInput(f"{task_id}: larger than sync.max_task_mb; not applied")
             body = tar.extractfile(member) if member.isfile() else None
             member.name = member.name.split("/", 2)[2]
-            writer.addfile(member, body)
+            if replica is None:
+                writer.addfile(member, body)
+            else:
+                replica.add(writer, member, body)
             count += 1
-    if writer is not None and current is not None:
-        yield _apply_one(workspace, current, writer, limits), count
+        if writer is not None and current is not None:  # its records are added while open
+            yield _apply_one(workspace, current, writer, limits, replica), count
 
 
 def _close(writer: tarfile.TarFile | None) -> None:
@@ -256,10 +284,17 @@ def _close(writer: tarfile.TarFile | None) -> None:
 
 
 def _apply_one(
-    workspace: Workspace, task_id: str, writer: tarfile.TarFile, limits: ReceiveLimits
+    workspace: Workspace,
+    task_id: str,
+    writer: tarfile.TarFile,
+    limits: ReceiveLimits,
+    replica: ReplicaTask | None,
 ) -> str:
+    if replica is not None:
+        replica.finish(writer)  # SyncRefused: its manifest or records are wrong
     writer.close()
     assert writer.name is not None
+    origin = axonx_replica.ORIGIN if replica is not None else ORIGIN
     with open(writer.name, "rb") as reader:
-        apply_task_stream(workspace, task_id, reader, dict(ORIGIN), limits)
+        apply_task_stream(workspace, task_id, reader, dict(origin), limits)
     return task_id
