@@ -254,6 +254,8 @@ def test_a_running_task_is_charted_live_and_a_rerun_adds_a_second_line(
     errors = console_errors(page)
     handle = submit(tracked, "command", command=LIVE_SCRIPT, shell=True, task_name="live-fit")
     sign_in_by_link(page, tracked)
+    streams: list[str] = []
+    page.on("request", lambda r: "/stream_task/events" in r.url and streams.append(r.url))
     page.goto(tracked.url + "/#/tasks/" + handle["task_id"].replace("#", "%23"))
     loss = page.locator("#task-metrics .metric-chart[data-metric='loss']")
     expect(loss).to_have_attribute("data-series", "1", timeout=10_000)
@@ -265,6 +267,7 @@ def test_a_running_task_is_charted_live_and_a_rerun_adds_a_second_line(
     seen_running = points_drawn(page, "loss")
     assert page.locator("#task-state").inner_text().strip() == "running"
     assert seen_running < LIVE_STEPS
+    assert streams and all(url.endswith("?metrics=true") for url in streams), streams
     expect(loss).to_have_attribute("data-points", str(LIVE_STEPS), timeout=15_000)
     expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=10_000)
     assert canvas_ink(page, "loss") > 300

@@ -419,7 +419,9 @@ class TaskDetail {
     this.abort = new AbortController();
     this.poller = setInterval(() => this.refresh().catch(() => {}), POLL_MS);
     const startId = ((0n << LOG_SHIFT) | BigInt(this.log.end)).toString();
-    follow("/jobs/stream_task/events", {
+    // metric events are opt-in (AxonX's client refuses kinds it does not know); each one
+    // only prompts the metrics panel to read the series again, at most once a second
+    follow("/jobs/stream_task/events?metrics=true", {
       method: "POST",
       body: JSON.stringify({ arguments: { task_id: this.taskId } }),
       lastEventId: startId,
