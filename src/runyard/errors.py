@@ -23,6 +23,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     ├── NoSuchFile (FileNotFoundError)   a file to serve that is missing or not regular
     ├── TaskNotFound (KeyError)          no status record for a task id
     │   └── NoTaskFolder                 no folder (or none the caller may see) for it
+    ├── RunNotFound (KeyError)           no run of that id for a task (current or kept)
     ├── PipelineRunNotFound (KeyError)   no pipeline run of that id (or none the caller may see)
     ├── AmbiguousTaskId (LookupError)    a task name that names several tasks (409)
     ├── ScheduleNotFound (KeyError)      no schedule of that name
@@ -185,6 +186,18 @@ class TaskNotFound(RunyardError, KeyError):
 
     def __str__(self) -> str:
         return f"No status for task {self.task_id!r}"
+
+
+class RunNotFound(RunyardError, KeyError):
+    """No run of that id for a task (neither its current run nor a kept one)."""
+
+    def __init__(self, task_id: str, run_id: str) -> None:
+        self.task_id = task_id
+        self.run_id = run_id
+        super().__init__(task_id, run_id)
+
+    def __str__(self) -> str:
+        return f"No run {self.run_id!r} of task {self.task_id!r}"
 
 
 class NoTaskFolder(TaskNotFound):

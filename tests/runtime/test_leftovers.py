@@ -74,8 +74,9 @@ def _release(proc: subprocess.Popen[str]) -> None:
 
 
 def _kill_mid_rerun(root: Path) -> str:
-    """A server killed -9 while it copies a replaced run into history: the temp folder of
-    that copy is left; answers the task's id."""
+    """A server killed -9 as it moves a replaced run into history (nothing moved yet), with
+    the temp folder a records copy cut short leaves (where history is on another file
+    system, or an earlier version copied) beside it; answers the task's id."""
     server = start_server(root, env={"RUNYARD_FAULT_POINT": "history.staged"})
     try:
         first = server.call("submit", task="demo", x=1, y=2, task_name="again")["answer"]
@@ -87,7 +88,10 @@ def _kill_mid_rerun(root: Path) -> str:
     finally:
         server.stop(keep_runs=True)
     staging = server.workspace / ".history" / ".staging"
-    assert [name.endswith("-" + first["task_id"]) for name in _temps(staging)] == [True]
+    assert _temps(staging) == []
+    copy = staging / f".tmp-{'ab' * 6}-{first['task_id']}"
+    copy.mkdir()
+    (copy / "status.json").write_text("{}")
     assert os.listdir(server.workspace / ".history" / "base" / first["task_id"]) == []
     return str(first["task_id"])
 

@@ -1,7 +1,7 @@
-"""Run history: a fixed-name rerun keeps the replaced run's records under ``.history``,
-whole or not at all (a crash at either step loses nothing and leaves no half entry),
-never following a symlink or hard link the task planted in its own folder; deleting the
-task removes its history."""
+"""Run history: a fixed-name rerun keeps the replaced run's whole folder under
+``.history``, whole or not at all (a crash at either side of the rename loses nothing and
+leaves no half entry), never following a symlink or hard link the task planted in its own
+folder; deleting the task removes its history."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import sys
 from runtime_helpers import wait_state
 
 from runyard.runtime.creation import create_task
-from runyard.workspace.history import kept_runs, task_history_dir
+from runyard.workspace.dedup import dedup_entry
+from runyard.workspace.history import kept_runs, run_ids, task_history_dir
 from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE
 from runyard.workspace.records import TaskState
+from runyard.workspace.runfiles import list_run_files
 
 
 def run_to_end(sup, workspace, name: str, **inputs):
@@ -34,9 +36,10 @@ def test_reruns_keep_each_replaced_run_whole(supervisor, workspace):
 
     history = task_history_dir(workspace, first.task_id)
     assert history == workspace.root / ".history" / "base" / "base#demo#hist"
-    assert sorted(os.listdir(history)) == sorted([first.run_id, second.run_id])
+    entries = [name for name in os.listdir(history) if not name.startswith(".")]
+    assert sorted(entries) == sorted([first.run_id, second.run_id])
     kept = history / first.run_id
-    assert {p.name: p.read_bytes() for p in kept.iterdir()} == first_records
+    assert {name: (kept / name).read_bytes() for name in first_records} == first_records
     assert json.loads((history / second.run_id / STATUS_FILE).read_bytes())["state"] == "failed"
     assert [s.run_id for s in kept_runs(workspace, first.task_id)] == [
         second.run_id, first.run_id,
@@ -56,12 +59,16 @@ def test_planted_symlink_and_hard_link_are_not_followed(workspace, registry, tmp
     os.link(secret, folder / METADATA_FILE)
 
     create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "evil"})
+    dedup_entry(workspace, status.task_id, status.run_id)
 
     kept = task_history_dir(workspace, status.task_id) / status.run_id
-    assert sorted(os.listdir(kept)) == [STATUS_FILE]
-    assert secret.read_text() == "host secret\n"
-    for path in task_history_dir(workspace, status.task_id).rglob("*"):
-        assert b"host secret" not in (path.read_bytes() if path.is_file() else b"")
+    assert (kept / EVENTS_FILE).is_symlink()  # moved as it was, never followed
+    assert secret.read_text() == "host secret\n" and secret.stat().st_nlink == 2
+    served = list_run_files(workspace, status.task_id, status.run_id)
+    assert [item["path"] for item in served] == [STATUS_FILE]
+    for path in (workspace.root / ".history").rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_nlink == 1:
+            assert b"host secret" not in path.read_bytes()
 
 
 def test_a_planted_run_id_cannot_leave_the_history_folder(workspace, registry):
@@ -107,21 +114,22 @@ def rerun(workspace, fault: str | None) -> int:
 def test_a_crash_while_keeping_history_loses_nothing(workspace, registry):
     old = create_task(workspace, registry, "demo", {"x": 1, "y": 2, "task_name": "crash"})
     workspace.write_status(old.model_copy(update={"state": TaskState.SUCCEEDED}))
+    (workspace.task_dir(old.task_id) / "model.bin").write_bytes(b"weights" * 1000)
     old_status = workspace.status_path(old.task_id).read_bytes()
     history = task_history_dir(workspace, old.task_id)
 
     assert rerun(workspace, "history.staged") == -9
-    # copied but not renamed: the old run is still the task, no entry is listed
+    # killed just before the rename: the old run is still the task, no entry is listed
     assert workspace.status_path(old.task_id).read_bytes() == old_status
     assert kept_runs(workspace, old.task_id) == []
     assert list(history.iterdir()) == []
-    staged = workspace.root / ".history" / ".staging"
-    assert [p.name.endswith(f"-{old.task_id}") for p in staged.iterdir()] == [True]
 
     assert rerun(workspace, "history.kept") == -9
-    # entry whole, the old folder not yet replaced
-    assert workspace.status_path(old.task_id).read_bytes() == old_status
+    # renamed, the new run not yet made: the entry is the whole old folder
+    assert not workspace.task_dir(old.task_id).exists()
     assert (history / old.run_id / STATUS_FILE).read_bytes() == old_status
+    assert (history / old.run_id / "model.bin").read_bytes() == b"weights" * 1000
+    assert run_ids(workspace, old.task_id) == [old.run_id]
 
     assert rerun(workspace, None) == 0
     assert [s.run_id for s in kept_runs(workspace, old.task_id)] == [old.run_id]

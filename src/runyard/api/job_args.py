@@ -137,7 +137,9 @@ class ReadLogArgs(Lenient):
     offset: int = Field(-1, ge=-1, description="Start byte offset; -1 reads the tail")
     limit: int = Field(DEFAULT_LIMIT, ge=MIN_LIMIT, le=MAX_LIMIT, description="Max bytes")
     run_id: str | None = Field(
-        None, min_length=1, description="Refuse to read unless this is the task's current run"
+        None, min_length=1,
+        description="Read this run's log (the current run or a kept earlier one); refused "
+        "when the task has no such run",
     )
 
 

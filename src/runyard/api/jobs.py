@@ -19,6 +19,7 @@ from runyard.agents.models import RunScope
 from runyard.api import job_args as a
 from runyard.api.detail import with_detail
 from runyard.api.idempotency import current_key
+from runyard.api.run_logs import kept_log_path
 from runyard.api.scopes import (
     can_see,
     require_visible,
@@ -198,9 +199,10 @@ async def _status(s: Services, args: a.StatusArgs, hub: ChangeHub, scope: Scope)
 
 async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     status = await run_in_threadpool(current_status, s, args.task_id, scope)
-    if args.run_id is not None and status.run_id != args.run_id:
-        raise RunMismatch(args.task_id, args.run_id, status.run_id)
-    log_path = log_to_read(s.workspace, status)
+    if args.run_id is not None and status.run_id != args.run_id:  # a kept run's log
+        log_path = await run_in_threadpool(kept_log_path, s, status, args.run_id)
+    else:
+        log_path = log_to_read(s.workspace, status)
     chunk = await run_in_threadpool(read_log_window, log_path, args.offset, args.limit)
     return chunk.model_dump(mode="json"), True
 

@@ -26,12 +26,12 @@ once the task has ended for good).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import random
 import shutil
-import stat
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,17 +39,28 @@ from pathlib import Path
 from typing import Any
 
 from runyard.runtime.attempts import retry_due
-from runyard.runtime.creation import KEY_MARK_PREFIX, claim
+from runyard.runtime.creation import (
+    KEY_MARK_PREFIX,
+    KEY_XATTR,
+    claim,
+    remove_task_dir,
+    staging_path,
+)
 from runyard.runtime.liveness import state_event
-from runyard.runtime.submitters import ADMIN, record_submitter
+from runyard.runtime.submitters import ADMIN, record_submitter, submitter_path
 from runyard.tasks.retrypolicy import MAX_DELAY_SECONDS
-from runyard.workspace.atomic import write_bytes_atomic
-from runyard.workspace.history import keep_current_run
+from runyard.workspace.atomic import (
+    dump_json,
+    fsync_dir,
+    read_bytes_tolerant,
+    write_bytes_atomic,
+    write_bytes_new,
+)
+from runyard.workspace.history import keep_current_run, replace_keeping
 from runyard.workspace.identity import is_task_id
 from runyard.workspace.layout import (
     EVENTS_FILE,
     STATUS_FILE,
-    WORKER_LOCK_FILE,
     Workspace,
 )
 from runyard.workspace.records import TaskState, TaskStatus, utcnow
@@ -58,9 +69,6 @@ from runyard.workspace.safefs import DIR_FLAGS
 JITTER = 0.1  # each wait is stretched or shortened by up to this share
 MARKS_DIR = ".retrying"
 log = logging.getLogger(__name__)
-# what a retry leaves in the task folder: the records it rewrites, the worker's lock and a
-# submit's key marks; every other file is the failed attempt's and goes
-KEPT_NAMES = frozenset({STATUS_FILE, EVENTS_FILE, WORKER_LOCK_FILE})
 
 
 def backoff_seconds(delay: float, failed_attempt: int, jitter: float | None = None) -> float:
@@ -95,22 +103,67 @@ def due_time(status: TaskStatus) -> float | None:
 def next_attempt(workspace: Workspace, ended: TaskStatus) -> TaskStatus | None:
     """Make the run that follows the failed attempt ``ended``: its ``queued`` status, or
     None when the folder no longer holds that attempt or no retry is due. Under the task's
-    claim: the attempt's records go to the history first, its files next, the new status
-    last (until then a reader sees the failed attempt)."""
+    claim: the new attempt's folder is built first, then it and the failed attempt's whole
+    folder swap places in one step, the failed attempt becoming its history entry
+    (:func:`replace_keeping`); until then a reader sees the failed attempt.
+    """
     task_id = ended.task_id
     with claim(workspace, task_id):
         current = workspace.read_status(task_id)
         if current is None or current.run_id != ended.run_id or not retry_due(current):
             return None
-        keep_current_run(workspace, task_id)
-        clear_attempt_files(workspace.task_dir(task_id))
         queued = _queued_retry(workspace, current)
+        old_dir = workspace.task_dir(task_id)
+        record = submitter_path(workspace, task_id)
+        before = read_bytes_tolerant(record)
         record_submitter(workspace, task_id, queued.run_id, current.submitted_by or ADMIN, queued)
-        event = state_event(TaskState.QUEUED, queued.created_at)
-        line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
-        write_bytes_atomic(workspace.events_path(task_id), line)
-        workspace.write_status(queued, durable=True)
+        try:
+            build = functools.partial(_fill_attempt, old_dir, queued)
+            if not replace_keeping(workspace, task_id, current.run_id, build):
+                _replace_in_two_steps(workspace, queued, old_dir)
+        except BaseException:  # the failed attempt stays the task: its record goes back
+            if before is not None:
+                write_bytes_atomic(record, before, sync_dir=True, mode=0o600)
+            raise
     return queued
+
+
+def _replace_in_two_steps(workspace: Workspace, queued: TaskStatus, old_dir: Path) -> None:
+    """Where folders cannot be exchanged: build under a staging name, keep the old folder,
+    rename the new one into place (a reader may find no folder in between)."""
+    staged = staging_path(workspace, queued.task_id)
+    staged.mkdir(mode=0o700)
+    try:
+        _fill_attempt(old_dir, queued, staged)
+        keep_current_run(workspace, queued.task_id)
+        remove_task_dir(workspace, queued.task_id)  # only where the history could not take it
+        os.rename(staged, old_dir)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    fsync_dir(old_dir.parent)
+
+
+def _fill_attempt(old_dir: Path, queued: TaskStatus, folder: Path) -> None:
+    """Fill the new attempt's folder: the submit's key marks of the old folder, the
+    ``queued`` event and status, synced."""
+    _carry_key_marks(old_dir, folder)
+    event = state_event(TaskState.QUEUED, queued.created_at)
+    line = json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    write_bytes_new(folder / EVENTS_FILE, line)
+    write_bytes_new(folder / STATUS_FILE, dump_json(queued.to_json()))
+    fsync_dir(folder)
+
+
+def _carry_key_marks(old: Path, new: Path) -> None:
+    """Copy the marks that say which submit key made the task (see creation.mark_for_key):
+    the folder's extended attribute, or the empty mark files; nothing is followed."""
+    with contextlib.suppress(OSError):
+        os.setxattr(new, KEY_XATTR, os.getxattr(old, KEY_XATTR, follow_symlinks=False))
+    with _opened(os.open(old, DIR_FLAGS)) as folder, os.scandir(folder) as entries:
+        marks = [e.name for e in entries if e.name.startswith(KEY_MARK_PREFIX)]
+    for name in marks:
+        os.close(os.open(new / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
 
 
 def _queued_retry(workspace: Workspace, failed: TaskStatus) -> TaskStatus:
@@ -136,35 +189,12 @@ def _queued_retry(workspace: Workspace, failed: TaskStatus) -> TaskStatus:
     )  # fmt: skip
 
 
-def clear_attempt_files(task_dir: Path) -> None:
-    """Remove what a failed attempt left in its folder (artifacts, a cancel mark, its
-    sandbox), keeping the records and the server's own marks; no link is followed."""
-    with _opened(os.open(task_dir, DIR_FLAGS)) as folder, os.scandir(folder) as entries:
-        names = [e.name for e in entries]
-        for name in names:
-            if name in KEPT_NAMES or name.startswith(KEY_MARK_PREFIX):
-                continue
-            _remove_at(folder, name)
-
-
 @contextlib.contextmanager
 def _opened(fd: int) -> Any:
     try:
         yield fd
     finally:
         os.close(fd)
-
-
-def _remove_at(folder: int, name: str) -> None:
-    """Remove the entry ``name`` of an open folder: a link or a file is unlinked, a folder
-    goes whole (rmtree follows no link in it, and refuses a folder swapped for a link)."""
-    try:
-        if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
-            shutil.rmtree(name, dir_fd=folder)
-        else:
-            os.unlink(name, dir_fd=folder)
-    except FileNotFoundError:
-        pass
 
 
 # --- marks: tasks whose attempts may end unwatched ----------------------------------
