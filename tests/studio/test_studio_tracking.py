@@ -81,11 +81,35 @@ def seed(workspace: Path) -> None:
         write_json_atomic(folder / "status.json", record, fsync=False)
 
 
+EVIL_ID = "train#evil#forged"
+EVIL_NAME = "<img src=x onerror=window.__pwned=1>"
+EVIL_VALUE = "<b onmouseover=window.__pwned=2>bold</b>"
+
+
+def seed_forged(workspace: Path) -> None:
+    """A record whose params and metric names are markup, as a forged or synced status
+    could hold them (the server reads records as untrusted; the Studio shows them as text)."""
+    ws = Workspace.open(workspace, workspace.parent / "logs")
+    folder = ws.task_dir(EVIL_ID)
+    folder.mkdir(parents=True)
+    stamp = "2026-04-01T10:00:00.000000Z"
+    record = {
+        "task_id": EVIL_ID, "run_id": "e" * 32, "task_type": "train", "task_name": "evil",
+        "state": "succeeded", "config": {"task_name": "forged", "source_tasks": "", "C": 0.1},
+        "created_at": stamp, "started_at": stamp, "finished_at": stamp, "pid": None,
+        "exit_code": 0, "error": "", "result": {}, "steps": [], "log_path": "",
+        "params": {EVIL_NAME: EVIL_VALUE},
+        "metrics": {EVIL_NAME: {"last": 1.0, "min": 1.0, "max": 1.0, "step": 0, "count": 1}},
+    }  # fmt: skip
+    write_json_atomic(folder / "status.json", record, fsync=False)
+
+
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server of this module's own, its workspace holding a finished sweep."""
     root = tmp_path_factory.mktemp("studio-tracking")
     seed(root / "ws")
+    seed_forged(root / "ws")
     server = start_server(root, config={"max_concurrent_tasks": 4})
     try:
         yield server
@@ -294,3 +318,35 @@ def test_a_running_task_is_charted_live_and_a_rerun_adds_a_second_line(
     expect(chart).to_have_attribute("data-series", "2")
     expect(page.locator("#compare-params")).to_be_visible()
     assert errors == []
+
+
+def test_markup_in_param_and_metric_names_is_shown_as_text(
+    tracked: ServerProcess, page: Any
+) -> None:
+    sign_in_by_link(page, tracked)
+    refs = ",".join(ref.replace("#", "%23") for ref in (EVIL_ID, sweep_id("0.1")))
+    page.goto(tracked.url + "/#/compare?ids=" + refs)
+    evil_row = page.locator("#compare-params tbody tr").filter(has_text=EVIL_NAME)
+    expect(evil_row).to_have_count(1)
+    expect(evil_row.locator("th")).to_contain_text(EVIL_NAME)
+    expect(evil_row.locator("td").first).to_have_text(EVIL_VALUE)
+    evil_row.locator("td").first.hover()
+    expect(page.locator("#compare-metrics tbody th").filter(has_text=EVIL_NAME)).to_have_count(1)
+
+    page.goto(tracked.url + "/#/tasks?task=evil")
+    expect(page.locator(ROWS)).to_have_count(1)
+    page.click("#column-picker-toggle")
+    for kind in ("params", "metrics"):
+        label = page.locator(f"#column-picker-body fieldset[data-kind='{kind}'] label")
+        expect(label.filter(has_text=EVIL_NAME)).to_have_count(1)
+        label.filter(has_text=EVIL_NAME).locator("input").check()
+    header = page.locator("#tasks-table thead th.col-tracked")
+    expect(header).to_have_count(2)
+    expect(header.first).to_contain_text(EVIL_NAME)
+    expect(page.locator(f"{ROWS} td.col-tracked").first).to_have_text(EVIL_VALUE)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#main img, #main b").count() == 0
+    # the column's sort is asked of the server as it is, and answered without a failure
+    header.first.locator("button").click()
+    expect(page.locator(ROWS)).to_have_count(1)
+    expect(page.locator("#tasks-summary")).to_contain_text("1 task matching")
