@@ -133,6 +133,12 @@ class AxonX:
         assert "ok" in reply, reply
         return reply["ok"]
 
+    def peer(self, op: str, **request: Any) -> Any:
+        """An AxonX peer's own code (``make_task``, ``sync_push``: see axonx_driver.py)."""
+        reply = self._ask({"peer": op, **request})
+        assert "ok" in reply, reply
+        return reply["ok"]
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
