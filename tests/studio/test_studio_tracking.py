@@ -279,7 +279,9 @@ def test_a_running_task_is_charted_live_and_a_rerun_adds_a_second_line(
     handle = submit(tracked, "command", command=LIVE_SCRIPT, shell=True, task_name="live-fit")
     sign_in_by_link(page, tracked)
     streams: list[str] = []
+    series: list[str] = []
     page.on("request", lambda r: "/stream_task/events" in r.url and streams.append(r.url))
+    page.on("request", lambda r: "/metrics?" in r.url and series.append(r.url))
     page.goto(tracked.url + "/#/tasks/" + handle["task_id"].replace("#", "%23"))
     loss = page.locator("#task-metrics .metric-chart[data-metric='loss']")
     expect(loss).to_have_attribute("data-series", "1", timeout=10_000)
@@ -295,6 +297,9 @@ def test_a_running_task_is_charted_live_and_a_rerun_adds_a_second_line(
     expect(loss).to_have_attribute("data-points", str(LIVE_STEPS), timeout=15_000)
     expect(page.locator("#task-state")).to_contain_text("succeeded", timeout=10_000)
     assert canvas_ink(page, "loss") > 300
+    # every run's series are read once; while it runs, only the current run's again
+    assert "run_id=" not in series[0]
+    assert len(series) >= 2 and all(f"run_id={handle['run_id']}" in url for url in series[1:])
 
     page.click("#task-rerun")
     page.click("#confirm-ok")

@@ -48,6 +48,7 @@ export class MetricsPanel {
   }
 
   reset() {
+    this.runs = null;
     this.grid.destroy();
     this.grid = new ChartGrid();
     this.runsKey = null;
@@ -63,7 +64,8 @@ export class MetricsPanel {
     }, wait);
   }
 
-  /** Read every run's series now; a call while one is under way asks for one more after. */
+  /** Read the series now (every run's the first time, then the current run's: the kept
+   * runs do not change); a call while one is under way asks for one more after it. */
   refresh() {
     if (this.inFlight) {
       this.again = true;
@@ -81,9 +83,15 @@ export class MetricsPanel {
 
   async load() {
     this.last = Date.now();
+    const current = this.runs?.find((run) => run.current);
+    const query = new URLSearchParams({ max_points: String(MAX_POINTS) });
+    if (current) query.set("run_id", current.run_id);
     try {
-      const answer = await agent(`/tasks/${encodeURIComponent(this.taskId)}/metrics?max_points=${MAX_POINTS}`);
-      if (this.alive) this.show(answer?.runs || []);
+      const answer = await agent(`/tasks/${encodeURIComponent(this.taskId)}/metrics?${query}`);
+      if (!this.alive) return;
+      const runs = answer?.runs || [];
+      this.runs = current ? this.runs.map((run) => (run === current ? runs[0] || run : run)) : runs;
+      this.show(this.runs);
     } catch (error) {
       if (!this.alive) return;
       this.reset();
