@@ -318,7 +318,8 @@ def test_an_open_mlflow_run_survives_a_server_restart(tmp_path: Path) -> None:
         experiment = client.create_experiment("mlf_restart")
         run = client.create_run(experiment, run_name="long")
         client.log_metric(run.info.run_id, "loss", 0.5, step=0)
-        result({"run_id": run.info.run_id})
+        forgotten = client.create_run(experiment, run_name="forgotten")
+        result({"run_id": run.info.run_id, "forgotten": forgotten.info.run_id})
         """)  # fmt: skip
     finally:
         first.stop()
@@ -337,6 +338,12 @@ def test_an_open_mlflow_run_survives_a_server_restart(tmp_path: Path) -> None:
                  "history": [m.value for m in client.get_metric_history(run.info.run_id, "loss")]}})
         """)  # fmt: skip
         assert ended == {"status": "FINISHED", "history": [0.5, 0.25]}
+        # runyard's cancel ends a run MLflow's client left open: no worker to signal
+        assert second.call("cancel", task_id="base#mlf_restart#forgotten")["answer"] is True
+        killed = run_client(second, f"""
+        result({{"status": MlflowClient().get_run("{opened['forgotten']}").info.status}})
+        """)  # fmt: skip
+        assert killed == {"status": "KILLED"}
         final = json.loads((second.workspace / "base" / task_id / "status.json").read_text())
         assert final["state"] == "succeeded" and final["error"] == ""
     finally:

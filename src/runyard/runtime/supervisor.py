@@ -832,6 +832,10 @@ class Supervisor:
         status = self.workspace.read_status(task_id)
         if status is None or settle(self.workspace, status).terminal:
             return False
+        if status.tracked is not None:  # no worker to signal (a run MLflow's client opened)
+            final = self._held.end(task_id, status.run_id, cancelled=True)
+            self._changed(task_id)
+            return final is not None and final.state is TaskState.CANCELLED
         with self._lock:
             act = self._adopt(status)
         if act is not None:

@@ -21,11 +21,14 @@ Only these runs take writes: a run runyard ran is recorded by its worker, and an
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import math
 import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +50,13 @@ from runyard.tracking.points import (
     wire_value,
 )
 from runyard.tracking.reading import read_params
-from runyard.workspace.atomic import dump_json, fsync_dir, write_bytes_atomic, write_bytes_new
+from runyard.workspace.atomic import (
+    dump_json,
+    fsync_dir,
+    write_bytes_atomic,
+    write_bytes_new,
+    write_json_atomic,
+)
 from runyard.workspace.events import append_event
 from runyard.workspace.identity import TASK_NAME_RE, build_task_id
 from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE
@@ -62,6 +71,7 @@ MAX_TAGS = 200
 MAX_KEY_CHARS = 250
 MAX_TAG_CHARS = 8000
 MAX_PARAM_CHARS = 6000
+LOCK_FLAGS = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 END_STATES = {
     "FINISHED": (TaskState.SUCCEEDED, 0, ""),
@@ -192,7 +202,8 @@ def log_batch(
 ) -> None:
     """Record what MLflow's client logged to run ``run_id`` (already validated)."""
     ref = find_run(services, run_id)
-    with claim(services.workspace, ref.task_id):
+    status_path = services.workspace.status_path(ref.task_id)
+    with locked(services, ref.task_id):
         status = writable_run(services, ref)
         update: dict[str, Any] = {}
         if points:
@@ -202,9 +213,27 @@ def log_batch(
             update["params"] = _merged_params(ref, params)
         if tags:
             update["tracked"] = _with_tags(status, tags)
-        if update:
-            services.workspace.write_status(_updated(status, update))
+        if update:  # derivable from the files: a crash that loses it loses no point
+            write_json_atomic(status_path, _updated(status, update).to_json(), fsync=False)
     services.repository.refresh(ref.task_id)
+
+
+@contextlib.contextmanager
+def locked(services: Services, task_id: str) -> Iterator[None]:
+    """Hold the task's claim (other requests of MLflow's client, a rerun of the name) and
+    its worker lock, which whoever records a run's end from outside takes (runyard's
+    cancel, :func:`runyard.runtime.liveness.end_dead_run`): no write of ours lands on an
+    end recorded meanwhile."""
+    with claim(services.workspace, task_id):
+        try:
+            fd = os.open(services.workspace.lock_path(task_id), LOCK_FLAGS, 0o644)
+        except FileNotFoundError as exc:
+            raise MlflowRefusal(NOT_FOUND, f"The task of this run, {task_id}, is gone") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
 
 def writable_run(services: Services, ref: RunRef) -> TaskStatus:
@@ -297,7 +326,7 @@ def _with_tags(status: TaskStatus, tags: dict[str, str]) -> dict[str, Any]:
 
 def delete_tag(services: Services, run_id: object, key: str) -> None:
     ref = find_run(services, run_id)
-    with claim(services.workspace, ref.task_id):
+    with locked(services, ref.task_id):
         status = writable_run(services, ref)
         tracked = dict(status.tracked or {})
         tags = dict(tracked.get("tags") or {})
@@ -321,7 +350,7 @@ def update_run(
     if mlflow_status != "RUNNING" and mlflow_status not in END_STATES:
         raise MlflowRefusal(INVALID, f"Unknown run status {str(mlflow_status)[:40]!r}: one of "
                             "RUNNING, FINISHED, FAILED, KILLED")  # fmt: skip
-    with claim(services.workspace, ref.task_id):
+    with locked(services, ref.task_id):
         status = writable_run(services, ref)
         final = _ended(status, str(mlflow_status), end_time)
         if final.state is not status.state:
