@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -257,3 +258,26 @@ def test_a_forged_metrics_file_is_read_safely(server: ServerProcess, tmp_path: P
     metrics.unlink()
     metrics.hardlink_to(secret)
     assert steps_of(stream(server, task_id)) == []
+
+
+def test_points_are_written_when_a_run_fails_or_is_cancelled(server: ServerProcess) -> None:
+    # logged outside any step, just before the failure: only the run's end writes them
+    handle = submit(server, "tracked_slow", points=7, every=0.0, fail=True)
+    status = wait_end(server, handle["task_id"])
+    assert status["state"] == "failed" and "failed after its points" in status["error"]
+    assert [p.step for p in read_points(task_dir(server, handle["task_id"]))] == list(range(7))
+    assert status["metrics"]["live"] == {"last": 6.0, "min": 0.0, "max": 6.0, "step": 6,
+                                         "count": 7}
+    handle = submit(server, "tracked_slow", points=1000, every=0.02)
+    task_id = handle["task_id"]
+    deadline = time.monotonic() + 30
+    while (server.call("status", task_id=task_id)["answer"].get("metrics") or {}).get(
+            "live", {}).get("count", 0) < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert server.call("cancel", task_id=task_id)["success"]
+    status = wait_end(server, task_id)
+    points = read_points(task_dir(server, task_id))
+    assert status["state"] == "cancelled"
+    assert 3 <= len(points) < 1000 and [p.step for p in points] == list(range(len(points)))
+    assert status["metrics"]["live"]["count"] == len(points)

@@ -44,6 +44,7 @@ class SlowInput(TaskInput):
     points: int = 30
     every: float = 0.1
     hold: float = 0.0
+    fail: bool = False
 
 
 class SlowMetrics(Task):
@@ -57,6 +58,8 @@ class SlowMetrics(Task):
             run.log_metric("live", float(step))
             time.sleep(inputs.every)
         time.sleep(inputs.hold)
+        if inputs.fail:
+            raise RuntimeError("failed after its points")
         return StepsOutput(logged=inputs.points)
 
 
