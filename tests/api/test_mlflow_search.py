@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from starlette.responses import JSONResponse
+from starlette.testclient import TestClient
+from starlette.types import Receive, Scope, Send
 
+from runyard.api.auth import BearerAuth
 from runyard.api.mlflow.errors import MlflowRefusal
 from runyard.api.mlflow.search import Row, matches, ordered, page, parse_filter, parse_order
 
@@ -107,3 +111,25 @@ def test_pages_follow_their_token_to_the_end() -> None:
     for limit in (0, 50_001, "x", True):
         with pytest.raises(MlflowRefusal):
             page(items, limit, None)
+
+
+def test_a_run_token_does_not_open_the_mlflow_routes() -> None:
+    """The routes are the admin's: a run token (which opens /api/v1 for its session) is
+    refused under /mlflow, in MLflow's error shape, so the client raises."""
+
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        await JSONResponse({"reached": scope["path"]})(scope, receive, send)
+
+    def verify(token: str) -> object | None:
+        return object() if token == "run-token" else None
+
+    app = BearerAuth(inner, token="admin-token", verify_run_token=verify)
+    client = TestClient(app, base_url="http://127.0.0.1")  # no lifespan: a bare app
+    run = {"authorization": "Bearer run-token"}
+    admin = {"authorization": "Bearer admin-token"}
+    assert client.get("/api/v1/tasks", headers=run).status_code == 200
+    refused = client.get("/mlflow/api/2.0/mlflow/experiments/search", headers=run)
+    assert refused.status_code == 401
+    assert refused.json()["error_code"] == "UNAUTHENTICATED"
+    opened = client.get("/mlflow/api/2.0/mlflow/experiments/search", headers=admin)
+    assert opened.json() == {"reached": "/mlflow/api/2.0/mlflow/experiments/search"}
