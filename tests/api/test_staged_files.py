@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serverproc import ServerProcess, start_server
+from serverproc import ServerProcess, start_server, until
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "agents"))
 
@@ -222,6 +222,21 @@ def test_a_declared_length_past_the_limit_is_refused_before_the_body(
         conn.sendall(head.encode())
         status = conn.recv(4096).split(b"\r\n", 1)[0]
     assert status.startswith(b"HTTP/1.1 413"), status
+    assert staged_files(server) == set()
+
+
+def test_a_dropped_connection_leaves_nothing(server: ServerProcess) -> None:
+    """Half of a declared 512 KiB body, then the connection closes."""
+    host, port = server.url.removeprefix("http://").split(":")
+    head = (
+        f"POST /files HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {server.token}\r\nContent-Type: application/octet-stream\r\n"
+        f"x-file-name: cut.bin\r\nx-file-directory: tmp/cut\r\nContent-Length: {512 << 10}\r\n\r\n"
+    )
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        conn.sendall(head.encode() + bytes(256 << 10))
+        until(lambda: (server.workspace / "tmp" / "cut").exists(), timeout=20)  # under way
+    until(lambda: not (server.workspace / "tmp" / "cut").exists(), timeout=20)
     assert staged_files(server) == set()
 
 

@@ -121,6 +121,29 @@ def test_an_axonx_replica_applies_as_a_runyard_task(workspace: Workspace, tmp_pa
     assert held["run_id"] == RUN and held["source_revision"] == "abc"  # the sender's own
 
 
+def test_a_sampled_artifact_is_marked_and_an_omitted_one_set_aside(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    sample = b"day,score\n20261201,1\n"
+    meta = record()
+    meta["output_params"]["artifacts"].update(
+        daily={"path": "daily.csv", "size": 90_000, "revision": "r"},
+        big={"path": "big.parquet", "size": 1 << 30, "revision": "r"},
+    )
+    meta["replica"]["files"]["daily.csv"] = {"size": len(sample), "revision": "s", "sampled": True}
+    meta["replica"]["omitted"] = {"big.parquet": "transfer budget"}
+    apply(
+        workspace, archive(tmp_path / "a.tar.gz", [*members(meta), (f"{FOLDER}/daily.csv", sample)])
+    )
+    status = workspace.read_status(TASK)
+    assert status is not None
+    daily = status.result["artifacts"]["daily"]
+    assert daily["display"] == "sampled" and daily["source_size"] == 90_000
+    assert daily["size"] == len(sample) and len(daily["sha256"]) == 64
+    assert "big" not in status.result["artifacts"]
+    assert status.result["omitted_artifacts"]["big"]["reason"] == "transfer budget"
+
+
 def forged_cases() -> list[tuple[str, str, list[tuple[str, bytes]], dict[str, str]]]:
     other = record(task_id="base#demo#someone-else")
     running = record(state="running")
