@@ -76,8 +76,8 @@ class RunMetrics:
         self._watcher = _Watcher(POLL_SECONDS, self._poll)
 
     def log(self, name: str, value: object, step: int | None = None) -> None:
-        waiting = self.recorder.log(name, value, step)
-        self._after_log(waiting)
+        if self.recorder.log(name, value, step) >= FLUSH_POINTS or self._timer is None:
+            self._after_log(FLUSH_POINTS if self.recorder.pending >= FLUSH_POINTS else 1)
 
     def log_many(self, values: Mapping[str, object], step: int | None = None) -> None:
         if not isinstance(values, Mapping):

@@ -20,7 +20,6 @@ It is safe to use from several threads of one process (one lock).
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
 import time
@@ -53,11 +52,12 @@ class MetricRecorder:
         self.task_dir = task_dir
         self._lock = threading.Lock()
         self._lines: list[str] = []
-        self._names: dict[str, str] = {}  # checked name -> its JSON string
-        self._folds: dict[str, list[Any]] = {}  # name -> [last, min, max, step, count]
+        self._folds: dict[str, list[Any]] = {}  # name -> [last, min, max, step, count, json]
         self._params: dict[str, Any] = {}
         self._params_changed = False
         self.changed = False  # something new since the last summary was taken
+        self._milli = -1  # the millisecond of the last point, and its text
+        self._moment = ""
 
     @property
     def pending(self) -> int:
@@ -69,39 +69,49 @@ class MetricRecorder:
     ) -> int:
         """Keep one point (``step`` None: the metric's next step, 0 for its first); the
         number of points now waiting. Raises ``InvalidInput`` for a bad name, value or step."""
-        quoted = self._names.get(name) if isinstance(name, str) else None
-        if quoted is None:
-            quoted = json.dumps(check_metric_name(name))
-        number = value if type(value) is float else metric_value(value)
+        # one function, no helper calls: a task may call it a hundred thousand times
+        if type(value) is not float:
+            value = metric_value(value)
         if step is not None:
             check_step(step)
-        moment = time.time() if at is None else at
+        if at is None:  # MLflow's resolution: a millisecond, its text made once for all in it
+            milli = int(time.time() * 1000)
+            if milli != self._milli:
+                self._milli, self._moment = milli, repr(milli / 1000)
+            moment = self._moment
+        else:
+            moment = repr(at)
         with self._lock:
-            self._names[name] = quoted
-            step = self._fold(name, number, step)
+            fold = self._folds.get(name) if type(name) is str else None
+            if fold is None:
+                fold = self._new_metric(name)
+            if step is None:
+                step = fold[3] + 1 if fold[4] else 0
+            fold[0] = value
+            fold[3] = step
+            fold[4] += 1
+            if value == value:  # NaN takes no part in min and max
+                if fold[1] is None or value < fold[1]:
+                    fold[1] = value
+                if fold[2] is None or value > fold[2]:
+                    fold[2] = value
+                text = repr(value) if value - value == 0 else f'"{wire_value(value)}"'
+            else:
+                text = '"NaN"'
             self._lines.append(
-                f'{{"name": {quoted}, "step": {step}, "value": {_number(number)}, '
-                f'"time": {moment!r}}}\n'
+                f'{{"name": {fold[5]}, "step": {step}, "value": {text}, "time": {moment}}}\n'
             )
             self.changed = True
             return len(self._lines)
 
-    def _fold(self, name: str, value: float, step: int | None) -> int:
-        fold = self._folds.get(name)
-        if fold is None:
-            if len(self._folds) >= MAX_METRICS:
-                raise InvalidInput(f"a run may log at most {MAX_METRICS} metrics")
-            fold = self._folds[name] = [value, None, None, -1, 0]
-        if step is None:
-            step = fold[3] + 1 if fold[4] else 0
-        fold[0], fold[3] = value, step
-        fold[4] += 1
-        if value == value:  # NaN takes no part in min and max
-            if fold[1] is None or value < fold[1]:
-                fold[1] = value
-            if fold[2] is None or value > fold[2]:
-                fold[2] = value
-        return step
+    def _new_metric(self, name: str) -> list[Any]:
+        """The fold of a metric not logged before: [last, min, max, step, count, its JSON
+        name]."""
+        quoted = json.dumps(check_metric_name(name))
+        if len(self._folds) >= MAX_METRICS:
+            raise InvalidInput(f"a run may log at most {MAX_METRICS} metrics")
+        fold = self._folds[name] = [0.0, None, None, -1, 0, quoted]
+        return fold
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         """Add (or replace) logged params; all are checked before any is kept."""
@@ -150,14 +160,8 @@ class MetricRecorder:
             return dict(self._params)
 
 
-def _number(value: float) -> str:
-    if math.isfinite(value):
-        return repr(value)
-    return f'"{wire_value(value)}"'
-
-
 def _summary(fold: list[Any]) -> dict[str, Any]:
-    last, low, high, step, count = fold
+    last, low, high, step, count, _ = fold
     return {
         "last": wire_value(last),
         "min": None if low is None else wire_value(low),
