@@ -13,6 +13,7 @@ option passed as a requirement, uninstalling runyard itself; the setting off; a 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -68,11 +69,15 @@ class Site:
     server: ServerProcess
     tmp: Path
 
-    def wheel(self, task: str | None) -> tuple[PluginProject, Path]:
-        """A plugin registering ``task`` (None: no task), built as a wheel in tmp_path."""
+    def wheel(self, task: str | None, axonx_plugin: bool = False) -> tuple[PluginProject, Path]:
+        """A plugin registering ``task`` (None: no task), built as a wheel in tmp_path;
+        ``axonx_plugin``: also an AxonX plugin (its ``axonx.plugins`` entry point and
+        ``plugin.yaml``), which ``axonx plugin install`` takes."""
         name = f"ryaxp-{uuid.uuid4().hex[:8]}"
         tasks = {task: "Greet"} if task else {}
         project = write_project(self.tmp / name, name, tasks, GREETER)
+        if axonx_plugin and task:
+            axonx_entry_points(project, task)
         out = self.tmp / f"{name}-dist"
         done = subprocess.run(
             [str(self.python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -91,6 +96,19 @@ class Site:
         probe = "import sys, importlib.metadata as m; m.distribution(sys.argv[1])"
         done = subprocess.run([str(self.python), "-c", probe, distribution], capture_output=True)
         return done.returncode == 0
+
+
+def axonx_entry_points(project: PluginProject, task: str) -> None:
+    """Make ``project`` an AxonX plugin too: the package named by ``axonx.plugins`` with
+    a ``plugin.yaml`` listing ``task``, beside its ``runyard.tasks`` entry point."""
+    manifest = f"tasks:\n  {task}: {project.module}:Greet\n"
+    (project.root / "src" / project.module / "plugin.yaml").write_text(manifest)
+    backend = project.root / "tinybackend.py"
+    runyard_only = f"[runyard.tasks]\n{task} = {project.module}:Greet\n"
+    both = f"{runyard_only}[axonx.plugins]\n{task} = {project.module}\n"
+    text = backend.read_text()
+    assert repr(runyard_only) in text
+    backend.write_text(text.replace(repr(runyard_only), repr(both)))
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +180,30 @@ def test_a_wheel_installed_by_the_axonx_cli_is_listed_run_and_uninstalled(
     assert removed == {"distribution": project.name, "restart_required": True}
     assert not site.installed(project.name)
     assert project.name not in [p["distribution"] for p in axonx.ok("list_plugins")["answer"]]
+
+
+def test_axonx_plugin_install_uploads_the_wheel_through_post_files(
+    site: Site, axonx: AxonX
+) -> None:
+    """``axonx plugin install <wheel> --target``: AxonX copies the wheel with POST /files,
+    calls install_plugin on the copy with its sha256, then discards it with DELETE /files."""
+    task = f"greet_{uuid.uuid4().hex[:6]}"
+    project, wheel = site.wheel(task, axonx_plugin=True)
+    reply = axonx.cli("plugin", "install", str(wheel))
+    assert reply["rc"] == 0, reply
+    answer = json.loads(reply["out"])
+    validates(f"{MODELS}.PluginInstallResult", answer)
+    assert answer["distribution"] == project.name and answer["plugins"] == [task]
+
+    handle = site.server.call("submit", task=task, task_name="pushed", who="peer")["answer"]
+    final = site.server.call("wait_task", task_id=handle["task_id"], run_id=handle["run_id"])
+    assert final["answer"]["result"]["greeting"] == "Hello, peer!", final
+    staged = site.server.workspace / "tmp"
+    assert [p for p in staged.rglob("*") if p.is_file()] == []  # the copy was discarded
+
+    removed = axonx.cli("plugin", "uninstall", project.name)
+    assert removed["rc"] == 0, removed
+    assert not site.installed(project.name)
 
 
 def test_a_requirement_is_installed_and_an_option_is_never_passed_to_pip(site: Site) -> None:
