@@ -348,3 +348,17 @@ def test_an_open_mlflow_run_survives_a_server_restart(tmp_path: Path) -> None:
         assert final["state"] == "succeeded" and final["error"] == ""
     finally:
         second.stop()
+
+
+def test_a_run_is_not_opened_on_a_disk_below_min_free_mb(tmp_path: Path) -> None:
+    low = start_server(tmp_path / "srv", token=TOKEN, config={"min_free_mb": 10**9})
+    try:
+        with low.client() as client:
+            reply = client.post("/mlflow/api/2.0/mlflow/runs/create", json={"experiment_id": "0"})
+        assert reply.status_code == 507, reply.text
+        assert reply.json()["error_code"] == "RESOURCE_EXHAUSTED"
+        assert not (low.workspace / "base").exists() or not list(
+            (low.workspace / "base").glob("base#mlflow-default#*")
+        )
+    finally:
+        low.stop()

@@ -42,6 +42,7 @@ CODE_OF_STATUS = {
     415: "BAD_REQUEST",
     422: INVALID,
     503: "TEMPORARILY_UNAVAILABLE",
+    507: "RESOURCE_EXHAUSTED",  # a full disk: nothing was made
 }
 # the status MLflow's server answers each code of its own with
 STATUS_OF_CODE = {INVALID: 400, NOT_FOUND: 404, EXISTS: 400, INVALID_STATE: 400,

@@ -18,6 +18,8 @@ run token is refused here (:mod:`runyard.api.auth`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -40,6 +42,7 @@ from runyard.api.mlflow.runview import (
 from runyard.api.services import Services
 from runyard.errors import BodyTooLarge
 from runyard.tracking.reading import read_points
+from runyard.workspace.space import is_space_error, require_space, storage_error
 
 API = "/api/2.0/mlflow"
 ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts"
@@ -85,6 +88,7 @@ def _pairs(items: object, what: str) -> list[tuple[object, object]]:
 def build_mlflow_router(services: Services) -> APIRouter:
     router = APIRouter(tags=["mlflow"], include_in_schema=False)
     limit = services.settings.max_body_bytes
+    min_free = services.settings.min_free_mb
 
     async def body_of(request: Request) -> dict[str, Any]:
         if request.method == "GET":
@@ -94,7 +98,8 @@ def build_mlflow_router(services: Services) -> APIRouter:
     def threaded(fn: Any) -> Any:
         async def route(request: Request) -> Any:
             data = await body_of(request)
-            return await run_in_threadpool(fn, services, data)
+            with full_disk_refused(fn.__name__):
+                return await run_in_threadpool(fn, services, data)
 
         return route
 
@@ -115,7 +120,9 @@ def build_mlflow_router(services: Services) -> APIRouter:
     @router.put(ARTIFACTS + "/{path:path}")
     async def put_artifact(request: Request, path: str) -> Any:
         target = await run_in_threadpool(artifacts.resolve, services, path)
-        await artifacts.upload(services, target, request.stream())
+        await run_in_threadpool(require_space, services.workspace.root, min_free)
+        with full_disk_refused("upload an artifact"):
+            await artifacts.upload(services, target, request.stream())
         return {}
 
     @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
@@ -123,6 +130,17 @@ def build_mlflow_router(services: Services) -> APIRouter:
         raise MlflowRefusal(ENDPOINT_NOT_FOUND, f"runyard does not serve /mlflow/{rest[:200]}")
 
     return router
+
+
+@contextlib.contextmanager
+def full_disk_refused(what: str) -> Iterator[None]:
+    """A full disk met while recording answers 507 (InsufficientStorage), not a 500."""
+    try:
+        yield
+    except OSError as exc:
+        if is_space_error(exc):
+            raise storage_error(exc, what) from exc
+        raise
 
 
 def _query(request: Request) -> dict[str, Any]:
@@ -190,6 +208,7 @@ def _view(view: object) -> str:
 
 def create_run(services: Services, data: dict[str, Any]) -> Any:
     experiment = experiments.get_by_id(services, data.get("experiment_id") or "0")
+    require_space(services.workspace.root, services.settings.min_free_mb)  # new work: 507
     tags = dict(record.check_tag(k, v) for k, v in _pairs(data.get("tags"), "tags"))
     name = _text(data, "run_name", required=False) or tags.get("mlflow.runName")
     user = _text(data, "user_id", required=False) or ""
