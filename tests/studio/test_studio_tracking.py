@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import expect
-from studio_support import console_errors, screenshot, sign_in_by_link, submit
+from studio_support import console_errors, finish, screenshot, sign_in_by_link, submit
 
 from runyard.workspace.atomic import write_json_atomic
 from runyard.workspace.layout import Workspace
@@ -355,3 +355,28 @@ def test_markup_in_param_and_metric_names_is_shown_as_text(
     header.first.locator("button").click()
     expect(page.locator(ROWS)).to_have_count(1)
     expect(page.locator("#tasks-summary")).to_contain_text("1 task matching")
+
+
+def test_runs_without_metrics_can_still_be_ticked_and_compared(
+    tracked: ServerProcess, page: Any
+) -> None:
+    first = finish(tracked, submit(tracked, "demo", x=1, y=2, task_name="plain-fit"))
+    second = finish(tracked, submit(tracked, "demo", x=1, y=2, task_name="plain-fit"))
+    assert first["task_id"] == second["task_id"] and first["run_id"] != second["run_id"]
+    sign_in_by_link(page, tracked)
+    page.goto(tracked.url + "/#/tasks/" + first["task_id"].replace("#", "%23"))
+    expect(page.locator("#metrics-empty")).to_contain_text("No metrics logged")
+    boxes = page.locator("#task-metrics .metric-run-list input.compare-run")
+    expect(boxes).to_have_count(2)
+    link = page.locator("#compare-runs")
+    boxes.first.check()
+    link.click()  # one run is no comparison: the link stays put
+    expect(page).to_have_url(re.compile(r"#/tasks/"))
+    boxes.nth(1).check()
+    link.click()
+    expect(page.locator("#params-summary")).to_have_text("Every param is the same.")
+    heads = page.locator("#compare-params thead th[data-run-id]")
+    assert sorted(heads.evaluate_all("hs => hs.map(h => h.dataset.runId)")) == sorted(
+        [first["run_id"], second["run_id"]]
+    )
+    expect(page.locator("#compare-charts")).to_contain_text("None of these runs logged a metric")

@@ -49,6 +49,7 @@ export class MetricsPanel {
 
   reset() {
     this.runs = null;
+    this.mode = null;
     this.grid.destroy();
     this.grid = new ChartGrid();
     this.runsKey = null;
@@ -102,17 +103,23 @@ export class MetricsPanel {
   }
 
   show(runs) {
-    const logged = runs.filter((run) => Object.keys(run.metrics || {}).length);
-    if (!logged.length) {
-      this.reset();
-      replace(this.el, h("p", { class: "muted", id: "metrics-empty" },
+    const logged = runs.some((run) => Object.keys(run.metrics || {}).length);
+    this.showRuns(runs); // runs without metrics still compare by their params
+    if (!logged) {
+      if (this.mode === "empty") return;
+      this.grid.destroy();
+      this.grid = new ChartGrid();
+      this.mode = "empty";
+      replace(this.el, runs.length > 1 ? this.runsEl : null, h("p", { class: "muted", id: "metrics-empty" },
         "No metrics logged. A task logs them with ", h("code", {}, "run.log_metric(name, value, step)"),
         " or JSON lines appended to ", h("code", {}, "$RUNYARD_METRICS_FILE"), "."));
       return;
     }
     this.grid.show(linesByMetric(runs, runLabel));
-    this.showRuns(runs);
-    if (this.el.firstChild !== this.runsEl) replace(this.el, this.runsEl, this.grid.el);
+    if (this.mode !== "charts") {
+      this.mode = "charts";
+      replace(this.el, this.runsEl, this.grid.el);
+    }
   }
 
   // The runs drawn, each with its colour (the legend across charts) and a box to compare it.
