@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -175,8 +176,12 @@ def test_search_runs_and_get_metric_history_read_runyard_own_tasks(srv: ServerPr
         client.log_metric(runs[0].info.run_id, "injected", 1.0)
     except MlflowException as exc:
         refused = exc.error_code
+    with mlflow.start_run() as unnamed:  # no experiment set, no name given
+        mlflow.log_metric("m", 1.0)
     result({"runs": [[r.info.run_id, r.data.params, r.info.run_name] for r in runs],
-            "experiments": names, "refused": refused})
+            "experiments": names, "refused": refused,
+            "unnamed": [unnamed.info.experiment_id, unnamed.info.run_name,
+                        client.get_run(unnamed.info.run_id).data.tags["runyard.task_id"]]})
     """
     answer = run_client(srv, script)
     params = {"x": "3", "y": "4", "fail": "false"}  # its inputs, as JSON text
@@ -184,6 +189,10 @@ def test_search_runs_and_get_metric_history_read_runyard_own_tasks(srv: ServerPr
     assert {"Default", "demo"} <= set(answer["experiments"])
     # a run runyard ran is its worker's to record: MLflow's client only reads it
     assert answer["refused"] == "INVALID_STATE"
+    experiment_id, run_name, task_id = answer["unnamed"]
+    assert experiment_id == "0"  # MLflow's Default experiment: the task name mlflow-default
+    assert re.fullmatch(r"[a-z]+-[a-z]+-\d+", run_name), run_name  # generated, readable
+    assert task_id == f"base#mlflow-default#{run_name}"
 
 
 def test_a_wrong_token_makes_the_client_raise(srv: ServerProcess) -> None:
