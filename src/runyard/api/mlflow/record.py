@@ -169,7 +169,7 @@ def _place_running(services: Services, task_id: str, tracked: dict[str, Any]) ->
         task_id=task_id, run_id=uuid.uuid4().hex, task_type=TASK_TYPE,
         task_name=task_id.split("#")[1], state=TaskState.RUNNING,
         config={"task_name": task_id.rsplit("#", 1)[1]}, created_at=now, started_at=now,
-        submitted_by=ADMIN, tracked=tracked,
+        submitted_by=ADMIN, tracked=tracked, retry_of=None,
     )  # fmt: skip
     record_submitter(workspace, task_id, status.run_id, ADMIN)
     staging = staging_path(workspace, task_id)

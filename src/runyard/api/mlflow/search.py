@@ -298,10 +298,10 @@ def ordered(rows: list[Row], order: list[tuple[str, str, bool]]) -> list[Row]:
     rows = sorted(rows, key=lambda r: (r.info.get("start_time") or 0, r.info["run_id"]),
                   reverse=True)  # fmt: skip
     for entity, key, ascending in reversed(order):
-        present = [r for r in rows if _sortable(lookup(r, entity, key)) is not None]
-        absent = [r for r in rows if _sortable(lookup(r, entity, key)) is None]
-        present.sort(key=lambda r: _sortable(lookup(r, entity, key)), reverse=not ascending)
-        rows = present + absent
+        keyed = [(_sortable(lookup(r, entity, key)), r) for r in rows]
+        present = [(value, r) for value, r in keyed if value is not None]
+        present.sort(key=lambda pair: pair[0], reverse=not ascending)
+        rows = [r for _, r in present] + [r for value, r in keyed if value is None]
     return rows
 
 
