@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,12 +105,43 @@ def seed_forged(workspace: Path) -> None:
     write_json_atomic(folder / "status.json", record, fsync=False)
 
 
+BIG_ID = "train#steps#three-metrics"
+BIG_STEPS = 1000
+
+
+def seed_big(workspace: Path) -> None:
+    """A run that logged 3 metrics over 1,000 steps (its summary as the worker writes it)."""
+    ws = Workspace.open(workspace, workspace.parent / "logs")
+    folder = ws.task_dir(BIG_ID)
+    folder.mkdir(parents=True)
+    values = {
+        "loss": [1 / (s + 1) for s in range(BIG_STEPS)],
+        "acc": [s / BIG_STEPS for s in range(BIG_STEPS)],
+        "lr": [0.1 * 0.999**s for s in range(BIG_STEPS)],
+    }
+    with (folder / "metrics.jsonl").open("w") as out:
+        for step in range(BIG_STEPS):
+            for name, series in values.items():
+                point = {"name": name, "step": step, "value": series[step], "time": 1.0 + step}
+                out.write(json.dumps(point) + "\n")
+    stamp = "2026-04-01T11:00:00.000000Z"
+    record = {
+        "task_id": BIG_ID, "run_id": "b" * 32, "task_type": "train", "task_name": "steps",
+        "state": "succeeded", "config": {"task_name": "three-metrics", "source_tasks": ""},
+        "created_at": stamp, "started_at": stamp, "finished_at": stamp, "pid": None,
+        "exit_code": 0, "error": "", "result": {}, "steps": [], "log_path": "",
+        "metrics": {name: summary(series) for name, series in values.items()},
+    }  # fmt: skip
+    write_json_atomic(folder / "status.json", record, fsync=False)
+
+
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server of this module's own, its workspace holding a finished sweep."""
     root = tmp_path_factory.mktemp("studio-tracking")
     seed(root / "ws")
     seed_forged(root / "ws")
+    seed_big(root / "ws")
     server = start_server(root, config={"max_concurrent_tasks": 4})
     try:
         yield server
@@ -380,3 +412,28 @@ def test_runs_without_metrics_can_still_be_ticked_and_compared(
         [first["run_id"], second["run_id"]]
     )
     expect(page.locator("#compare-charts")).to_contain_text("None of these runs logged a metric")
+
+
+def test_three_metrics_over_a_thousand_steps_are_drawn_whole(
+    tracked: ServerProcess, page: Any
+) -> None:
+    errors = console_errors(page)
+    sign_in_by_link(page, tracked)
+    started = time.perf_counter()
+    page.goto(tracked.url + "/#/tasks/" + BIG_ID.replace("#", "%23"))
+    charts = page.locator("#task-metrics .metric-chart")
+    for metric in ("acc", "loss", "lr"):
+        chart = page.locator(f"#task-metrics .metric-chart[data-metric='{metric}']")
+        expect(chart).to_have_attribute("data-points", str(BIG_STEPS))
+    print(f"3 charts of {BIG_STEPS} steps drawn {time.perf_counter() - started:.2f} s after goto")
+    assert charts.evaluate_all("cs => cs.map(c => c.dataset.metric)") == ["acc", "loss", "lr"]
+    for metric in ("acc", "loss", "lr"):
+        assert canvas_ink(page, metric) > 300
+    # the cursor on the last step reads the last point of the file
+    acc = page.locator("#task-metrics .metric-chart[data-metric='acc']")
+    box = acc.locator(".u-over").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    expect(acc.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("999")
+    expect(acc.locator(".u-legend .u-series").nth(1).locator(".u-value")).to_have_text("0.999")
+    assert errors == []
