@@ -1,5 +1,6 @@
 """``runyard gc`` on finished tasks, against a real server: what a dry run lists is what gc
-removes, lineage keeps upstreams, active tasks stay, replaced-run logs go, bytes add up."""
+removes, lineage keeps upstreams, active tasks stay, replaced-run logs stay without
+retention, bytes add up."""
 
 from __future__ import annotations
 
@@ -81,8 +82,10 @@ def test_active_tasks_and_their_upstreams_are_never_touched(tmp_path: Path) -> N
         server.stop()
 
 
-def test_logs_of_replaced_runs_are_removed_and_the_current_one_kept(tmp_path: Path) -> None:
-    server = start_server(tmp_path / "srv")  # no retention: no task goes, garbage does
+def test_without_retention_the_logs_of_replaced_runs_stay(tmp_path: Path) -> None:
+    """They are the logs of the kept runs: they go with them (keep_runs, max_age_days;
+    tests/retention/test_gc_history.py), never by gc alone."""
+    server = start_server(tmp_path / "srv")  # no retention: no task, no run history goes
     try:
         first = finished(server, "again", x=1)
         second = finished(server, "again", x=5)
@@ -90,16 +93,14 @@ def test_logs_of_replaced_runs_are_removed_and_the_current_one_kept(tmp_path: Pa
         replaced = folder / f"{first['run_id']}.log"
         current = Path(second["log_path"])
         assert replaced.is_file() and current.is_file() and replaced != current
-        size = replaced.stat().st_size
-
         preview = gc(server, "--dry-run")
-        assert preview["logs"] == [f"base/{first['task_id']}/{first['run_id']}.log"]
-        assert preview["tasks"] == [] and replaced.is_file()
         done = gc(server)
-        assert done["logs"] == preview["logs"] and done["bytes"] == size > 0
-        assert not replaced.exists() and current.is_file()
-        chunk = server.call("read_task_log", task_id=first["task_id"], offset=0)["answer"]
-        assert "Demo result=7" in chunk["content"]
+        assert preview["logs"] == done["logs"] == [] and done["history"] == []
+        assert replaced.is_file() and current.is_file()
+        chunk = server.call(
+            "read_task_log", task_id=first["task_id"], run_id=first["run_id"], offset=0
+        )["answer"]
+        assert "Demo result=3" in chunk["content"]
     finally:
         server.stop()
 

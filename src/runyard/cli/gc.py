@@ -45,7 +45,8 @@ def gc(
     log_dir: LogDirOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Remove finished tasks, replaced-run logs, old run workspaces and stray uploads."""
+    """Remove finished tasks, earlier runs and their logs past retention.keep_runs, old run
+    workspaces, stray uploads, and stored files no kept run names."""
     settings = load_settings(workspace_dir, log_dir, config)
     report = _remote(settings, url, token, dry_run, include_upstreams)
     if report is None:
@@ -99,7 +100,7 @@ def _print(report: dict[str, Any]) -> None:
         [f"{verb} {label}", name, ""]
         for key, label in (
             ("tasks", "task"), ("logs", "log"), ("run_workspaces", "run workspace"),
-            ("uploads", "upload"), ("history", "earlier run"),
+            ("uploads", "upload"), ("history", "earlier run"), ("blobs", "stored file"),
         )
         for name in report.get(key, ())
     ]  # fmt: skip

@@ -32,8 +32,11 @@ from runyard.retention.agentspace import (
     remove_upload,
     utc_now,
 )
+from runyard.retention.blobs import PlannedBlob, plan_blobs, sweep_blobs
 from runyard.retention.history import PlannedHistory, plan_history, remove_planned_history
 from runyard.retention.tasks import PlannedLog, PlannedTask, plan_tasks
+from runyard.workspace.dedup import dedup_all
+from runyard.workspace.history import run_ids
 from runyard.workspace.layout import Workspace
 
 log = logging.getLogger("runyard.retention")
@@ -63,6 +66,7 @@ class GcReport:
     kept_upstreams: list[str] = field(default_factory=list)
     bytes: int = 0
     history: list[str] = field(default_factory=list)  # "<task_id>/<run_id>" kept runs
+    blobs: list[str] = field(default_factory=list)  # sha256 of stored files no run names
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +78,7 @@ class GcReport:
             "kept_upstreams": self.kept_upstreams,
             "bytes": self.bytes,
             "history": self.history,
+            "blobs": self.blobs,
         }
 
 
@@ -85,6 +90,7 @@ class _Plan:
     uploads: list[PlannedUpload]
     kept_upstreams: list[str]
     history: list[PlannedHistory] = field(default_factory=list)
+    blobs: list[PlannedBlob] = field(default_factory=list)
 
 
 def collect(
@@ -104,6 +110,7 @@ def collect(
             _remove_logs(context, plan.logs, report)
             _remove_tasks(context, plan.tasks, report)
             _remove_history(context, plan.history, report)
+            _remove_blobs(context, report)
             _remove_agent_files(context, plan, report)
     if not dry_run and (report.tasks or report.logs or report.run_workspaces or report.uploads):
         log.info(
@@ -124,7 +131,12 @@ def _plan(context: GcContext, now: datetime, include_upstreams: bool) -> _Plan:
         runs = plan_run_workspaces(context.agent_layout, context.agent_store, context.policy, now)
         uploads = plan_uploads(context.agent_layout, context.agent_store, now)
     history = plan_history(context.workspace, context.policy, now)
-    return _Plan(tasks.tasks, tasks.logs, runs, uploads, tasks.kept_upstreams, history)
+    going = {(h.task_id, h.run_id) for h in history}
+    going |= {
+        (t.task_id, run) for t in tasks.tasks for run in run_ids(context.workspace, t.task_id)
+    }
+    blobs = plan_blobs(context.workspace, going)
+    return _Plan(tasks.tasks, tasks.logs, runs, uploads, tasks.kept_upstreams, history, blobs)
 
 
 def _report_all(report: GcReport, plan: _Plan) -> None:
@@ -133,11 +145,12 @@ def _report_all(report: GcReport, plan: _Plan) -> None:
     report.run_workspaces = [r.run_id for r in plan.runs]
     report.uploads = [u.name for u in plan.uploads]
     report.history = [h.name for h in plan.history]
+    report.blobs = [b.sha256 for b in plan.blobs]
     report.bytes = sum(item.bytes for group in _groups(plan) for item in group)
 
 
 def _groups(plan: _Plan) -> list[list[Any]]:
-    return [plan.tasks, plan.logs, plan.runs, plan.uploads, plan.history]
+    return [plan.tasks, plan.logs, plan.runs, plan.uploads, plan.history, plan.blobs]
 
 
 def _remove_logs(context: GcContext, logs: list[PlannedLog], report: GcReport) -> None:
@@ -172,6 +185,14 @@ def _remove_history(context: GcContext, planned: list[PlannedHistory], report: G
         if entry.name in removed:
             report.history.append(entry.name)
             report.bytes += entry.bytes
+
+
+def _remove_blobs(context: GcContext, report: GcReport) -> None:
+    """Store the files of kept runs a crash left plain, then sweep what no run names."""
+    dedup_all(context.workspace)
+    for blob in sweep_blobs(context.workspace):
+        report.blobs.append(blob.sha256)
+        report.bytes += blob.bytes
 
 
 def _remove_agent_files(context: GcContext, plan: _Plan, report: GcReport) -> None:

@@ -3,9 +3,11 @@
 - ``keep_runs``: per task, only the newest N kept runs stay (the current run is not
   counted: it lives in the task folder, not in history).
 - ``max_age_days``: a kept run that finished (else was created) before the cutoff goes.
-- Either rule alone when the other is unset; with neither, kept runs stay.
-- The history of a task whose folder no longer exists goes whole, whatever the rules
-  (deleting a task removes its history at once; this catches what a crash left behind).
+- Either rule alone when the other is unset; with neither, kept runs stay: gc without
+  retention deletes no run history. The history of a task whose folder no longer exists
+  (a crash between a run's keep and the new run's folder; deleting a task removes its
+  history at once) follows the same rules.
+- The blobs no kept run names any more go after the entries (:mod:`runyard.retention.blobs`).
 
 Each entry is named ``<task_id>/<run_id>`` in the report.
 """
@@ -27,6 +29,7 @@ from runyard.workspace.history import (
     remove_kept_runs,
     task_history_dir,
 )
+from runyard.workspace.history import run_ids as run_ids_kept
 from runyard.workspace.layout import Workspace
 
 
@@ -52,8 +55,6 @@ def plan_history(workspace: Workspace, policy: Retention, now: datetime) -> list
 
 def _doomed(workspace: Workspace, task_id: str, policy: Retention, now: datetime) -> list[str]:
     statuses = kept_runs(workspace, task_id)
-    if not os.path.lexists(workspace.task_dir(task_id)):
-        return [s.run_id for s in statuses]
     cutoff = None
     if policy.max_age_days is not None:
         cutoff = now.timestamp() - policy.max_age_days * 86400
@@ -74,11 +75,10 @@ def remove_planned_history(workspace: Workspace, planned: list[PlannedHistory]) 
         by_task.setdefault(entry.task_id, set()).add(entry.run_id)
     for task_id, run_ids in by_task.items():
         with claim(workspace, task_id):
-            if not os.path.lexists(workspace.task_dir(task_id)):
-                kept = {s.run_id for s in kept_runs(workspace, task_id)}
-                remove_history(workspace, task_id)
-                removed += [f"{task_id}/{run_id}" for run_id in sorted(run_ids & kept)]
-                continue
             gone = remove_kept_runs(workspace, task_id, run_ids)
             removed += [f"{task_id}/{run_id}" for run_id in gone]
+            if not os.path.lexists(workspace.task_dir(task_id)) and not run_ids_kept(
+                workspace, task_id
+            ):  # a vanished task's last kept run went: its folder goes too
+                remove_history(workspace, task_id)
     return removed

@@ -8,8 +8,10 @@
 - Lineage: a candidate that is an ancestor (through ``source_tasks``) of any task that
   stays — active ones included — stays too, unless ``include_upstreams``.
 - Logs of replaced runs: files ``<log_dir>/<type>/<task_id>/<run_id>.log`` of a terminal
-  task whose ``run_id`` is not its current run, older than ``max_age_days`` (all of them
-  when it is unset); every replaced log of a task that goes, whatever its age.
+  task whose ``run_id`` is not its current run. They are the kept runs' logs, so they go as
+  the history does: older than ``max_age_days``, or (with ``keep_runs``) not the log of one
+  of the newest ``keep_runs`` kept runs; every replaced log of a task that goes, whatever
+  its age. With neither rule set, none goes.
 - Tasks that are queued or running, and folders without a readable status, are left alone.
 """
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from runyard.config import Retention
 from runyard.repository import TaskRepository
 from runyard.retention.sizes import freed_bytes
+from runyard.workspace.history import kept_runs
 from runyard.workspace.layout import Workspace
 from runyard.workspace.records import TaskStatus
 
@@ -73,10 +76,31 @@ def plan_tasks(
         log
         for status in sorted(statuses.values(), key=lambda s: s.task_id)
         if status.terminal
-        for log in replaced_logs(workspace, status)
-        if status.task_id in expired or cutoff is None or _mtime(log.path) < cutoff
+        for log in _replaced_going(workspace, status, policy, cutoff, status.task_id in expired)
     ]
     return TaskPlan(tasks, logs, sorted(kept_upstreams))
+
+
+def _replaced_going(
+    workspace: Workspace,
+    status: TaskStatus,
+    policy: Retention,
+    cutoff: datetime | None,
+    task_goes: bool,
+) -> list[PlannedLog]:
+    logs = replaced_logs(workspace, status)
+    if task_goes or not logs:
+        return logs
+    kept: set[str] | None = None
+    if policy.keep_runs is not None:
+        newest = kept_runs(workspace, status.task_id)[: policy.keep_runs]
+        kept = {s.run_id for s in newest}
+    return [
+        log
+        for log in logs
+        if (cutoff is not None and _mtime(log.path) < cutoff)
+        or (kept is not None and log.run_id not in kept)
+    ]
 
 
 def _statuses(repository: TaskRepository) -> dict[str, TaskStatus]:
