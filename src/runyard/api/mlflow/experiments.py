@@ -35,7 +35,6 @@ DEFAULT_ID = "0"
 DEFAULT_NAME = "Default"
 DEFAULT_TASK = "mlflow-default"
 MAX_TAGS = 100
-MAX_TAG_CHARS = 8000
 
 
 @dataclass
