@@ -149,6 +149,19 @@ def test_a_name_or_directory_outside_tmp_is_refused_and_nothing_is_written(
     assert tree(server.root) == outside
 
 
+def test_a_directory_deeper_than_the_limit_is_refused(server: ServerProcess) -> None:
+    """A peer names ``tmp`` or one folder below; thousands deep would outlive rmtree."""
+    before = tree(server.workspace)
+    reply = upload(server, b"deep", directory="tmp/" + "a/" * 1500)
+    assert reply.status_code == 422 and "at most 16 components" in reply.json()["detail"]
+    assert tree(server.workspace) == before
+    deepest = upload(server, b"ok", directory="tmp/" + "a/" * 13)
+    assert deepest.status_code == 200, deepest.text
+    assert discard(server, deepest.json()["answer"]["path"]).status_code == 200
+    assert not (server.workspace / "tmp" / "a").exists()  # the emptied folders went too
+    assert discard(server, "tmp/" + "a/" * 20 + "x").status_code == 422
+
+
 @pytest.mark.parametrize(
     "path", ["server.json", "tmp", "tmp/", "../runyard.yaml", "agent/x", "tmp/../server.json"]
 )

@@ -47,6 +47,9 @@ from runyard.workspace.space import is_space_error
 
 COPY_DIR = "tmp"
 MAX_FILENAME_CHARS = 200  # AxonX's MAX_FILENAME_LENGTH
+# folders of a staged path, ``tmp`` and the file included: a peer names one or two; a tree
+# thousands deep would outlive recursive tools (``shutil.rmtree`` recurses a level a call)
+MAX_DEPTH = 16
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -86,6 +89,10 @@ def copy_parts(relative: str | None, *, file: bool = False) -> list[str]:
         what = "Staged files" if file else "Uploads"
         raise StagedFileRefused(
             f"{what} are confined to the workspace {COPY_DIR!r} directory: {where[:200]!r}"
+        )
+    if len(parts) + (0 if file else 2) > MAX_DEPTH:
+        raise StagedFileRefused(
+            f"A staged path has at most {MAX_DEPTH} components: {where[:200]!r}"
         )
     return parts
 
