@@ -437,3 +437,13 @@ def test_three_metrics_over_a_thousand_steps_are_drawn_whole(
     expect(acc.locator(".u-legend .u-series").first.locator(".u-value")).to_have_text("999")
     expect(acc.locator(".u-legend .u-series").nth(1).locator(".u-value")).to_have_text("0.999")
     assert errors == []
+
+
+def test_a_link_sorted_by_a_metric_shows_that_column(tracked: ServerProcess, page: Any) -> None:
+    sign_in_by_link(page, tracked)
+    page.goto(tracked.url + "/#/tasks?task=sweep&sort=metrics.loss&order=asc")
+    header = page.locator("th[data-column='metrics.loss']")
+    expect(header).to_have_attribute("aria-sort", "ascending")
+    expect(page.locator(ROWS).first).to_have_attribute("data-task-id", sweep_id("5"))
+    assert ids(page) == [sweep_id(c) for c in ("5", "1", "0.1", "0.01", "50")]
+    expect(page.locator(f"{ROWS} td[data-column='metrics.loss']").first).to_have_text("0.1")

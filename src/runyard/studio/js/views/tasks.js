@@ -64,7 +64,7 @@ class TaskList {
     this.alive = true;
     this.loading = false;
     this.bulk = new BulkActions({ onDone: () => this.load({ quiet: true }) });
-    this.columns = loadColumns();
+    this.columns = withSortColumn(loadColumns(), filters.sort);
     this.picker = new ColumnPicker({ chosen: this.columns, onChange: (columns) => this.setColumns(columns) });
     this.build();
   }
@@ -351,6 +351,14 @@ class TaskRow {
     const ms = isActive(s.state) || s.finished_at ? elapsed(s.started_at, s.finished_at) : null;
     setText(this.duration, formatDuration(ms));
   }
+}
+
+/** The chosen columns, plus the one a link sorts by when it is not among them (shown, not
+ * remembered), so the order of the rows is never a column that cannot be seen. */
+function withSortColumn(columns, sort) {
+  const dot = sort.indexOf(".");
+  if (!isTrackedSort(sort) || columns.some((c) => `${c.kind}.${c.name}` === sort)) return columns;
+  return [...columns, { kind: sort.slice(0, dot), name: sort.slice(dot + 1) }];
 }
 
 export function isActive(state) {
