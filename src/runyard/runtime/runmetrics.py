@@ -23,6 +23,7 @@ from __future__ import annotations
 import _thread
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -67,6 +68,9 @@ class RunMetrics:
         self._watcher: _Watcher | None = None
         self._env_before: str | None = None
         self._closed = False
+        # a summary is taken and published under this lock, and none after the last: a
+        # timer's older summary never lands over the run's final one
+        self._publishing = threading.Lock()
         _ALL.add(self)
 
     def start(self) -> None:
@@ -113,13 +117,14 @@ class RunMetrics:
             self._watcher = None
             self._restore_env()
         self.intake.poll(final=True)
-        self._closed = True
         self._drop_timer()
-        try:
-            self.recorder.flush(durable=True)
-        except OSError as exc:  # a full disk: the run still ends, its points are lost
-            print(f"runyard worker: metrics not written: {exc}", file=sys.stderr, flush=True)
-        if self.recorder.changed:
+        with self._publishing:
+            self._closed = True
+            try:
+                self.recorder.flush(durable=True)
+            except OSError as exc:  # a full disk: the run still ends, its points are lost
+                print(f"runyard worker: metrics not written: {exc}", file=sys.stderr,
+                      flush=True)
             self._publish(self.recorder.summary(), self.recorder.params())
 
     def _take_line(self, line: LoggedLine) -> None:
@@ -142,8 +147,9 @@ class RunMetrics:
         the task's failure: the points stay lost, the run goes on."""
         try:
             wrote = self.recorder.flush()
-            if wrote or self.recorder.changed:
-                self._publish(self.recorder.summary(), self.recorder.params())
+            with self._publishing:
+                if (wrote or self.recorder.changed) and not self._closed:
+                    self._publish(self.recorder.summary(), self.recorder.params())
         except OSError as exc:
             print(f"runyard worker: metrics not written: {exc}", file=sys.stderr, flush=True)
 
@@ -162,6 +168,7 @@ class RunMetrics:
         self.recorder.drop_pending()
         self.recorder.reset_lock()
         self.intake.reset_lock()
+        self._publishing = threading.Lock()
         self._timer = None
         self._watcher = None  # its thread is the parent's
 
