@@ -151,6 +151,8 @@ API_CONTRACT: dict[type[BaseException], tuple[int, str]] = {
 ROUTE_CONTRACT = {
     ("list_tasks", InvalidInput): (400, "invalid_query"),
     ("task_runs", InvalidInput): (400, "invalid_task_id"),
+    ("task_metrics", InvalidInput): (400, "invalid_query"),
+    ("compare_runs", InvalidInput): (400, "invalid_query"),
     ("sync_diff", InvalidInput): (422, "invalid_candidates"),
     ("sync_held", InvalidInput): (422, "invalid_source"),
     ("sync_delete", InvalidInput): (422, "invalid_delete"),

@@ -6,7 +6,6 @@ import pytest
 
 from runyard.errors import InvalidInput
 from runyard.repository.tracked import (
-    json_equal,
     metric_sort_value,
     param_matches,
     param_sort_value,
@@ -15,6 +14,7 @@ from runyard.repository.tracked import (
     split_order,
     status_matches,
 )
+from runyard.tracking.jsonequal import json_equal
 
 
 def test_params_are_inputs_updated_with_logged_ones() -> None:

@@ -40,6 +40,7 @@ from runyard.api.routes_schedules import mount_schedules
 from runyard.api.routes_staged_files import mount_staged_files
 from runyard.api.routes_sync import mount_sync
 from runyard.api.routes_tasks import build_tasks_router
+from runyard.api.routes_tracking import build_tracking_router
 from runyard.api.services import Services
 from runyard.api.startup import Startup, StartupGate
 from runyard.api.storage import health_answer
@@ -105,6 +106,7 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.include_router(build_preview_router(services), prefix="/api/v1")
     app.include_router(build_runs_router(services), prefix="/api/v1")
     app.include_router(build_tasks_router(services), prefix="/api/v1")
+    app.include_router(build_tracking_router(services), prefix="/api/v1")
     app.include_router(build_login_router(services), prefix="/api/v1")
     app.include_router(build_plugins_router(services), prefix="/api/v1")
     app.include_router(build_pipelines_router(services), prefix="/api/v1")

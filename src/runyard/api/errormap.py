@@ -197,6 +197,8 @@ SYNC_STATUS = {"active": 409, "newer": 409, "too_large": 413}
 ROUTE_TABLE: dict[str, dict[type[BaseException], Rule]] = {
     "list_tasks": {InvalidInput: Rule(400, "invalid_query")},
     "task_runs": {InvalidInput: Rule(400, "invalid_task_id")},
+    "task_metrics": {InvalidInput: Rule(400, "invalid_query")},
+    "compare_runs": {InvalidInput: Rule(400, "invalid_query")},
     "sync_diff": {InvalidInput: Rule(422, "invalid_candidates")},
     "sync_held": {InvalidInput: Rule(422, "invalid_source")},
     "sync_delete": {InvalidInput: Rule(422, "invalid_delete")},

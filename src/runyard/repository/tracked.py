@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from runyard.errors import InvalidInput
+from runyard.tracking.jsonequal import json_equal
 from runyard.workspace.records import TaskStatus
 
 METRIC_PREFIX = "metrics."
@@ -82,10 +83,7 @@ def _key_name(text: str, prefix: str) -> str:
 
 def _metric_key(name: str) -> Callable[[TaskStatus], SortValue]:
     def key(status: TaskStatus) -> SortValue:
-        metrics = getattr(status, "metrics", None)
-        summary = metrics.get(name) if isinstance(metrics, dict) else None
-        if hasattr(summary, "model_dump"):  # a typed summary
-            summary = summary.model_dump()
+        summary = (status.metrics or {}).get(name)
         return metric_sort_value(summary.get("last") if isinstance(summary, dict) else None)
 
     return key
@@ -102,7 +100,7 @@ def metric_sort_value(value: object) -> float | None:
 
 def _param_key(name: str) -> Callable[[TaskStatus], SortValue]:
     def key(status: TaskStatus) -> SortValue:
-        params = run_params(status.config, getattr(status, "params", None))
+        params = run_params(status.config, status.params)
         return param_sort_value(params.get(name))
 
     return key
@@ -145,26 +143,6 @@ def param_matches(value: object, wanted: str) -> bool:
     except ValueError:
         return False
     return json_equal(value, parsed)
-
-
-def json_equal(a: object, b: object) -> bool:
-    """Equality of two JSON values as JSON has it: ``1 == 1.0``, but ``true != 1``."""
-    return canonical(a) == canonical(b)
-
-
-def canonical(value: object) -> str:
-    """One text per JSON value, for equality (a number's integral float is its int)."""
-    return json.dumps(_normal(value), sort_keys=True)
-
-
-def _normal(value: object) -> object:
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _normal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_normal(v) for v in value]
-    return value
 
 
 def status_matches(status: dict[str, Any], filters: list[Filter]) -> bool:
