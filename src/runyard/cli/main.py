@@ -19,6 +19,7 @@ from runyard.cli.mcp import mcp
 from runyard.cli.runs import runs
 from runyard.cli.serve import serve
 from runyard.cli.studio import studio
+from runyard.cli.tracking import compare, metrics
 from runyard.cli.watch import watch
 
 app = LazyTyper(
@@ -67,6 +68,8 @@ app.command()(watch)
 app.command()(mcp)
 app.command()(gc)
 app.command()(runs)
+app.command()(metrics)
+app.command()(compare)
 app.command()(config)
 app.command()(info)
 app.add_typer(agent.app, name="agent")

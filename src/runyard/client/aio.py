@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
-from runyard.client import answers, calls, pipelines, taskfiles
+from runyard.client import answers, calls, pipelines, taskfiles, tracking
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.events import ResultEvent, SSEParser, StreamEvent
 from runyard.client.pages import Page
@@ -226,6 +226,22 @@ class AsyncClient:
     async def task_runs(self, task_id: str) -> TaskRuns:
         body = await self._api_json("GET", taskfiles.task_path(task_id, "runs"))
         return taskfiles.runs_answer(body)
+
+    async def task_run(self, task_id: str, run_id: str) -> taskfiles.TaskRunDetail:
+        body = await self._api_json("GET", taskfiles.run_path(task_id, run_id))
+        return taskfiles.run_answer(body)
+
+    async def metrics(
+        self, task_id: str, run_id: str | None = None, name: str | None = None,
+        max_points: int | None = None,
+    ) -> tracking.TaskMetrics:  # fmt: skip
+        query = tracking.metrics_query(run_id, name, max_points)
+        body = await self._api_json("GET", tracking.metrics_path(task_id), params=query)
+        return tracking.metrics_answer(body)
+
+    async def compare(self, ids: Iterable[str]) -> tracking.Comparison:
+        query = tracking.compare_query(ids)
+        return tracking.compare_answer(await self._api_json("GET", tracking.COMPARE, params=query))
 
     async def list_task_files(self, task_id: str) -> list[TaskFile]:
         body = await self._api_json("GET", taskfiles.task_path(task_id, "files"))

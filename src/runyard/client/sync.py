@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 
-from runyard.client import answers, calls, pipelines, taskfiles
+from runyard.client import answers, calls, pipelines, taskfiles, tracking
 from runyard.client.answers import Reply, auth_headers
 from runyard.client.calls import JobCall, checked_json
 from runyard.client.discovery import find_server, read_record
@@ -310,6 +310,35 @@ class Client:
         current). A missing task raises ``NotFound``."""
         return taskfiles.runs_answer(self._api_json("GET", taskfiles.task_path(task_id, "runs")))
 
+    def task_run(self, task_id: str, run_id: str) -> taskfiles.TaskRunDetail:
+        """One run of a task, current or earlier (``GET /api/v1/tasks/{id}/runs/{run_id}``):
+        its state and times, ``config``, ``params``, ``metrics`` (a summary per metric),
+        ``result`` and ``files`` (path, size, sha256), each downloadable with
+        ``download(task_id, path, run_id=run_id)``. An unknown run raises ``NotFound``."""
+        body = self._api_json("GET", taskfiles.run_path(task_id, run_id))
+        return taskfiles.run_answer(body)
+
+    def metrics(
+        self, task_id: str, run_id: str | None = None, name: str | None = None,
+        max_points: int | None = None,
+    ) -> tracking.TaskMetrics:  # fmt: skip
+        """A task's metrics over steps (``GET /api/v1/tasks/{id}/metrics``): ``.runs`` holds
+        each run (the current one first, then kept ones newest first; only ``run_id`` when
+        given), each with a :class:`~runyard.client.tracking.MetricSeries` per metric
+        (``steps``, ``values``, ``times`` in logged order). ``name`` keeps one metric;
+        ``max_points`` (2-10000) thins each series, keeping its first, last and extremes.
+        A missing task or run raises ``NotFound``."""
+        query = tracking.metrics_query(run_id, name, max_points)
+        body = self._api_json("GET", tracking.metrics_path(task_id), params=query)
+        return tracking.metrics_answer(body)
+
+    def compare(self, ids: Iterable[str]) -> tracking.Comparison:
+        """2-20 runs side by side (``GET /api/v1/compare``): each of ``ids`` is a task id
+        or name, ``<task>@<run id>`` for an earlier run. ``.params`` lists each param with
+        a value per run, those that differ first; ``.metrics`` a summary per run."""
+        body = self._api_json("GET", tracking.COMPARE, params=tracking.compare_query(ids))
+        return tracking.compare_answer(body)
+
     def list_task_files(self, task_id: str) -> list[TaskFile]:
         """The files of the task's folder a download serves (``GET /api/v1/tasks/{id}/files``),
         each with its ``path`` (as :meth:`download` takes it) and ``size``."""
@@ -324,8 +353,9 @@ class Client:
         ``dest``: a file path, or a folder to save it in under its own name (default: the
         current folder); answers the path written. It is written beside its place and
         renamed there once whole, so a failed download leaves nothing. With ``run_id``,
-        only that run's file: another current run raises :class:`~runyard.errors.HTTPError`
-        409. A missing file raises ``NotFound`` (a running task's: "not written yet")."""
+        that run's file (the current run's or an earlier, kept one's; an unknown run raises
+        ``NotFound``). A missing file raises ``NotFound`` (a running task's: "not written
+        yet")."""
         return taskfiles.download(self._http, self.url, task_id, path, run_id, dest)
 
     def login_code(self) -> dict[str, Any]:
