@@ -106,6 +106,7 @@ export function metricChart(name, lines) {
       labels = key;
       plot = new uPlot(options(name, next, width()), data, el);
     }
+    el.setAttribute("aria-label", `${name} over steps: ${next.map((line) => line.label).join("; ")}`);
     el.dataset.series = String(next.length);
     el.dataset.points = String(next.reduce((n, line) => n + line.steps.length, 0));
   };
