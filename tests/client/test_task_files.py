@@ -91,7 +91,7 @@ def test_refusals_leave_nothing_behind(srv: ServerProcess, made: str, tmp_path: 
     assert target.read_text() == "mine" and leftovers(tmp_path) == []
 
 
-def test_a_run_id_gets_that_runs_file_only(srv: ServerProcess, tmp_path: Path) -> None:
+def test_a_run_id_gets_that_runs_file_after_a_rerun(srv: ServerProcess, tmp_path: Path) -> None:
     with Client(srv.url, srv.token) as client:
         first = client.submit("command", name="rerun", command="sh -c 'echo one > out.txt'")
         assert client.wait(first, timeout=60).state == "succeeded"
@@ -99,17 +99,26 @@ def test_a_run_id_gets_that_runs_file_only(srv: ServerProcess, tmp_path: Path) -
         assert saved.read_text() == "one\n"
         second = client.submit("command", name="rerun", command="sh -c 'echo two > out.txt'")
         assert client.wait(second, timeout=60).state == "succeeded"
-        with pytest.raises(HTTPError) as replaced:
-            client.download(first.task_id, "out.txt", run_id=first.run_id, dest=tmp_path)
+        again = client.download(
+            first.task_id, "out.txt", run_id=first.run_id, dest=tmp_path / "again.txt"
+        )
+        now = client.download(first.task_id, "out.txt", dest=tmp_path / "now.txt")
         runs = client.task_runs(first.task_id)
-    assert replaced.value.status_code == 409 and first.run_id in str(replaced.value.detail)
-    assert saved.read_text() == "one\n" and leftovers(tmp_path) == []  # the old copy stays
+        kept = client.task_run(first.task_id, first.run_id)
+        with pytest.raises(NotFound):
+            client.task_run(first.task_id, "0" * 32)
+        with pytest.raises(NotFound):
+            client.download(first.task_id, "out.txt", run_id="0" * 32, dest=tmp_path)
+    assert again.read_text() == "one\n" and now.read_text() == "two\n"
+    assert kept.current is False and kept.state is TaskState.SUCCEEDED
+    assert {f.path: f.size for f in kept.files}["out.txt"] == 4
     assert isinstance(runs, TaskRuns) and all(isinstance(r, TaskRunEntry) for r in runs.runs)
     assert [(r.run_id, r.current) for r in runs.runs] == [
         (second.run_id, True),
         (first.run_id, False),
     ]
     assert runs.runs[0].state is TaskState.SUCCEEDED and runs.runs[0].exit_code == 0
+    assert leftovers(tmp_path) == []
 
 
 def test_a_running_tasks_file_is_not_written_yet(srv: ServerProcess, tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """``GET /api/v1/tasks/{task_id}/files/{path}?run_id=R``: a file of run R only.
 
-A fixed-name rerun replaces the task folder, and the history keeps only a replaced run's
-records, never its files (:mod:`runyard.workspace.history`), so the files served are
-always the current run's. A caller that names the run it means gets 409
-(:class:`~runyard.errors.RunMismatch`) instead of another run's file. The current run is
+A fixed-name rerun replaces the task folder (the replaced run is kept whole in the
+history: ``GET /api/v1/tasks/{id}/runs/{run_id}/files/{path}`` serves its files,
+:mod:`runyard.api.run_view`), so the files served here are always the current run's. A
+caller that names the run it means gets 409 (:class:`~runyard.errors.RunMismatch`) instead
+of another run's file. The current run is
 read after the file was opened: had a rerun replaced the folder before the open, it
 names the new run, and the file is refused.
 """

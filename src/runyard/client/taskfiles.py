@@ -3,12 +3,14 @@
     client.list_task_files("api-demo")                     # [TaskFile(path, size), ...]
     client.download("api-demo", "report.md", dest="out/")  # Path("out/report.md")
     client.task_runs("api-demo").runs[0].state             # TaskState.SUCCEEDED
+    client.task_run("api-demo", run_id).files              # [RunFile(path, size, sha256)]
+    client.download("api-demo", "model.bin", run_id=run_id)  # an earlier run's file
 
 A download is streamed in chunks into a hidden temporary file beside its destination and
 renamed into place once whole: an interrupted or refused download leaves nothing behind,
-and never half a file under the destination's name. ``run_id`` asks for that run's file
-only: the server answers 409 when another run is current (a fixed-name rerun replaced
-it; only a replaced run's records are kept, not its files).
+and never half a file under the destination's name. ``run_id`` asks for that run's file,
+the current run's or an earlier one a fixed-name rerun or a retry replaced (every run is
+kept whole: ``GET /api/v1/tasks/{id}/runs/{run_id}/files/{path}``).
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from typing import IO, Any
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel, Field
 
 from runyard.client.answers import checked_json
 from runyard.client.calls import adapter, unreachable
-from runyard.wire import TaskFile, TaskRuns
+from runyard.wire import TaskFile, TaskRunEntry, TaskRuns
 
 CHUNK = 1 << 20
 LOGIN_CODES = "/api/v1/login/codes"  # a Studio login link's one-time code
@@ -39,13 +42,41 @@ def task_path(task_id: str, *rest: str) -> str:
     return "/".join(["/api/v1/tasks", quote(task_id, safe=""), *rest])
 
 
-def file_path(task_id: str, path: str) -> str:
-    """The download route of ``path`` (a name as listed: ``/`` separates folders)."""
-    return task_path(task_id, "files", quote(path, safe="/"))
+def file_path(task_id: str, path: str, run_id: str | None = None) -> str:
+    """The download route of ``path`` (a name as listed: ``/`` separates folders), of run
+    ``run_id`` when given."""
+    if run_id is None:
+        return task_path(task_id, "files", quote(path, safe="/"))
+    return task_path(task_id, "runs", quote(run_id, safe=""), "files", quote(path, safe="/"))
 
 
-def run_params(run_id: str | None) -> dict[str, str]:
-    return {"run_id": run_id} if run_id is not None else {}
+def run_path(task_id: str, run_id: str) -> str:
+    return task_path(task_id, "runs", quote(run_id, safe=""))
+
+
+class RunFile(BaseModel):
+    """A file of one run: ``path`` as a download takes it, ``size``, and ``sha256`` (null
+    for a large file of the current run, which is not hashed on each request)."""
+
+    path: str
+    size: int
+    sha256: str | None = None
+
+
+class TaskRunDetail(TaskRunEntry):
+    """One run (``GET /api/v1/tasks/{id}/runs/{run_id}``): its status fields, inputs,
+    params (inputs with the logged ones), metric summaries, result and files."""
+
+    task_id: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    result: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    files: list[RunFile] = Field(default_factory=list)
+
+
+def run_answer(body: dict[str, Any]) -> TaskRunDetail:
+    return TaskRunDetail.model_validate(body)
 
 
 def files_answer(body: dict[str, Any]) -> list[TaskFile]:
@@ -90,9 +121,9 @@ def download(
 ) -> Path:  # fmt: skip
     """The synchronous download (see the module docstring); answers the path written."""
     target = target_of(path, dest)
-    route, params = file_path(task_id, path), run_params(run_id)
+    route = file_path(task_id, path, run_id)
     try:
-        with http.stream("GET", route, params=params) as reply:
+        with http.stream("GET", route) as reply:
             if reply.status_code != 200:
                 reply.read()
                 checked_json(reply)  # raises the answer's error
@@ -110,9 +141,9 @@ async def download_async(
 ) -> Path:  # fmt: skip
     """:func:`download` as a coroutine; the file is written off the event loop."""
     target = target_of(path, dest)
-    route, params = file_path(task_id, path), run_params(run_id)
+    route = file_path(task_id, path, run_id)
     try:
-        async with http.stream("GET", route, params=params) as reply:
+        async with http.stream("GET", route) as reply:
             if reply.status_code != 200:
                 await reply.aread()
                 checked_json(reply)
