@@ -47,9 +47,10 @@ def research(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         assert done.returncode == 0, done.stdout + done.stderr
         final = re.search(r"Final task: (\S+)", done.stdout)
         link = re.search(r"Studio: (\S+)", done.stdout)
-        assert final and link, done.stdout
+        compare = re.search(r"Compare the models: (\S+)", done.stdout)
+        assert final and link and compare, done.stdout
         yield {"server": server, "final": final.group(1), "link": link.group(1),
-               "stdout": done.stdout, "elapsed": elapsed}  # fmt: skip
+               "compare": compare.group(1), "stdout": done.stdout, "elapsed": elapsed}  # fmt: skip
     finally:
         server.stop()
 
@@ -303,3 +304,41 @@ def test_without_pyarrow_the_preview_says_so(tmp_path: Path) -> None:
         assert "pip install pyarrow" in reply.json()["error"]["message"]
     finally:
         server.stop()
+
+
+def test_training_is_tracked_and_the_models_compared(research: dict[str, Any]) -> None:
+    """Each fold's R² is a step of cv_r2 and the model a logged param; the report and the
+    analysis task compare the models through the compare API's function; the CLI prints
+    a login link to the Studio's compare view of them."""
+    server, final = research["server"], research["final"]
+    trains = sorted(tasks_by_kind(server, final)["train"])
+    with server.client() as client:
+        for task_id in trains:
+            reply = client.get(f"/api/v1/tasks/{quote(task_id, safe='')}/metrics")
+            assert reply.status_code == 200, reply.text
+            metrics = reply.json()["runs"][0]["metrics"]
+            assert metrics["cv_r2"]["steps"] == [1, 2, 3, 4, 5]
+            assert set(metrics) == {"cv_r2", "cv_r2_mean", "train_r2"}
+        compared = client.get("/api/v1/compare", params=[("id", t) for t in trains]).json()
+    first = compared["params"][0]
+    assert first["differs"] and {"model", "max_depth"} <= {
+        row["name"] for row in compared["params"] if row["differs"]
+    }
+    assert {item["params"]["model"] for item in compared["items"]} == {"ridge", "random_forest"}
+    route = "/compare?ids=" + quote(",".join(sorted(trains, reverse=True)), safe="")
+    assert re.fullmatch(
+        rf"{re.escape(server.url)}/#login=[\w%-]+&to={re.escape(route)}", research["compare"]
+    ), research["compare"]
+    report = (server.workspace / "analysis" / final / "report.md").read_text()
+    assert "## Training runs" in report and f"`#{route}`" in report
+    assert re.search(r"\| model \| \"(ridge|random_forest)\" \|", report), report
+    assert "(5 folds)" in report
+    analysis = run_task(server, "research_analysis", source_tasks=",".join(trains))
+    assert analysis["state"] == "succeeded", analysis
+    summary = json.loads((server.workspace / "analysis" / analysis["task_id"] / "summary.json")
+                         .read_text())  # fmt: skip
+    models = summary["models"]
+    assert [m["cv_r2"] for m in models] == sorted((m["cv_r2"] for m in models), reverse=True)
+    assert all(m["cv_r2_folds"] == 5 and m["cv_r2_min"] <= m["cv_r2_max"] for m in models)
+    assert "model" in {row["name"] for row in summary["differing_params"]}
+    assert summary["studio_compare"].startswith("/compare?ids=")

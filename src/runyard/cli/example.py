@@ -8,7 +8,8 @@ crosses the etl/, train/, backtest/ and analysis/ folders. ``--dataset`` is the 
 ``dataset`` parameter. The workspace's server runs it when one answers (one pipeline run,
 as ``runyard pipeline run`` makes); else a supervisor in this process runs it from the
 files. Progress bars follow every step; the Studio link of the final task is printed last
-(never with a token in it).
+(never with a token in it), after the link to the Studio's comparison of the trained
+models (their params side by side, their metrics over the cross-validation folds).
 """
 
 from __future__ import annotations
@@ -86,6 +87,14 @@ def studio_link(base_url: str, task_id: str, client: Client | None = None) -> st
     return studiolinks.page_link(base_url, studiolinks.route("tasks", task_id), client)
 
 
+def compare_link(base_url: str, task_ids: list[str], client: Client | None = None) -> str:
+    """The Studio's compare view of ``task_ids`` (the trained models), a one-time login
+    link to it where ``client`` holds the server token."""
+    from runyard.cli import studiolinks
+
+    return studiolinks.page_link(base_url, studiolinks.compare_route(task_ids), client)
+
+
 @contextmanager
 def started_run(
     backend: RemoteBackend | LocalBackend, pipe: Pipeline, dataset: str
@@ -148,15 +157,18 @@ def research(
 
     client = backend.client if isinstance(backend, RemoteBackend) else None
     link = studio_link(base_url, report, client)
+    compare = compare_link(base_url, [t for key, t in steps.items() if key.startswith("train")],
+                           client)  # fmt: skip
     if as_json:
         tasks: dict[str, list[str]] = {}
         for task_id in steps.values():
             tasks.setdefault(task_id.split("#")[0], []).append(task_id)
         print_json({"final_task": report, "tasks": tasks, "studio_url": link, "served": served,
-                    "pipeline_run": run["id"]})  # fmt: skip
+                    "compare_url": compare, "pipeline_run": run["id"]})  # fmt: skip
         return
     console.print(f"Pipeline run: {run['id']}", highlight=False)
     console.print(f"Final task: [bold]{report}[/]", highlight=False)
     if not served:
         console.print("Ran from the files (no server answered); start `runyard serve` to open:")
+    console.print(f"Compare the models: {compare}", highlight=False, soft_wrap=True)
     console.print(f"Studio: {link}", highlight=False, soft_wrap=True)

@@ -22,6 +22,12 @@ def route(kind: str, ident: str) -> str:
     return f"/{kind}/{quote(ident, safe='')}"
 
 
+def compare_route(refs: list[str]) -> str:
+    """The Studio's compare view of ``refs`` (task ids, ``<id>@<run id>`` for a run):
+    ``/compare?ids=<refs, comma separated, encoded>``."""
+    return "/compare?ids=" + quote(",".join(refs), safe="")
+
+
 def page_link(base_url: str, page: str, client: Client | None = None) -> str:
     """The address of ``page`` (a :func:`route`): a one-time login link to it when
     ``client`` may mint one, else the plain address."""

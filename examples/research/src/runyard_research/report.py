@@ -1,5 +1,8 @@
 """``research_report`` (analysis): the last task of the pipeline. It compares the runs of
-its upstream research_backtest tasks in a Markdown report that embeds their figures."""
+its upstream research_backtest tasks in a Markdown report that embeds their figures, and
+the training runs behind them through the compare API's own function
+(:mod:`runyard_research.tracked`): the params that differ, the cross-validated R² over the
+folds, and the route of the Studio's compare view of them."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ from pydantic import Field
 from runyard.tasks.base import Task, TaskInput, TaskOutput, TaskRun
 from runyard.workspace.identity import TaskType
 from runyard_research.plots import comparison_bars
-from runyard_research.upstream import BACKTEST, Upstream, upstreams
+from runyard_research.tracked import compare_tasks, differing_params, studio_compare_route
+from runyard_research.upstream import BACKTEST, TRAIN, Upstream, upstreams
 
 LOWER_IS_BETTER = {"rmse", "mae"}
 
@@ -56,10 +60,12 @@ class Report(Task):
                 [r["label"] for r in rows], [r["test_r2"] for r in rows], "test R2", inputs.plot_dpi
             )
             (figures / "comparison.png").write_bytes(chart)
+            trains = training_runs(run, sources)
         with run.step("write"):
-            (run.task_dir / "report.md").write_text(markdown(inputs, rows), encoding="utf-8")
+            text = markdown(inputs, rows) + training_markdown(trains)
+            (run.task_dir / "report.md").write_text(text, encoding="utf-8")
             (run.task_dir / "summary.json").write_text(
-                json.dumps({"rank_by": inputs.rank_by, "runs": rows}, indent=2)
+                json.dumps({"rank_by": inputs.rank_by, "runs": rows, "training": trains}, indent=2)
             )
             run.record_artifact("report", "report.md")
             run.record_artifact("summary", "summary.json")
@@ -80,6 +86,35 @@ def _row(index: int, source: Upstream) -> dict[str, Any]:
         "rmse": summary["rmse"], "mae": summary["mae"], "rows": summary.get("rows"),
         "dataset_task": summary.get("dataset_task"), "figure": f"backtest-{index}.png",
     }  # fmt: skip
+
+
+def training_runs(run: TaskRun, sources: list[Upstream]) -> dict[str, Any]:
+    """The train tasks behind the backtests compared: the params that differ, each one's
+    ``cv_r2`` over its folds, and the Studio's compare route of them."""
+    ids = list(dict.fromkeys(p.task_id for s in sources for p in s.parents(TRAIN)))
+    table = compare_tasks(run, ids)
+    folds = next((row["values"] for row in table["metrics"] if row["name"] == "cv_r2"), [])
+    return {"task_ids": ids, "differing_params": differing_params(table),
+            "cv_r2_folds": folds, "studio_compare": studio_compare_route(ids)}  # fmt: skip
+
+
+def training_markdown(trains: dict[str, Any]) -> str:
+    """The report's last section: the training runs side by side."""
+    ids = trains["task_ids"]
+    lines = ["", "## Training runs", "", "| param | " + " | ".join(f"`{t}`" for t in ids) + " |",
+             "|---|" + "---|" * len(ids)]  # fmt: skip
+    for row in trains["differing_params"]:
+        values = " | ".join(_cell(json.dumps(value)) for value in row["values"])
+        lines.append(f"| {_cell(row['name'])} | {values} |")
+    folds = trains["cv_r2_folds"] or [None] * len(ids)
+    spreads = " | ".join(
+        f"{_number(f['min'])} to {_number(f['max'])} ({f.get('count')} folds)" if f else "-"
+        for f in folds
+    )
+    lines += [f"| cv R² over folds | {spreads} |", "",
+              f"Compare them in the Studio: `#{trains['studio_compare']}` (after the server's "
+              "address; `runyard example research` prints the link).", ""]  # fmt: skip
+    return "\n".join(lines)
 
 
 def _number(value: Any) -> str:

@@ -1,5 +1,11 @@
 """``research_train`` (train): fit a model on its upstream etl task's ``train.parquet``
-and write ``model.pkl`` plus ``metrics.json``."""
+and write ``model.pkl`` plus ``metrics.json``.
+
+It is tracked as an experiment: each cross-validation fold's R² is the metric ``cv_r2`` at
+step = the fold's number, their mean ``cv_r2_mean`` and the final fit's ``train_r2`` are
+metrics too, and the model family, its hyper-parameters and the data's shape are logged
+params (beside the inputs, which are params already). ``runyard metrics``,
+``runyard compare`` and the Studio read them back."""
 
 from __future__ import annotations
 
@@ -54,11 +60,15 @@ class Train(Task):
             x, y = frame.drop(columns=[TARGET]), frame[TARGET]
             run.log(f"Read {len(frame)} train rows from {etl.task_id}")
         estimator, params = build_model(inputs)
+        run.log_params({"model": inputs.model, **params, "rows": len(frame),
+                        "features": x.shape[1], "dataset_task": etl.task_id})  # fmt: skip
         with run.step("cross-validate"):
             cv_r2 = cross_validate(estimator, x, y, inputs, run)
+            run.log_metric("cv_r2_mean", cv_r2)
         with run.step("fit"):
             estimator.fit(x, y)
             train_r2 = float(estimator.score(x, y))
+            run.log_metric("train_r2", train_r2)
             run.log(f"{inputs.model} {params}: cv R2={cv_r2:.3f} train R2={train_r2:.3f}")
         with run.step("write"):
             (run.task_dir / "model.pkl").write_bytes(pickle.dumps(estimator))
@@ -95,7 +105,8 @@ def build_model(inputs: TrainInput):  # type: ignore[no-untyped-def]
 
 
 def cross_validate(estimator, x, y, inputs: TrainInput, run: TaskRun) -> float:  # type: ignore[no-untyped-def]
-    """Mean R^2 over ``cv_folds`` seeded folds, one progress tick per fold."""
+    """Mean R^2 over ``cv_folds`` seeded folds, one progress tick and one ``cv_r2`` point
+    (step = the fold's number, from 1) per fold."""
     import numpy as np
     from sklearn.base import clone
 
@@ -106,5 +117,6 @@ def cross_validate(estimator, x, y, inputs: TrainInput, run: TaskRun) -> float: 
         kept = np.setdiff1d(order, held_out)
         model = clone(estimator).fit(x.iloc[kept], y.iloc[kept])
         scores.append(float(model.score(x.iloc[held_out], y.iloc[held_out])))
+        run.log_metric("cv_r2", scores[-1], step=index)
         run.progress("cross-validate", 100 * index / inputs.cv_folds)
     return sum(scores) / len(scores)
