@@ -238,6 +238,15 @@ def test_a_declared_length_past_the_limit_is_refused_before_the_body(
     assert staged_files(server) == set()
 
 
+def test_a_body_of_another_type_is_refused_by_its_content_type(server: ServerProcess) -> None:
+    for media in ("text/plain", "application/json", "multipart/form-data; boundary=x"):
+        with httpx.Client(base_url=server.url, headers=server.headers, timeout=30) as client:
+            reply = client.post("/files", content=b"{}", headers={"content-type": media})
+        assert reply.status_code == 415, reply.text
+        assert "application/octet-stream" in reply.json()["detail"]
+    assert staged_files(server) == set()
+
+
 def test_a_dropped_connection_leaves_nothing(server: ServerProcess) -> None:
     """Half of a declared 512 KiB body, then the connection closes."""
     host, port = server.url.removeprefix("http://").split(":")

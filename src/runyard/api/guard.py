@@ -221,8 +221,10 @@ def _content_type_refusal(path: str, headers: dict[str, str]) -> UnsupportedMedi
         expected = f"a task as a tar stream ({TAR_MEDIA})"
     elif path.startswith(MLFLOW_ARTIFACTS_PREFIX):  # a file's own bytes, of its own type
         return None
-    elif path == FILES_PATH and media == OCTET_MEDIA:
-        return None  # any other type on /files is held to JSON below (a DELETE has no body)
+    elif path == FILES_PATH:  # a POST's body is one file's bytes; a DELETE has none
+        if media == OCTET_MEDIA or not (media or _has_body(headers)):
+            return None
+        expected = f"the raw bytes of one file ({OCTET_MEDIA})"
     elif _is_json(media) or not (media or _has_body(headers)):
         return None
     else:
