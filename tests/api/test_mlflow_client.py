@@ -371,3 +371,63 @@ def test_a_run_is_not_opened_on_a_disk_below_min_free_mb(tmp_path: Path) -> None
         )
     finally:
         low.stop()
+
+
+def test_experiments_tags_and_params_follow_mlflow_rules(srv: ServerProcess) -> None:
+    base = "/mlflow/api/2.0/mlflow"
+    with srv.client() as client:
+        made = client.post(
+            f"{base}/experiments/create",
+            json={"name": "mlf_rules", "tags": [{"key": "owner", "value": "ana"}]},
+        )
+        assert made.json() == {"experiment_id": "mlf_rules"}, made.text
+        tagged = client.post(
+            f"{base}/experiments/set-experiment-tag",
+            json={"experiment_id": "mlf_rules", "key": "stage", "value": "dev"},
+        )
+        assert tagged.status_code == 200, tagged.text
+        got = client.get(f"{base}/experiments/get", params={"experiment_id": "mlf_rules"})
+        tags = {t["key"]: t["value"] for t in got.json()["experiment"]["tags"]}
+        assert tags == {"owner": "ana", "stage": "dev"}
+        found = client.post(
+            f"{base}/experiments/search", json={"filter": "name LIKE 'mlf_r%'"}
+        ).json()
+        assert [e["name"] for e in found["experiments"]] == ["mlf_rules"]
+        pages, token = [], None
+        while True:
+            answer = client.post(
+                f"{base}/experiments/search", json={"max_results": 2, "page_token": token}
+            ).json()
+            pages.append([e["name"] for e in answer["experiments"]])
+            token = answer.get("next_page_token")
+            if not token:
+                break
+        names = [name for page in pages for name in page]
+        assert names[0] == "Default" and "mlf_rules" in names and len(set(names)) == len(names)
+        run = client.post(
+            f"{base}/runs/create", json={"experiment_id": "mlf_rules", "run_name": "p1"}
+        ).json()["run"]["info"]["run_id"]
+        batch = {"run_id": run, "params": [{"key": "alpha", "value": "0.1"}]}
+        assert client.post(f"{base}/runs/log-batch", json=batch).status_code == 200
+        assert client.post(f"{base}/runs/log-batch", json=batch).status_code == 200  # same
+        changed = {"run_id": run, "params": [{"key": "alpha", "value": "0.2"}]}
+        refused = client.post(f"{base}/runs/log-batch", json=changed)
+        assert refused.status_code == 400
+        assert "Changing param values is not allowed" in refused.json()["message"]
+        taken = client.post(
+            f"{base}/runs/create", json={"experiment_id": "mlf_rules", "run_name": "p1"}
+        )
+        assert taken.json()["error_code"] == "RESOURCE_ALREADY_EXISTS"  # still running
+        ended = client.post(f"{base}/runs/update", json={"run_id": run, "status": "FINISHED"})
+        assert ended.json()["run_info"]["status"] == "FINISHED"
+        again = client.post(
+            f"{base}/runs/create", json={"experiment_id": "mlf_rules", "run_name": "p1"}
+        ).json()["run"]["info"]["run_id"]
+        assert again != run
+        earlier = client.get(f"{base}/runs/get", params={"run_id": run}).json()["run"]
+        assert earlier["info"]["status"] == "FINISHED"  # kept as the task's history
+        assert earlier["data"]["params"] == [{"key": "alpha", "value": "0.1"}]
+        write_kept = client.post(
+            f"{base}/runs/set-tag", json={"run_id": run, "key": "k", "value": "v"}
+        )
+        assert write_kept.json()["error_code"] == "INVALID_STATE"
