@@ -19,7 +19,6 @@ from runyard.agents.models import RunScope
 from runyard.api import job_args as a
 from runyard.api.detail import with_detail
 from runyard.api.idempotency import current_key
-from runyard.api.run_logs import kept_log_path
 from runyard.api.scopes import (
     can_see,
     require_visible,
@@ -45,6 +44,7 @@ from runyard.runtime.submitters import (
 from runyard.runtime.supervisor import TaskHandle
 from runyard.runtime.taskcache import CacheRequest
 from runyard.tasks.base import TaskDefinition
+from runyard.workspace.history import kept_run_log
 from runyard.workspace.identity import parse_task_id
 from runyard.workspace.logs import TaskLogChunk, read_log_window
 from runyard.workspace.records import TaskStatus
@@ -200,7 +200,7 @@ async def _status(s: Services, args: a.StatusArgs, hub: ChangeHub, scope: Scope)
 async def _read_log(s: Services, args: a.ReadLogArgs, hub: ChangeHub, scope: Scope) -> JobResult:
     status = await run_in_threadpool(current_status, s, args.task_id, scope)
     if args.run_id is not None and status.run_id != args.run_id:  # a kept run's log
-        log_path = await run_in_threadpool(kept_log_path, s, status, args.run_id)
+        log_path = await run_in_threadpool(kept_run_log, s.workspace, status, args.run_id)
     else:
         log_path = log_to_read(s.workspace, status)
     chunk = await run_in_threadpool(read_log_window, log_path, args.offset, args.limit)

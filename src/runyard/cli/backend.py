@@ -42,7 +42,9 @@ class Backend(Protocol):
         with the count the filters keep."""
 
     def status(self, task_id: str) -> TaskStatus: ...
-    def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk: ...
+    def log(
+        self, task_id: str, offset: int, limit: int, run_id: str | None = None
+    ) -> TaskLogChunk: ...
     def graph(self, task_id: str) -> TaskGraph: ...
     def context(self, task_id: str) -> TaskContext: ...
     def cancel(self, task_id: str) -> bool: ...
@@ -102,8 +104,10 @@ class RemoteBackend:
     def status(self, task_id: str) -> TaskStatus:
         return self.client.status(task_id)
 
-    def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
-        return self.client.read_task_log(task_id, offset, limit)
+    def log(
+        self, task_id: str, offset: int, limit: int, run_id: str | None = None
+    ) -> TaskLogChunk:
+        return self.client.read_task_log(task_id, offset, limit, run_id)
 
     def graph(self, task_id: str) -> TaskGraph:
         return self.client.get_task_graph(task_id)
@@ -199,12 +203,18 @@ class LocalBackend:
 
         return settle(self.workspace, status)
 
-    def log(self, task_id: str, offset: int, limit: int) -> TaskLogChunk:
+    def log(
+        self, task_id: str, offset: int, limit: int, run_id: str | None = None
+    ) -> TaskLogChunk:
         from runyard.runtime.submitters import log_to_read
+        from runyard.workspace.history import kept_run_log
         from runyard.workspace.logs import read_log_window
 
         status = self.status(task_id)
-        return read_log_window(log_to_read(self.workspace, status), offset, limit)
+        path = log_to_read(self.workspace, status)
+        if run_id is not None and run_id != status.run_id:
+            path = kept_run_log(self.workspace, status, run_id)
+        return read_log_window(path, offset, limit)
 
     def graph(self, task_id: str) -> TaskGraph:
         parse_task_id(task_id)

@@ -349,6 +349,10 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new output until the task ends")
     ] = False,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="The log of this run (an earlier one too; see runyard runs)"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print a bounded window of a task's log (byte offsets), or its last -n lines."""
@@ -357,17 +361,17 @@ def logs(
     if lines is not None and as_json:
         fail("--lines prints text; use --offset/--limit with --json")
     if lines is not None:
-        text, next_offset = last_lines(lambda at, size: backend.log(task_id, at, size), lines)
+        text, next_offset = last_lines(lambda at, size: backend.log(task_id, at, size, run), lines)
         sys.stdout.write(text)
     else:
-        chunk = backend.log(task_id, offset, limit)
+        chunk = backend.log(task_id, offset, limit, run)
         if as_json and not follow:
             print_json(chunk.model_dump())
             return
         sys.stdout.write(chunk.content)
         next_offset = chunk.next_offset
     try:
-        _follow(backend, task_id, next_offset, limit) if follow else None
+        _follow(backend, task_id, next_offset, limit) if follow and run is None else None
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     sys.stdout.flush()

@@ -191,9 +191,9 @@ class AsyncClient:
         return await self._execute(calls.status_call(task_id))
 
     async def read_task_log(
-        self, task_id: str, offset: int = -1, limit: int = 65536
+        self, task_id: str, offset: int = -1, limit: int = 65536, run_id: str | None = None
     ) -> TaskLogChunk:
-        return await self._execute(calls.log_call(task_id, offset, limit))
+        return await self._execute(calls.log_call(task_id, offset, limit, run_id))
 
     async def stream_task(self, task_id: str, poll_interval: float = 0.5) -> TaskStatus:
         return await self._execute(calls.stream_call(task_id, poll_interval))

@@ -180,8 +180,12 @@ def status_call(task_id: str) -> JobCall[TaskStatus]:
     return JobCall("status", {"task_id": task_id}, TaskStatus)
 
 
-def log_call(task_id: str, offset: int, limit: int) -> JobCall[TaskLogChunk]:
-    args = {"task_id": task_id, "offset": offset, "limit": limit}
+def log_call(
+    task_id: str, offset: int, limit: int, run_id: str | None = None
+) -> JobCall[TaskLogChunk]:
+    args: dict[str, Any] = {"task_id": task_id, "offset": offset, "limit": limit}
+    if run_id is not None:
+        args["run_id"] = run_id
     return JobCall("read_task_log", args, TaskLogChunk)
 
 

@@ -433,10 +433,13 @@ class Client:
         """The current status of ``task_id``."""
         return self._execute(calls.status_call(task_id))
 
-    def read_task_log(self, task_id: str, offset: int = -1, limit: int = 65536) -> TaskLogChunk:
+    def read_task_log(
+        self, task_id: str, offset: int = -1, limit: int = 65536, run_id: str | None = None
+    ) -> TaskLogChunk:
         """A window of the task's log from byte ``offset`` (``-1``: its tail); continue
-        from the chunk's ``next_offset``."""
-        return self._execute(calls.log_call(task_id, offset, limit))
+        from the chunk's ``next_offset``. ``run_id``: that run's log (an earlier, kept run's
+        too)."""
+        return self._execute(calls.log_call(task_id, offset, limit, run_id))
 
     def stream_task(self, task_id: str, poll_interval: float = 0.5) -> TaskStatus:
         """Wait for the task's current run to end; answers its final status."""

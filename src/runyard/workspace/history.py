@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runyard.errors import NoSuchFile, UnsafePath
+from runyard.errors import NoSuchFile, RunMismatch, UnsafePath
 from runyard.faults import fault_point
 from runyard.tracking.points import METRICS_FILE, PARAMS_FILE
 from runyard.workspace.dedup import manifest_name, schedule_dedup
@@ -429,6 +429,15 @@ def run_status(workspace: Workspace, task_id: str, run_id: str) -> TaskStatus | 
     if current is not None and current.run_id == run_id:
         return current
     return _kept_status(workspace, task_id, run_id)
+
+
+def kept_run_log(workspace: Workspace, current: TaskStatus, run_id: str) -> str:
+    """The log path of run ``run_id`` of ``current``'s task, derived from the ids alone
+    (``<log_dir>/<type>/<task_id>/<run_id>.log``; a rerun or a retry leaves it there);
+    RunMismatch when the task has no such run, current or kept."""
+    if run_status(workspace, current.task_id, run_id) is None:
+        raise RunMismatch(current.task_id, run_id, current.run_id)
+    return os.path.abspath(workspace.run_log_path(current.task_id, run_id))
 
 
 def run_ids(workspace: Workspace, task_id: str) -> list[str]:
