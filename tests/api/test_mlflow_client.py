@@ -309,6 +309,27 @@ def test_bad_requests_answer_mlflow_errors_never_500(srv: ServerProcess) -> None
                 "INVALID_PARAMETER_VALUE",
             ),  # noqa: E501
             ("post", "/runs/search", [1, 2], 400, "INVALID_PARAMETER_VALUE"),
+            (
+                "post",
+                "/runs/log-metric",
+                {"run_id": "f" * 32, "key": "a", "value": 1, "timestamp": 10**400},
+                400,
+                "INVALID_PARAMETER_VALUE",
+            ),  # noqa: E501
+            (
+                "post",
+                "/runs/log-metric",
+                {"run_id": "f" * 32, "key": "a", "value": 10**400, "timestamp": 1},
+                400,
+                "INVALID_PARAMETER_VALUE",
+            ),  # noqa: E501
+            (
+                "post",
+                "/runs/update",
+                {"run_id": "f" * 32, "status": "RUNNING", "end_time": 10**400},
+                404,
+                "RESOURCE_DOES_NOT_EXIST",
+            ),  # noqa: E501
             ("post", "/model-versions/create", {}, 404, "ENDPOINT_NOT_FOUND"),
         ]
         for method, path, body, status, code in cases:

@@ -107,7 +107,7 @@ def metric_point(metric: object) -> Point:
         step = int(step)
     if isinstance(stamp, str) and stamp.isdigit():
         stamp = int(stamp)
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float):
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or abs(stamp) >= 2**63:
         raise MlflowRefusal(INVALID, "A metric's timestamp must be epoch milliseconds")
     wire = {"name": metric.get("key"), "value": metric.get("value"), "step": step,
             "time": stamp / 1000}  # fmt: skip
