@@ -203,6 +203,16 @@ def test_clients_answer_typed_metrics_and_comparisons(tracked: dict[str, Any]) -
         assert table.metrics[1].values[0].max == max(expected("loss", 2.0))
         with pytest.raises(TypeError):
             client.compare("sweep")  # type: ignore[arg-type]
+        command = table.items[0].params["command"]
+        page = client.task_page(
+            sort="metrics.loss:desc", params={"shell": False, "command": command}
+        )
+        assert [status.task_id for status in page] == ["base#command#sweep"] and page.total == 1
+        ranked = client.task_page(sort="metrics.acc", order="desc", params={"shell": False})
+        assert [status.task_id for status in ranked][:2] == [
+            "base#command#other",
+            "base#command#sweep",
+        ]
 
     async def read() -> tuple[Any, Any]:
         async with AsyncClient(server.url, server.token) as aclient:
@@ -210,6 +220,12 @@ def test_clients_answer_typed_metrics_and_comparisons(tracked: dict[str, Any]) -
                 ["other", f"sweep@{tracked['first']}"]
             )
 
+    async def listed() -> list[str]:
+        async with AsyncClient(server.url, server.token) as aclient:
+            page = await aclient.task_page(sort="params.command", params={"shell": False})
+            return [status.task_id for status in page]
+
+    assert set(asyncio.run(listed())) >= {"base#command#sweep", "base#command#other"}
     metrics, compared = asyncio.run(read())
     assert metrics.runs[0].metrics["acc"].values == expected("acc", 3.0)
     assert [item.run_id for item in compared.items] == [tracked["other"], tracked["first"]]

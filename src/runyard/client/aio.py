@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -216,12 +216,15 @@ class AsyncClient:
         self, *, limit: int = 50, cursor: str | None = None, state: str | None = None,
         task_type: str | None = None, task: str | None = None, text: str | None = None,
         sort: str | None = None, order: str | None = None,
+        params: Mapping[str, object] | None = None,
     ) -> Page[TaskStatus]:  # fmt: skip
         query = answers.task_list_params(
             limit=limit, cursor=cursor, state=state, task_type=task_type, task=task,
             text=text, sort=sort, order=order,
         )  # fmt: skip
-        return calls.task_list_page(await self._api_json("GET", answers.TASK_LIST, params=query))
+        filtered: dict[str, Any] = {**query, **tracking.filter_query(params)}
+        body = await self._api_json("GET", answers.TASK_LIST, params=filtered)
+        return calls.task_list_page(body)
 
     async def task_runs(self, task_id: str) -> TaskRuns:
         body = await self._api_json("GET", taskfiles.task_path(task_id, "runs"))

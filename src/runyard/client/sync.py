@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -287,18 +287,22 @@ class Client:
         self, *, limit: int = 50, cursor: str | None = None, state: str | None = None,
         task_type: str | None = None, task: str | None = None, text: str | None = None,
         sort: str | None = None, order: str | None = None,
+        params: Mapping[str, object] | None = None,
     ) -> Page[TaskStatus]:  # fmt: skip
         """One page of the task list as the Studio shows it (``GET /api/v1/tasks``): at most
         ``limit`` (1-1000) statuses sorted by ``sort`` (default ``created_at``) in ``order``
         (default ``desc``), filtered as :meth:`list_task_statuses` and by ``task`` (the
-        registered task name). ``page.total`` counts what the filters keep over all pages;
+        registered task name). ``sort`` may name a tracked key (``"metrics.cv_r2:desc"``,
+        ``"params.alpha"``); ``params`` keeps tasks whose params have those values
+        (``{"model": "ridge"}``). ``page.total`` counts what the filters keep over all pages;
         pass ``page.next_cursor`` back as ``cursor`` (same sort and order) for the next."""
         query = answers.task_list_params(
             limit=limit, cursor=cursor, state=state, task_type=task_type, task=task,
             text=text, sort=sort, order=order,
         )  # fmt: skip
+        filtered: dict[str, Any] = {**query, **tracking.filter_query(params)}
         try:
-            reply = self._http.get(answers.TASK_LIST, params=query)
+            reply = self._http.get(answers.TASK_LIST, params=filtered)
         except httpx.TransportError as exc:
             raise calls.unreachable(self.url, exc) from exc
         return calls.task_list_page(checked_json(reply))

@@ -12,7 +12,8 @@ every value is NaN.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -120,6 +121,15 @@ def compare_query(ids: Iterable[str]) -> list[tuple[str, str]]:
     if isinstance(ids, str):
         raise TypeError("compare takes a list of task ids, not one string")
     return [("id", ref) for ref in ids]
+
+
+def filter_query(params: Mapping[str, object] | None) -> dict[str, list[str]]:
+    """``filter=params.<name>=<value>`` of the task list, once per param: a string as it
+    is, any other value as its JSON text (``{"alpha": 0.1}`` -> ``params.alpha=0.1``)."""
+    if not params:
+        return {}
+    texts = [(n, v if isinstance(v, str) else json.dumps(v)) for n, v in params.items()]
+    return {"filter": [f"params.{name}={text}" for name, text in texts]}
 
 
 def metrics_answer(body: dict[str, Any]) -> TaskMetrics:
