@@ -414,6 +414,9 @@ def test_experiments_tags_and_params_follow_mlflow_rules(srv: ServerProcess) -> 
             f"{base}/experiments/search", json={"filter": "name LIKE 'mlf_r%'"}
         ).json()
         assert [e["name"] for e in found["experiments"]] == ["mlf_rules"]
+        by_name = client.post(f"{base}/experiments/search", json={"order_by": ["name DESC"]})
+        listed = [e["name"] for e in by_name.json()["experiments"]]
+        assert listed == sorted(listed, reverse=True) and "mlf_rules" in listed
         pages, token = [], None
         while True:
             answer = client.post(

@@ -9,7 +9,15 @@ from starlette.types import Receive, Scope, Send
 
 from runyard.api.auth import BearerAuth
 from runyard.api.mlflow.errors import MlflowRefusal
-from runyard.api.mlflow.search import Row, matches, ordered, page, parse_filter, parse_order
+from runyard.api.mlflow.search import (
+    Row,
+    matches,
+    newest_first,
+    ordered,
+    page,
+    parse_filter,
+    parse_order,
+)
 
 
 def row(run_id: str, start: int, metrics=None, params=None, tags=None, status="FINISHED") -> Row:
@@ -85,13 +93,13 @@ def test_a_filter_it_does_not_support_is_refused_saying_why(text: str, said: str
 
 
 def test_order_by_sorts_numbers_and_puts_runs_without_the_value_last() -> None:
-    by_rmse = ordered(RUNS, parse_order(["metrics.rmse ASC"]))
+    runs = newest_first(RUNS)
+    by_rmse = ordered(runs, parse_order(["metrics.rmse ASC"]))
     assert [r.info["run_id"] for r in by_rmse] == ["a", "b", "c"]  # NaN sorts last
-    desc = ordered(RUNS, parse_order(["metrics.rmse DESC"]))
+    desc = ordered(runs, parse_order(["metrics.rmse DESC"]))
     assert [r.info["run_id"] for r in desc] == ["b", "a", "c"]
-    newest = ordered(RUNS, [])
-    assert [r.info["run_id"] for r in newest] == ["c", "b", "a"]
-    by_param = ordered(RUNS, parse_order(["params.model", "attributes.start_time DESC"]))
+    assert [r.info["run_id"] for r in runs] == ["c", "b", "a"]
+    by_param = ordered(runs, parse_order(["params.model", "attributes.start_time DESC"]))
     assert [r.info["run_id"] for r in by_param] == ["c", "b", "a"]
     with pytest.raises(MlflowRefusal):
         parse_order(["attributes.colour"])

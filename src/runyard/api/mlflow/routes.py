@@ -297,7 +297,8 @@ def search_runs(services: Services, data: dict[str, Any]) -> Any:
         return {"runs": []}
     refs = {row_ref.run_id: row_ref for row_ref in runs_of_tasks(services, tasks)}
     rows = [_row(ref) for ref in refs.values()]
-    rows = search.ordered([r for r in rows if search.matches(r, clauses)], order)
+    rows = search.newest_first([r for r in rows if search.matches(r, clauses)])
+    rows = search.ordered(rows, order)
     page, token = search.page(rows, data.get("max_results"), data.get("page_token"))
     answer: dict[str, Any] = {"runs": [run_json(refs[row.info["run_id"]]) for row in page]}
     if token:

@@ -293,10 +293,15 @@ def parse_order(
     return found
 
 
-def ordered(rows: list[Row], order: list[tuple[str, str, bool]]) -> list[Row]:
-    """``rows`` newest first, then sorted by each key of ``order`` (the first key wins)."""
-    rows = sorted(rows, key=lambda r: (r.info.get("start_time") or 0, r.info["run_id"]),
+def newest_first(rows: list[Row]) -> list[Row]:
+    """Runs by start time, newest first, then by run id (MLflow's order without order_by)."""
+    return sorted(rows, key=lambda r: (r.info.get("start_time") or 0, r.info.get("run_id", "")),
                   reverse=True)  # fmt: skip
+
+
+def ordered(rows: list[Row], order: list[tuple[str, str, bool]]) -> list[Row]:
+    """``rows`` sorted by each key of ``order`` (the first key wins; a stable sort, so
+    rows equal in every key keep their order)."""
     for entity, key, ascending in reversed(order):
         keyed = [(_sortable(lookup(r, entity, key)), r) for r in rows]
         present = [(value, r) for value, r in keyed if value is not None]
