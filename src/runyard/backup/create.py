@@ -40,8 +40,9 @@ from runyard.backup.manifest import (
 from runyard.backup.partials import PARTIALS_DIR, Journaled, record_partials
 from runyard.backup.walk import FILE_FLAGS, Found, kind_of, walk
 from runyard.faults import fault_point
+from runyard.workspace.blobstore import store_held_if_any
 from runyard.workspace.identity import TASK_TYPES
-from runyard.workspace.layout import STATUS_FILE, WORKSPACE_FORMAT
+from runyard.workspace.layout import STATUS_FILE, WORKSPACE_FORMAT, Workspace
 from runyard.workspace.records import utcnow
 
 CHUNK = 1 << 20
@@ -56,6 +57,7 @@ LEFT_OUT = {
     ".claims": "the lock file of submits in progress",
     PARTIALS_DIR: "the journal of archives being written (runyard.backup.partials)",
     ".history/.staging": "copies of replaced runs in progress (kept once renamed into place)",
+    ".history/.blobs/.lock": "the lock of the kept runs' file store",
 }
 
 Progress = Callable[[str, int], None]
@@ -142,8 +144,11 @@ def _write_archive(
         writer.add_sqlite_copies(workspace_dir, scratch)
         fault_point("backup.partial")  # an archive and the SQLite copies half made
         ws_skip = _skip_rule(WORKSPACE_PREFIX, workspace_dir, log_dir, LOGS_PREFIX)
-        for found in walk(workspace_dir, WORKSPACE_PREFIX, ws_skip, manifest):
-            writer.add(found)
+        # kept runs' files move into the blob store meanwhile: held still, every blob a
+        # manifest names is in the archive (or the file still in its entry)
+        with store_held_if_any(Workspace(workspace_dir, log_dir)):
+            for found in walk(workspace_dir, WORKSPACE_PREFIX, ws_skip, manifest):
+                writer.add(found)
         log_skip = _skip_rule(LOGS_PREFIX, log_dir, workspace_dir, WORKSPACE_PREFIX)
         for found in walk(log_dir, LOGS_PREFIX, log_skip, manifest):
             writer.add(found)

@@ -20,7 +20,9 @@ The rules:
 - a task folder ``workspace/<type>/<type>#<task>#<name>/`` is named by a valid task id,
   and its ``status.json`` and ``metadata.json`` are valid records of that very task (its
   ``task_id``, a ``run_id`` that is one path component, a known state);
-- a kept run ``workspace/.history/<type>/<task_id>/<run_id>/`` is named by valid ids;
+- a kept run ``workspace/.history/<type>/<task_id>/<run_id>/`` is named by valid ids, and
+  each file of the kept runs' store ``workspace/.history/.blobs/<xx>/<sha256>`` by the
+  sha256 of its content (:mod:`runyard.backup.blobcheck`);
 - the agent backend's folders ``workspaces/<run-id>``, ``session-state/<session-id>``,
   ``snapshots/<session-id>/<run-id>`` are named by valid ids, its uploads by valid names;
 - the agent store ``workspace/agent/state.db`` holds only valid ids and grants inside the
@@ -39,6 +41,7 @@ from typing import IO, Any
 
 from runyard.agents.ids import AGENT_ID_RULE, is_agent_id, is_stored_name
 from runyard.backup.agentstore import STORE_NAME, store_problems
+from runyard.backup.blobcheck import BlobCheck, blob_name_problem
 from runyard.backup.errors import BackupError
 from runyard.backup.manifest import WORKSPACE_PREFIX, Manifest
 from runyard.wire import TaskState
@@ -65,6 +68,7 @@ class RecordCheck:
         self._held: dict[tuple[str, ...], bytearray] = {}
         self._store: IO[bytes] | None = None
         self._store_path: Path | None = None
+        self._blobs = BlobCheck()
 
     def __enter__(self) -> RecordCheck:
         return self
@@ -91,6 +95,9 @@ class RecordCheck:
             self._store_path = Path(self._scratch.name) / "state.db"
             self._store = open(self._store_path, "wb")  # noqa: SIM115 (closed by close())
             return self._store.write
+        blob = self._blobs.open(parts)
+        if blob is not None:
+            return blob
         if _task_record(parts) is not None:
             held = self._held[parts] = bytearray()
             return lambda chunk: held.extend(chunk) if len(held) <= MAX_RECORD_BYTES else None
@@ -102,6 +109,9 @@ class RecordCheck:
             self._store.close()
             self._store = None
             return
+        blob = self._blobs.close(parts)
+        if blob is not None:
+            self.problems.append(f"{'/'.join(parts)}: {blob}")
         held = self._held.pop(parts, None)
         task = _task_record(parts)
         if held is None or task is None:
@@ -143,6 +153,8 @@ def _path_problem(parts: tuple[str, ...]) -> str | None:
         return _task_folder_problem(head, parts[1])
     if head == ".history" and len(parts) >= 3 and parts[1] in TASK_TYPES:
         return _history_problem(parts[1], parts[2:])
+    if head == ".history" and len(parts) >= 2:
+        return blob_name_problem(parts[1:])
     if head == "agent" and len(parts) >= 3:
         return _agent_problem(parts[1], parts[2:])
     return None

@@ -67,6 +67,18 @@ def store_lock(workspace: Workspace) -> Iterator[None]:
         os.close(lock)
 
 
+@contextlib.contextmanager
+def store_held_if_any(workspace: Workspace) -> Iterator[None]:
+    """:func:`store_lock` where the workspace exists (a backup of a missing one holds
+    nothing): while it is held no blob is stored or swept, so a copy of the workspace
+    taken meanwhile has every blob its manifests name."""
+    if not os.path.isdir(workspace.root):
+        yield
+        return
+    with store_lock(workspace):
+        yield
+
+
 def _store_fd(workspace: Workspace) -> int:
     """A descriptor of the store, made when missing, following no symlink on the way."""
     fd = os.open(workspace.root, DIR_FLAGS)
