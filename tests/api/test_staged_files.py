@@ -297,3 +297,38 @@ def test_a_disk_full_mid_upload_answers_507_and_leaves_nothing(tmp_path: Path) -
         assert (srv.workspace / freed.json()["answer"]["path"]).stat().st_size == 3 * MIB
     finally:
         srv.stop()
+
+
+def test_an_upload_a_crash_cut_short_is_swept_at_the_next_start(tmp_path: Path) -> None:
+    """Its temp file is older than the server; a newer one (an upload being received) and
+    a staged file stay, and a link is not followed out of tmp/."""
+    workspace = tmp_path / "srv" / "ws"
+    crashed = workspace / "tmp" / ("a" * 32)
+    crashed.mkdir(parents=True)
+    (crashed / ".archive.tar.gz.0123abcd.part").write_bytes(b"half")
+    os.utime(crashed / ".archive.tar.gz.0123abcd.part", (1, 1))
+    receiving = workspace / "tmp" / ("b" * 32)
+    receiving.mkdir()
+    (receiving / ".wheel.whl.4567ef01.part").write_bytes(b"arriving")
+    future = 4_000_000_000
+    os.utime(receiving / ".wheel.whl.4567ef01.part", (future, future))
+    staged = workspace / "tmp" / ("c" * 32) / "kept.whl"
+    staged.parent.mkdir()
+    staged.write_bytes(b"staged")
+    os.utime(staged, (1, 1))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ".evil.part").write_bytes(b"not ours")
+    os.utime(outside / ".evil.part", (1, 1))
+    (workspace / "tmp" / "link").symlink_to(outside)
+
+    srv = start_server(tmp_path / "srv")
+    try:
+        until(lambda: not crashed.exists(), timeout=30)
+        assert (receiving / ".wheel.whl.4567ef01.part").read_bytes() == b"arriving"
+        assert staged.read_bytes() == b"staged"
+        assert (outside / ".evil.part").read_bytes() == b"not ours"
+        logged = (srv.log_dir / "server.log").read_text()
+        assert f"removed 1 unfinished uploads to POST /files: tmp/{'a' * 32}/." in logged
+    finally:
+        srv.stop()

@@ -16,7 +16,10 @@ Every staging or temp name runyard makes, and what removes it after a crash:
   claim is held is passed over, so a live one is never touched); and what killed
   ``backup create`` runs left outside the workspace (the archive's
   ``.<name>.partial-<pid>`` and its scratch folder), journaled in the workspace and
-  removed once their writer's pid is gone (:mod:`runyard.backup.partials`).
+  removed once their writer's pid is gone (:mod:`runyard.backup.partials`); and the temp
+  files of uploads to AxonX's ``POST /files`` a crash cut short (``tmp/<hex>/.<name>.<hex>
+  .part``) last written before this server started, with their emptied folders
+  (:mod:`runyard.workspace.staging_area`).
 
 Both list one folder (``.history/.staging``, ``.partials``), whatever the number of tasks.
 Not swept: an atomic write's temp file (``.<name>.<random>.tmp``,
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from runyard.backup.partials import sweep_partials
@@ -42,6 +46,7 @@ from runyard.workspace.history import (
     staged_copies,
 )
 from runyard.workspace.layout import Workspace
+from runyard.workspace.staging_area import sweep_partial_uploads
 
 log = logging.getLogger("runyard.leftovers")
 SHOWN = 20  # names a line shows; the rest are counted
@@ -89,6 +94,7 @@ class LeftoverSweep:
     def __init__(self, workspace: Workspace, after: threading.Event) -> None:
         self.workspace = workspace
         self.after = after
+        self.started = time.time()  # an upload's temp file older than this is a crash's
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -117,4 +123,8 @@ class LeftoverSweep:
         return [
             ("history temp folders", lambda: sweep_history_temps(workspace, stopped)),
             ("partial backups (archives, scratch folders)", lambda: sweep_partials(workspace.root)),
+            (
+                "unfinished uploads to POST /files",
+                lambda: sweep_partial_uploads(workspace.root, self.started),
+            ),
         ]

@@ -290,3 +290,38 @@ def _write_error(exc: OSError) -> Exception:
             f"Not enough disk space to stage the upload ({exc.strerror}); nothing was kept"
         )
     return exc
+
+
+def sweep_partial_uploads(root: Path, before: float) -> list[str]:
+    """Remove the temp files of uploads a crash cut short (``.<name>.<hex>.part`` under
+    ``tmp/``) last written before ``before`` (the server's start: an upload this server
+    is receiving is newer), and their upload folders once empty; their paths. Walked
+    without following a link, never deeper than :data:`MAX_DEPTH`."""
+    try:
+        top = _descend(open_root(root), [COPY_DIR], None)
+    except (NoSuchFile, StagedFileRefused, UnsafePath):
+        return []
+    removed: list[str] = []
+    try:
+        for folder, dirs, files, fd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+            if folder.count("/") >= MAX_DEPTH:
+                dirs.clear()  # no deeper: no upload is made there
+            for name in files:
+                if _stale_part(fd, name, before):
+                    os.unlink(name, dir_fd=fd)
+                    removed.append(f"{COPY_DIR}/{folder[2:]}/{name}".replace("//", "/"))
+    finally:
+        os.close(top)
+    for path in removed:
+        _remove_empty(root, path.split("/")[:-1])
+    return removed
+
+
+def _stale_part(folder: int, name: str, before: float) -> bool:
+    if not (name.startswith(".") and name.endswith(".part")):
+        return False
+    try:
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_mtime < before
