@@ -158,6 +158,8 @@ def forged_cases() -> list[tuple[str, str, list[tuple[str, bytes]], dict[str, st
     with_status = record()
     with_status["replica"]["files"]["status.json"] = {"size": 2, "revision": "r"}
     bad_run = record(run_id="../../x")
+    log_range = record()
+    log_range["replica"]["log"]["end"] = 999
     return [
         ("symlink", "not a file or folder", members(), {f"{FOLDER}/out/link": "/etc/passwd"}),
         (
@@ -196,6 +198,7 @@ def forged_cases() -> list[tuple[str, str, list[tuple[str, bytes]], dict[str, st
             {},
         ),
         ("bad run id", "its run_id is not one", members(bad_run), {}),
+        ("log range", "log range differs", members(log_range), {}),
         ("hidden file", "hidden files", [*members(), (f"{FOLDER}/.runyard-state", b"x")], {}),
     ]
 

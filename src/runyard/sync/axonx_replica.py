@@ -116,7 +116,7 @@ class ReplicaTask:
             return
         digest = hashlib.sha256()
         member.name = LOG_MEMBER if relative == self.log_path else TASK_PREFIX + relative
-        writer.addfile(member, _Hashing(body, digest))  # type: ignore[arg-type]
+        writer.addfile(member, _Hashing(body, digest))
         self.received[relative] = (member.size, digest)
 
     def finish(self, writer: tarfile.TarFile) -> None:
@@ -168,13 +168,10 @@ class ReplicaTask:
                     f"{name}: {self.received[name][0]} bytes, the manifest says {size}",
                 )
         if log is not None:
-            entry = manifest.get(log.get("path")) if isinstance(log, dict) else None
-            start, end = (log.get("start"), log.get("end")) if isinstance(log, dict) else (0, 0)
-            if (
-                not isinstance(entry, dict)
-                or not isinstance(start, int)
-                or not isinstance(end, int)
-            ):
+            if not isinstance(log, dict):
+                raise _refused(self.task_id, "its replica log is not an object")
+            entry, start, end = manifest.get(str(log.get("path"))), log.get("start"), log.get("end")
+            if not (isinstance(entry, dict) and isinstance(start, int) and isinstance(end, int)):
                 raise _refused(self.task_id, "its replica log names no file of the manifest")
             if end - start != entry.get("size"):
                 raise _refused(self.task_id, "its replica log range differs from its file")
