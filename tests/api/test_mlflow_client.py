@@ -7,6 +7,7 @@ each script prints one ``RESULT:`` line of JSON that the test reads.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -455,3 +456,43 @@ def test_experiments_tags_and_params_follow_mlflow_rules(srv: ServerProcess) -> 
             f"{base}/runs/set-tag", json={"run_id": run, "key": "k", "value": "v"}
         )
         assert write_kept.json()["error_code"] == "INVALID_STATE"
+
+
+JUNK_BODIES: list[dict[str, Any]] = [
+    {}, {"run_id": 1}, {"experiment_id": []}, {"experiment_ids": [1, None]},
+    {"experiment_ids": "0", "filter": 1}, {"experiment_ids": ["0"], "order_by": [1]},
+    {"experiment_ids": ["0"], "max_results": -1}, {"experiment_ids": ["0"], "page_token": 5},
+    {"name": 5}, {"name": "x" * 300}, {"experiment_id": "0", "tags": "x"},
+    {"experiment_id": "0", "tags": [{"key": 1}]}, {"experiment_id": "0", "run_name": 7},
+    {"metrics": [1]}, {"params": [{"key": "a", "value": 1}]}, {"key": None, "value": None},
+    {"status": 5}, {"end_time": "x"}, {"metric_key": ["a"]}, {"experiment_name": {}},
+    {"view_type": "X"}, {"order_by": ["name DESC DESC"]}, {"order_by": ["name"]},
+    {"max_results": "1e5"},
+    {"experiment_ids": ["0"], "filter": "metrics.`a` > 1e999"},
+]  # fmt: skip
+MLFLOW_ROUTES = [
+    "experiments/get-by-name", "experiments/get", "experiments/create", "experiments/search",
+    "experiments/set-experiment-tag", "runs/create", "runs/update", "runs/get",
+    "runs/log-metric", "runs/log-parameter", "runs/log-batch", "runs/set-tag",
+    "runs/delete-tag", "runs/search", "metrics/get-history",
+]  # fmt: skip
+
+
+def test_junk_sent_to_every_route_gets_an_mlflow_error_never_a_500(
+    srv: ServerProcess, logged: dict[str, Any]
+) -> None:
+    """Each route, by GET and POST, with each junk body alone and aimed at a real run."""
+    bodies = JUNK_BODIES + [{"run_id": logged["run_id"], **b} for b in JUNK_BODIES]
+    failures = []
+    with srv.client() as client:
+        for route, body in itertools.product(MLFLOW_ROUTES, bodies):
+            query = {k: v if isinstance(v, str) else json.dumps(v) for k, v in body.items()}
+            for reply in (
+                client.get(f"/mlflow/api/2.0/mlflow/{route}", params=query),
+                client.post(f"/mlflow/api/2.0/mlflow/{route}", json=body),
+            ):
+                if reply.status_code >= 500 or (
+                    reply.status_code >= 400 and "error_code" not in reply.json()
+                ):
+                    failures.append((reply.request.method, route, body, reply.text[:200]))
+    assert failures == []
