@@ -156,10 +156,12 @@ def test_the_run_is_a_runyard_task_with_its_metrics_params_and_files(
         reply = client.get(f"/api/v1/tasks/{quoted}/files/models/final/weights.txt")
         assert reply.status_code == 200 and reply.content == b"w=0.5"
         metrics = client.get(f"/api/v1/tasks/{quoted}/metrics")
-    if metrics.status_code != 404 or "error_code" in metrics.text:  # the metrics route
-        assert metrics.status_code == 200, metrics.text
-        series = metrics.json()["runs"][0]["metrics"]["loss"]
-        assert series["steps"] == list(range(100))
+    assert metrics.status_code == 200, metrics.text
+    (run,) = metrics.json()["runs"]
+    assert run["run_id"] == logged["run_id"] and run["state"] == "succeeded"
+    assert run["metrics"]["loss"]["steps"] == list(range(100))
+    assert run["metrics"]["loss"]["values"] == [1.0 / (s + 1) for s in range(100)]
+    assert run["metrics"]["odd"]["values"] == ["NaN"]
 
 
 def test_search_runs_and_get_metric_history_read_runyard_own_tasks(srv: ServerProcess) -> None:
