@@ -25,10 +25,16 @@ def mcp(
 
         asyncio.run(relay(*located))
     else:
-        from runyard.api.mcp.stdio import serve_files
+        from runyard.api.mcp.early import Opening, answer_initialize, read_first_line
         from runyard.cli.facts import runyard_version
 
-        asyncio.run(serve_files(settings, runyard_version()))
+        # the SDK and the services load in about a second: initialize is answered first
+        version = runyard_version()
+        line = read_first_line(0)
+        opening = Opening(line, answer_initialize(line, version, 1))
+        from runyard.api.mcp.stdio import serve_files
+
+        asyncio.run(serve_files(settings, version, opening))
 
 
 def _answers(url: str, token: str | None) -> bool:

@@ -29,18 +29,13 @@ from starlette.routing import Route
 
 from runyard.agents.models import RunScope
 from runyard.api.mcp import MCP_PATH
+from runyard.api.mcp.early import INSTRUCTIONS
 from runyard.api.mcp.resources import definition_resources, read_resource, resource_templates
 from runyard.api.mcp.tools import call_tool, tool_list
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
 from runyard.changes import ChangeHub
 
-INSTRUCTIONS = (
-    "runyard runs typed research tasks in worker processes with durable records. Call "
-    "list_installed_task_definitions (or read runyard://definitions/{task}) to see what can "
-    "run, submit to start a task, wait_task to wait for it, then read its status, log and "
-    "artifacts as tools or as resources (runyard://tasks/{task_id}/...)."
-)
 Ctx = ServerRequestContext[Any, Any]
 
 
