@@ -1,85 +1,41 @@
 """A submit's ``retries``: a failed run is run again as a new run of the same task, through
 a real server and real workers; every attempt is kept in the task's runs, dependents wait
-for the last one, a cancel stops the retries, and a kill -9 of the server loses none."""
+for the last one, a cancel stops the retries. The tests share one server (each has tasks
+of its own names); those that need a server of their own (a restart, a fault, a limit)
+are in test_retries_restarts.py."""
 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from retry_helpers import FLAKY, TOKEN, attempts, finished, flaky, runs, seconds, status
 
 from runyard.client import Client
 from runyard.workspace.layout import Workspace
 from serverproc import ServerProcess, start_server, until
 
-# counts its attempts in a file outside the task folder; fails before attempt {ok}
-FLAKY = 'n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}; ' \
-    'echo "attempt $n"; [ $n -ge {ok} ]'  # fmt: skip
-ENDED = ("succeeded", "failed", "cancelled")
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = start_server(tmp_path / "srv", token="retry-secret")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    srv = start_server(tmp_path_factory.mktemp("retries") / "srv", token=TOKEN)
     try:
         yield srv
     finally:
         srv.stop()
 
 
-def status(server: ServerProcess, task_id: str) -> dict[str, Any]:
-    return server.call("status", task_id=task_id)["answer"]
-
-
-def finished(server: ServerProcess, task_id: str, timeout: float = 30.0) -> dict[str, Any]:
-    """The task's end: its last attempt's (a failed one with retries left is not one)."""
-
-    def final() -> dict[str, Any] | None:
-        found = status(server, task_id)
-        retried = (
-            found["state"] == "failed"
-            and found.get("attempt", 1) <= found.get("retries", 0)
-            and not found["error"].startswith("upstream failed: ")  # never ran: not retried
-        )
-        return found if found["state"] in ENDED and not retried else None
-
-    return until(final, timeout)  # type: ignore[no-any-return]
-
-
-def flaky(
-    server: ServerProcess, name: str, counter: Path, ok: int, **submit: Any
-) -> dict[str, Any]:
-    command = FLAKY.format(counter=counter, ok=ok)
-    return server.call(
-        "submit", task="command", task_name=name, command=command, shell=True, **submit
-    )["answer"]
-
-
-def attempts(counter: Path) -> int:
-    return int(counter.read_text()) if counter.exists() else 0
-
-
-def runs(server: ServerProcess, task_id: str) -> list[dict[str, Any]]:
-    shown = subprocess.run(
-        [sys.executable, "-m", "runyard", "runs", task_id, "--json"],
-        env=server.cli_env(), capture_output=True, text=True, timeout=60, check=True,
-    ).stdout  # fmt: skip
-    return list(json.loads(shown)["runs"])
-
-
 def test_a_task_that_fails_twice_succeeds_on_its_third_attempt(
     server: ServerProcess, tmp_path: Path
 ) -> None:
     counter = tmp_path / "tries"
-    handle = flaky(server, "fetch", counter, ok=3, retries=3, retry_delay_seconds=0.2)
+    handle = flaky(server, "fetch-thrice", counter, ok=3, retries=3, retry_delay_seconds=0.2)
     # a wait on the first attempt's handle follows the task to its last attempt
     waited = server.call("wait_task", task_id=handle["task_id"], run_id=handle["run_id"])
     final = waited["answer"]
@@ -105,33 +61,6 @@ def test_a_task_that_fails_twice_succeeds_on_its_third_attempt(
     ).stdout  # fmt: skip
     assert len(plain.strip().splitlines()) == 3 and plain.count("failed") == 2
     assert [line.split("  attempt ")[1][:1] for line in plain.strip().splitlines()] == list("321")
-
-
-def test_a_retry_waits_queued_with_its_reason_and_holds_no_slot(
-    tmp_path: Path,
-) -> None:
-    srv = start_server(tmp_path / "srv", token="retry-secret", config={"max_concurrent_tasks": 1})
-    try:
-        counter = tmp_path / "tries"
-        task_id = flaky(srv, "slow", counter, ok=2, retries=2, retry_delay_seconds=4)["task_id"]
-        waiting = until(lambda: (s := status(srv, task_id))["attempt"] == 2 and s)
-        assert waiting["state"] == "queued" and waiting["started_at"] is None
-        assert waiting["queued_reason"].startswith("retry: attempt 2 of 3 at ")
-        assert waiting["retry_at"] in waiting["queued_reason"]
-        other = srv.call("submit", task="demo", x=1, y=1)["answer"]["task_id"]
-        assert finished(srv, other)["state"] == "succeeded"  # the one slot was free
-        assert status(srv, task_id)["state"] == "queued"
-        final = finished(srv, task_id)
-        assert final["state"] == "succeeded" and final["attempt"] == 2
-        assert final["started_at"] >= waiting["retry_at"]
-        first_end = runs(srv, task_id)[1]["finished_at"]  # the delay (4 s +-10 %) waited out
-        assert _seconds(final["started_at"]) - _seconds(first_end) >= 3.5
-    finally:
-        srv.stop()
-
-
-def _seconds(iso: str) -> float:
-    return datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
 def test_retries_exhausted_fail_the_task_and_then_its_dependents(
@@ -183,12 +112,12 @@ def test_a_cancel_during_a_retry_wait_ends_the_task_with_no_more_attempts(
 ) -> None:
     counter = tmp_path / "tries"
     task_id = flaky(server, "stopped", counter, ok=99, retries=5, retry_delay_seconds=2)["task_id"]
-    until(lambda: status(server, task_id)["attempt"] == 2)
+    waiting = until(lambda: (s := status(server, task_id))["attempt"] == 2 and s)
     assert server.call("cancel", task_id=task_id)["answer"] is True
     ended = status(server, task_id)
     assert ended["state"] == "cancelled" and ended["attempt"] == 2
     assert "queued_reason" not in ended and ended["started_at"] is None
-    time.sleep(3.5)  # past the retry's time
+    time.sleep(max(0.0, seconds(waiting["retry_at"]) - time.time()) + 0.5)  # past its time
     assert attempts(counter) == 1 and status(server, task_id)["state"] == "cancelled"
     assert [r["state"] for r in runs(server, task_id)] == ["cancelled", "failed"]
 
@@ -258,77 +187,6 @@ def test_what_a_failed_attempt_left_goes_through_its_links_never_beyond(
     assert not {"outside", "nest", "file-link", "inner-link"} & {p.name for p in folder.iterdir()}
     assert (victim / "keep.txt").read_text() == "mine"
     assert (victim / "inner" / "deep.txt").read_text() == "mine too"
-
-
-def test_a_retry_a_full_disk_keeps_from_being_made_is_made_once_there_is_room(
-    tmp_path: Path,
-) -> None:
-    """Keeping the failed attempt in the history fails (ENOSPC): the task waits as a failed
-    attempt with its retry to come (its dependents too), and the retry is made once the
-    disk has room again."""
-    full, counter = tmp_path / "full", tmp_path / "tries"
-    full.touch()
-    srv = start_server(
-        tmp_path / "srv", token="retry-secret",
-        env={"RUNYARD_FAULT_ENOSPC": f"history.staged:{full}"},
-    )  # fmt: skip
-    try:
-        task_id = flaky(srv, "cramped", counter, ok=2, retries=1, retry_delay_seconds=0)["task_id"]
-        down = srv.call("submit", task="demo", x=1, y=1, depends_on=task_id)["answer"]["task_id"]
-        until(lambda: status(srv, task_id)["state"] == "failed")
-        time.sleep(3)  # past a second look at both
-        assert status(srv, task_id)["attempt"] == 1 and status(srv, down)["state"] == "queued"
-        full.unlink()
-        final = finished(srv, task_id)
-        assert final["state"] == "succeeded" and final["attempt"] == 2 and attempts(counter) == 2
-        assert finished(srv, down)["state"] == "succeeded"
-    finally:
-        srv.stop()
-
-
-def test_a_kill_of_the_server_while_a_retry_waits_still_retries(tmp_path: Path) -> None:
-    root, counter = tmp_path / "srv", tmp_path / "tries"
-    first = start_server(root, token="retry-secret")
-    try:
-        task_id = flaky(first, "kept", counter, ok=2, retries=2, retry_delay_seconds=8)["task_id"]
-        waiting = until(lambda: (s := status(first, task_id))["attempt"] == 2 and s)
-        assert waiting["state"] == "queued" and waiting["retry_at"]
-    finally:
-        first.stop(signal.SIGKILL, keep_runs=True)
-    second = start_server(root, token="retry-secret")
-    try:
-        final = finished(second, task_id)
-        assert final["state"] == "succeeded" and final["attempt"] == 2 and attempts(counter) == 2
-        assert final["run_id"] == waiting["run_id"]  # the waiting run itself, launched
-        assert final["started_at"] >= waiting["retry_at"]  # not before its time
-        assert [r["state"] for r in runs(second, task_id)] == ["succeeded", "failed"]
-    finally:
-        second.stop()
-
-
-def test_an_attempt_that_fails_while_no_server_runs_is_retried_at_the_next_start(
-    tmp_path: Path,
-) -> None:
-    root, counter, gate = tmp_path / "srv", tmp_path / "tries", tmp_path / "go"
-    command = f"while [ ! -e {gate} ]; do sleep 0.05; done; " + FLAKY.format(counter=counter, ok=2)
-    first = start_server(root, token="retry-secret")
-    try:
-        task_id = first.call(
-            "submit", task="command", task_name="unwatched", command=command, shell=True,
-            retries=1, retry_delay_seconds=0,
-        )["answer"]["task_id"]  # fmt: skip
-        until(lambda: status(first, task_id)["state"] == "running")
-    finally:
-        first.stop(signal.SIGKILL, keep_runs=True)
-    gate.touch()  # attempt 1 fails while no server watches it
-    workspace = Workspace(root / "ws", root / "logs")
-    until(lambda: (s := workspace.read_status(task_id)) is not None and s.state == "failed")
-    second = start_server(root, token="retry-secret")
-    try:
-        final = finished(second, task_id)
-        assert final["state"] == "succeeded" and final["attempt"] == 2 and attempts(counter) == 2
-    finally:
-        second.stop()
 
 
 def test_the_cli_and_the_client_take_retries(server: ServerProcess, tmp_path: Path) -> None:
