@@ -151,3 +151,20 @@ def test_new_points_are_read_from_an_offset_whole_lines_only(tmp_path: Path) -> 
     (tmp_path / "metrics.jsonl").unlink()
     (tmp_path / "metrics.jsonl").symlink_to(tmp_path / "elsewhere")
     assert read_new_points(tmp_path, 0) == ([], 0)
+
+
+def test_the_fast_path_refuses_what_the_full_check_refuses(tmp_path: Path) -> None:
+    good = {"name": "m", "step": 0, "value": 1.5, "time": 1.0}
+    bad = [
+        {**good, "step": 2**64}, {**good, "step": True}, {**good, "value": True},
+        {**good, "value": "1.5"}, {**good, "name": "/m"}, {**good, "name": ["m"]},
+        {"name": "m", "step": 1, "value": 1.5, "extra": 1.0},
+    ]
+    lines = [json.dumps(good)] + [json.dumps(obj) for obj in bad] + [
+        '{"name": "m", "step": 1, "value": 1.5, "time": NaN}',
+        '{"name": "m", "step": 1, "value": 1.5, "time": Infinity}',
+        json.dumps(good) + " " + json.dumps(good),  # two values on one line
+    ]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert read_points(tmp_path) == [Point("m", 0, 1.5, 1.0)]
+    assert read_new_points(tmp_path, 0)[0] == [Point("m", 0, 1.5, 1.0)]
