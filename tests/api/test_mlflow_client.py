@@ -498,3 +498,15 @@ def test_junk_sent_to_every_route_gets_an_mlflow_error_never_a_500(
                 ):
                     failures.append((reply.request.method, route, body, reply.text[:200]))
     assert failures == []
+
+
+def test_asynchronous_logging_reads_back_by_step(srv: ServerProcess) -> None:
+    answer = run_client(srv, """
+    mlflow.set_experiment("mlf_async")
+    with mlflow.start_run(run_name="async") as run:
+        for step in range(300):
+            mlflow.log_metric("loss", float(step), step=step, synchronous=False)
+    history = MlflowClient().get_metric_history(run.info.run_id, "loss")
+    result([[m.step, m.value] for m in history])
+    """)  # fmt: skip
+    assert answer == [[step, float(step)] for step in range(300)]

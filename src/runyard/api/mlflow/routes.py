@@ -277,7 +277,10 @@ def log_batch(services: Services, data: dict[str, Any]) -> Any:
 def get_metric_history(services: Services, data: dict[str, Any]) -> Any:
     ref = find_run(services, _run_id(data))
     key = _text(data, "metric_key") or ""
-    points = [metric_json(p) for p in read_points(ref.folder, name=key)]
+    # by step: the client's asynchronous logging sends batches side by side, so points
+    # arrive out of order (a stable sort keeps the order received within one step)
+    ordered = sorted(read_points(ref.folder, name=key), key=lambda p: p.step)
+    points = [metric_json(p) for p in ordered]
     if data.get("max_results") is None and not data.get("page_token"):
         return {"metrics": points}
     page, token = search.page(points, data.get("max_results"), data.get("page_token"))
