@@ -55,3 +55,14 @@ def test_the_metrics_file_is_named_while_the_run_runs(tmp_path: Path) -> None:
     finally:
         metrics.close()
     assert os.environ.get(METRICS_ENV) == before
+
+
+def test_an_input_file_left_by_an_earlier_run_is_not_read_again(tmp_path: Path) -> None:
+    (tmp_path / ".metrics-in.jsonl").write_text('{"name": "old", "value": 1}\n')
+    published: list[dict[str, Any]] = []
+    metrics = RunMetrics(tmp_path, lambda metrics, params: published.append(metrics), NoTimer)
+    metrics.start()
+    with open(os.environ[METRICS_ENV], "a") as handle:
+        handle.write('{"name": "new", "value": 2}\n')
+    metrics.close()
+    assert list(published[-1]) == ["new"]

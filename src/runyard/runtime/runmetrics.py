@@ -21,6 +21,7 @@ waiting points (the parent writes those), with fresh locks and no timer or intak
 from __future__ import annotations
 
 import _thread
+import contextlib
 import os
 import sys
 import threading
@@ -74,7 +75,11 @@ class RunMetrics:
         _ALL.add(self)
 
     def start(self) -> None:
-        """Name the input file to every process the task starts, and watch it."""
+        """Name the input file to every process the task starts, and watch it. One left
+        by an earlier run in the folder (a retry's) is removed first: its lines were that
+        run's, recorded in its metrics already."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.input_path)
         self._env_before = os.environ.get(METRICS_ENV)
         os.environ[METRICS_ENV] = str(self.input_path)
         self._watcher = _Watcher(POLL_SECONDS, self._poll)
