@@ -23,9 +23,10 @@ GATED = "while [ ! -e go ]; do sleep 0.05; done; exit {code}"
 
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    srv = start_server(tmp_path / "srv", token="deps-secret")
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the tests that need no restart (each names tasks of its own)."""
+    srv = start_server(tmp_path_factory.mktemp("deps") / "srv", token="deps-secret")
     try:
         yield srv
     finally:
