@@ -138,6 +138,8 @@ def test_a_command_task_logs_through_the_metrics_file(server: ServerProcess) -> 
     log = run_log(server, handle["task_id"])
     assert "metrics: line 3 refused: not JSON" in log
     assert METRICS_ENV not in status["config"]
+    # what the run logged is its record, read through the tracking routes: no artifact
+    assert not {"metrics.jsonl", "params.json"} & set(status["result"]["artifacts"])
 
 
 def test_a_bad_metric_is_an_error_the_task_sees(server: ServerProcess) -> None:

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 from runyard.errors import UnsafePath
 from runyard.tasks.base import Task, TaskExit, TaskInput, TaskOutput, TaskRun
 from runyard.tasks.builtin.outputtail import TAIL_BYTES, TAIL_LINES, LogMark
+from runyard.tracking.points import METRICS_FILE, PARAMS_FILE
 from runyard.workspace.artifacts import check_relative_path
 from runyard.workspace.filenames import shown_name
 from runyard.workspace.identity import TaskType
@@ -103,6 +104,10 @@ def _run_command(inputs: CommandInput, cwd: Path, mark: LogMark) -> int:
             proc.terminate()
 
 
+# the run's own records: what it logged is read through the tracking routes, not an artifact
+_RUN_FILES = RECORD_FILES | {METRICS_FILE, PARAMS_FILE}
+
+
 def _matching_files(task_dir: Path, patterns: str) -> list[str]:
     found: set[str] = set()
     for pattern in (p.strip() for p in patterns.split(",")):
@@ -110,7 +115,7 @@ def _matching_files(task_dir: Path, patterns: str) -> list[str]:
             continue
         for path in task_dir.glob(pattern):
             rel = path.relative_to(task_dir)
-            if rel.parts[0].startswith(".") or str(rel) in RECORD_FILES:
+            if rel.parts[0].startswith(".") or str(rel) in _RUN_FILES:
                 continue
             if path.is_file() and not path.is_symlink():
                 found.add(rel.as_posix())
