@@ -63,3 +63,18 @@ def test_params_written_atomically_when_changed(tmp_path: Path) -> None:
     recorder.log_params({"lr": 0.2})
     recorder.flush()
     assert json.loads((tmp_path / "params.json").read_text())["lr"] == 0.2
+
+
+def test_numpy_scalars_are_numbers(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    recorder = MetricRecorder(tmp_path)
+    for value in (np.float32(1.5), np.int64(3), np.float64("nan"), np.bool_(True)):
+        recorder.log("a", value)
+    recorder.log_params({"n": np.int64(5), "f": np.float32(0.25), "big": np.uint64(2**64 - 1)})
+    assert recorder.summary()["a"] == {"last": 1.0, "min": 1.0, "max": 3.0, "step": 3,
+                                       "count": 4}
+    assert recorder.params() == {"n": 5, "f": 0.25, "big": str(2**64 - 1)}
+    recorder.flush()
+    assert [p.value for p in read_points(tmp_path)][:2] == [1.5, 3.0]
+    with pytest.raises(InvalidInput):
+        recorder.log("a", np.array([1.0, 2.0]))
