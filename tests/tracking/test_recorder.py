@@ -78,3 +78,15 @@ def test_numpy_scalars_are_numbers(tmp_path: Path) -> None:
     assert [p.value for p in read_points(tmp_path)][:2] == [1.5, 3.0]
     with pytest.raises(InvalidInput):
         recorder.log("a", np.array([1.0, 2.0]))
+
+
+def test_log_many_keeps_all_or_none(tmp_path: Path) -> None:
+    recorder = MetricRecorder(tmp_path)
+    for bad in ({"ok": 1.0, "/bad": 2.0}, {"ok": 1.0, "v": "x"}, {"ok": 1.0, 3: 1.0}):
+        with pytest.raises(InvalidInput):
+            recorder.log_many(bad)
+    with pytest.raises(InvalidInput):
+        recorder.log_many({"ok": 1.0}, step=1.5)  # type: ignore[arg-type]
+    assert recorder.pending == 0 and recorder.summary() == {}
+    assert recorder.log_many({"a": 1, "b": 2.5}, step=4) == 2
+    assert {name: s["step"] for name, s in recorder.summary().items()} == {"a": 4, "b": 4}

@@ -89,12 +89,7 @@ class RunMetrics:
             self._after_log(FLUSH_POINTS if self.recorder.pending >= FLUSH_POINTS else 1)
 
     def log_many(self, values: Mapping[str, object], step: int | None = None) -> None:
-        if not isinstance(values, Mapping):
-            raise TypeError(f"metrics must be a mapping, not {type(values).__name__}")
-        waiting = 0
-        for name, value in values.items():
-            waiting = self.recorder.log(name, value, step)
-        self._after_log(waiting)
+        self._after_log(self.recorder.log_many(values, step))
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         self.recorder.log_params(params)

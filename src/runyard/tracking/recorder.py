@@ -104,6 +104,22 @@ class MetricRecorder:
             self.changed = True
             return len(self._lines)
 
+    def log_many(self, values: Mapping[str, object], step: int | None = None) -> int:
+        """:meth:`log` of each ``name: value`` at one ``step``, all checked first: a bad
+        one raises and none is kept."""
+        if not isinstance(values, Mapping):
+            raise TypeError(f"metrics must be a mapping, not {type(values).__name__}")
+        checked = [(name, metric_value(value)) for name, value in values.items()]
+        new = {check_metric_name(name) for name, _ in checked if name not in self._folds}
+        if len(self._folds) + len(new) > MAX_METRICS:
+            raise InvalidInput(f"a run may log at most {MAX_METRICS} metrics")
+        if step is not None:
+            check_step(step)
+        waiting = self.pending
+        for name, value in checked:
+            waiting = self.log(name, value, step)
+        return waiting
+
     def _new_metric(self, name: str) -> list[Any]:
         """The fold of a metric not logged before: [last, min, max, step, count, its JSON
         name]."""
