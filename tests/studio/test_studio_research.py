@@ -69,7 +69,9 @@ def test_the_report_renders_with_its_figures_and_no_html(
     rendered = files.locator(".preview-markdown")
     expect(rendered.locator("h1")).to_have_text(HOSTILE_TITLE)
     assert rendered.locator("h1 img, h1 b, script").count() == 0
-    table = rendered.locator("table.md-table")
+    tables = rendered.locator("table.md-table")
+    expect(tables).to_have_count(2)  # the ranking, then the training runs' params compared
+    table = tables.first
     expect(table.locator("thead th")).to_have_count(7)
     expect(table.locator("tbody tr")).to_have_count(1)
     expect(table.locator("tbody tr td").nth(1)).to_have_text("1. ridge")
