@@ -16,6 +16,8 @@ or a member that would leave less than ``min_free_mb`` free (507). Then:
   valid ``run_id``; ``metadata.json`` (if any) this task's;
 - every artifact named by the metadata or the status result must have arrived with the
   recorded size and sha256 (hashed while it was written, not re-read);
+- each kept earlier run (``runs/<run_id>/...`` members, :mod:`runyard.sync.keptruns`)
+  must carry a terminal status of its own; under the claim it goes to the history;
 - the status gets ``log_path`` pointing at this server's log layout and ``synced_from``;
 - under the task's claim lock the rules of :mod:`runyard.sync.diff` are checked again
   (the task may have been submitted here meanwhile), the log is moved to the path the
@@ -46,6 +48,12 @@ from runyard.runtime.creation import claim, remove_task_dir, staging_path
 from runyard.sync.candidates import Candidate
 from runyard.sync.diff import REFUSE, SKIP, decide
 from runyard.sync.errors import SyncRefused
+from runyard.sync.keptruns import (
+    RUNS_PREFIX,
+    check_staged_runs,
+    place_staged_runs,
+    run_member_target,
+)
 from runyard.sync.members import (
     BLOCK,
     CHUNK,
@@ -91,6 +99,7 @@ class Staged:
     bytes: int = 0  # file bodies written
     charged: int = 0  # counted against limits.max_bytes
     members: int = 0
+    kept_runs: list[str] = field(default_factory=list)  # earlier runs (sync/keptruns.py)
 
     def admit(self, task_id: str, member: tarfile.TarInfo) -> None:
         """Count ``member`` in, refusing it before anything of it is written."""
@@ -137,6 +146,7 @@ def apply_task_stream(
         staged = Staged(staging, limits)
         _receive(task_id, reader, staged)
         status = _verify(task_id, staged)
+        staged.kept_runs = check_staged_runs(staging, status)  # before any claim is taken
         status = _finish_status(workspace, staged, status, synced_from)
         return _commit(workspace, staged, status)
     finally:
@@ -170,6 +180,11 @@ def _member_target(task_id: str, member: tarfile.TarInfo, staged: Staged) -> str
         raise SyncRefused(task_id, "bad_member", f"{member.name!r} is not a file or folder")
     if member.name == LOG_MEMBER and member.type in FILE_TYPES and not staged.has_log:
         return None
+    if member.name.startswith(RUNS_PREFIX) and member.type in FILE_TYPES:
+        rel = run_member_target(task_id, member.name)  # a kept run's (sync/keptruns.py)
+        if rel in staged.files:
+            raise SyncRefused(task_id, "bad_member", f"{member.name!r} is repeated")
+        return rel
     try:
         rel = "/".join(task_parts(member.name, directory=member.isdir()))
     except UnsafePath as exc:
@@ -297,6 +312,7 @@ def _commit(workspace: Workspace, staged: Staged, status: TaskStatus) -> Outcome
         previous = workspace.read_status(task_id)
         if staged.has_log:
             _place_log(workspace, staged, status)
+        place_staged_runs(workspace, staged.folder, task_id, staged.kept_runs)
         remove_task_dir(workspace, task_id)
         os.rename(staged.folder, task_dir)
         fsync_dir(task_dir.parent)

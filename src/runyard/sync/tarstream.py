@@ -10,7 +10,9 @@ ids, each validated as one path component:
   server's own bookkeeping and stay home; FIFOs, sockets and devices are left out;
 - ``log``, the run's log at ``workspace.run_log_path(task_id, run_id)`` — never the
   ``log_path`` a status names — opened the same way and only as a regular file with one
-  link.
+  link;
+- ``runs/<run_id>/files/<path>`` and ``runs/<run_id>/log``, the task's kept earlier runs
+  (:mod:`runyard.sync.keptruns`).
 
 Each file is opened once, relative to its folder, and sent from that descriptor only when
 its ``(st_dev, st_ino)`` is the one the walk listed: a file swapped for another (or for a
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from runyard.errors import InvalidInput, UnsafePath
 from runyard.sync.errors import UnsendableTask
+from runyard.sync.keptruns import Member, kept_run_members
 from runyard.sync.members import (
     BLOCK,
     CHUNK,
@@ -73,7 +76,8 @@ def task_tar_stream(workspace: Workspace, status: TaskStatus) -> Iterator[bytes]
     task_dir = workspace.task_dir(task_id)
     entries = scan_task_folder(task_id, task_dir)
     log_rel = workspace.run_log_path(task_id, run_id).relative_to(workspace.log_dir)
-    return _stream(task_dir, entries, workspace.log_dir, str(log_rel))
+    kept = kept_run_members(workspace, task_id, run_id)
+    return _stream(task_dir, entries, workspace.log_dir, str(log_rel), kept)
 
 
 def scan_task_folder(task_id: str, task_dir: Path) -> list[Entry]:
@@ -153,7 +157,9 @@ def _entry(task_id: str, folder: int, prefix: str, name: str) -> Entry | None:
     return Entry(relative, directory, (info.st_dev, info.st_ino), int(info.st_mtime))
 
 
-def _stream(task_dir: Path, entries: list[Entry], log_dir: Path, log_rel: str) -> Iterator[bytes]:
+def _stream(
+    task_dir: Path, entries: list[Entry], log_dir: Path, log_rel: str, kept: Iterator[Member]
+) -> Iterator[bytes]:
     for entry in entries:
         name = TASK_PREFIX + entry.relative
         if entry.directory:
@@ -161,6 +167,10 @@ def _stream(task_dir: Path, entries: list[Entry], log_dir: Path, log_rel: str) -
         else:
             yield from _file_member(name, task_dir, entry.relative, entry.identity)
     yield from _file_member(LOG_MEMBER, log_dir, log_rel, None, single_link=True)
+    for name, opened in kept:  # the kept earlier runs (runyard.sync.keptruns)
+        with opened:
+            yield _header(name, opened.size, int(opened.info.st_mtime))
+            yield from _body(opened.fd, opened.size)
     yield bytes(2 * BLOCK)
 
 
