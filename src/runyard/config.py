@@ -192,6 +192,16 @@ class Settings(BaseSettings):
     # and queued tasks and agent runs wait instead of launching (0: neither)
     min_free_mb: int = Field(512, ge=0)
     sse_heartbeat_seconds: float = Field(15.0, gt=0, le=15.0)
+    mcp_relay_probe_seconds: float = Field(
+        5.0, gt=0, le=600,
+        description="How often runyard mcp, relaying to a server, asks its /health while calls "
+        "are pending",
+    )  # fmt: skip
+    mcp_relay_connect_seconds: float = Field(
+        10.0, gt=0, le=600,
+        description="How long runyard mcp, relaying to a server, waits to connect, to send a "
+        "message and for /health before it answers the calls pending with an error",
+    )  # fmt: skip
     # agent-run backend
     upload_max_bytes: int = Field(4 << 30, ge=1)
     allowed_mount_roots: list[Path] = Field(default_factory=list)

@@ -19,12 +19,16 @@ from typing import IO, Any
 
 import pytest
 
-from runyard.api.mcp.relay import CONNECT_SECONDS, PROBE_SECONDS
 from serverproc import ServerProcess, kill_strays, start_server
 
 EXIT_SECONDS = 2.0
 DEAD_SERVER_SECONDS = 10.0  # a call made after the server died
-STOPPED_SERVER_SECONDS = PROBE_SECONDS + CONNECT_SECONDS + 3.0  # one pending while it stops
+# the relay's settings, shorter than their defaults (5 s, 10 s) so a stopped server is
+# found out in seconds; a pending call answers within both and some slack
+PROBE_SECONDS, CONNECT_SECONDS = 0.5, 3.0
+RELAY_ENV = {"RUNYARD_MCP_RELAY_PROBE_SECONDS": str(PROBE_SECONDS),
+             "RUNYARD_MCP_RELAY_CONNECT_SECONDS": str(CONNECT_SECONDS)}  # fmt: skip
+STOPPED_SERVER_SECONDS = PROBE_SECONDS + CONNECT_SECONDS + 5.0  # one pending while it stops
 
 
 class StdioClient:
@@ -32,6 +36,7 @@ class StdioClient:
 
     def __init__(self, workspace: Path, log_dir: Path, cwd: Path) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+        env.update(RELAY_ENV)
         argv = [sys.executable, "-m", "runyard", "mcp", "--workspace-dir", str(workspace),
                 "--log-dir", str(log_dir)]  # fmt: skip
         self.stderr = cwd / "mcp-stderr.txt"

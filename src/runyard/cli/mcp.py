@@ -23,7 +23,8 @@ def mcp(
     if located is not None and (url is not None or _answers(*located)):
         from runyard.api.mcp.relay import relay
 
-        asyncio.run(relay(*located))
+        probe, connect = settings.mcp_relay_probe_seconds, settings.mcp_relay_connect_seconds
+        asyncio.run(relay(*located, probe, connect))
     else:
         from runyard.api.mcp.early import Opening, answer_initialize, read_first_line
         from runyard.cli.facts import runyard_version

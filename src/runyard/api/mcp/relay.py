@@ -8,10 +8,10 @@ promises the SDK's client transport does not keep:
 * **stdin closing ends it.** Pending calls are dropped (nobody is left to read them), the
   stdout writer is closed, and the process exits at once.
 * **every request gets an answer.** A POST that fails (the server died: refused, reset,
-  no connection within :data:`CONNECT_SECONDS`) answers its request with a JSON-RPC error
+  no connection within ``connect_seconds``, 10 by default) answers its request with a JSON-RPC error
   naming the server. While calls are pending, ``/health`` is asked every
-  :data:`PROBE_SECONDS`; a server that cannot be reached or does not answer within
-  :data:`CONNECT_SECONDS` fails them all the same way (a stopped or wedged server keeps
+  ``probe_seconds`` (5); a server that cannot be reached or does not answer within
+  ``connect_seconds`` fails them all the same way (a stopped or wedged server keeps
   their connections open without a word).
 
 It speaks JSON-RPC lines on stdio itself and loads neither the MCP SDK nor its models
@@ -52,18 +52,23 @@ class RelayError(Exception):
     """The server gave no usable answer to a relayed request."""
 
 
-async def relay(url: str, token: str | None) -> None:
+async def relay(
+    url: str,
+    token: str | None,
+    probe_seconds: float = PROBE_SECONDS,
+    connect_seconds: float = CONNECT_SECONDS,
+) -> None:
     """Pipe stdio to ``<url>/mcp`` until stdin closes (see the module docstring)."""
     headers = {"accept": ACCEPT}
     if token:
         headers["authorization"] = f"Bearer {token}"
-    timeout = httpx.Timeout(CONNECT_SECONDS, read=None)
+    timeout = httpx.Timeout(connect_seconds, read=None)
     with wire_streams() as (wire_in, wire_out):
         async with (
             httpx.AsyncClient(headers=headers, timeout=timeout) as http,
             LineWriter.over(wire_out) as out,
         ):
-            link = _Link(http, url.rstrip("/"), out)
+            link = _Link(http, url.rstrip("/"), out, probe_seconds, connect_seconds)
             async with anyio.create_task_group() as group:
                 group.start_soon(link.watch)
                 async for message in read_messages(wire_in):
@@ -137,8 +142,12 @@ class LineWriter:
 class _Link:
     """The relay's side of one server: POSTs messages, answers every request once."""
 
-    def __init__(self, http: httpx.AsyncClient, url: str, out: LineWriter) -> None:
+    def __init__(
+        self, http: httpx.AsyncClient, url: str, out: LineWriter, probe: float, connect: float
+    ) -> None:
         self.http = http
+        self.probe = probe
+        self.connect = connect
         self.url = url
         self.out = out
         self.version: str | None = None  # the protocol version initialize agreed on
@@ -194,14 +203,14 @@ class _Link:
     async def watch(self) -> None:
         """Fail the pending calls once the server stops answering ``/health``."""
         while True:
-            await anyio.sleep(PROBE_SECONDS)
+            await anyio.sleep(self.probe)
             if self.pending and not await self._answers():
                 for scope in list(self.pending.values()):
                     scope.cancel()
 
     async def _answers(self) -> bool:
         try:
-            with anyio.fail_after(CONNECT_SECONDS):
+            with anyio.fail_after(self.connect):
                 await self.http.get(self.url + "/health")
         except (httpx.HTTPError, TimeoutError) as exc:
             self.down = f"the runyard server at {self.url} stopped answering ({exc!r})"
