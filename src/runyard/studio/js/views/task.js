@@ -351,7 +351,7 @@ class TaskDetail {
   async loadRuns() {
     try {
       const answer = await agent(`/tasks/${encodeURIComponent(this.taskId)}/runs`);
-      if (this.alive) replace(this.runsSlot, runsTable(answer.runs || []));
+      if (this.alive) replace(this.runsSlot, runsTable(answer.runs || [], this.taskId));
     } catch (error) {
       if (!this.alive) return;
       replace(this.runsSlot, error.status === 404 && !error.code
