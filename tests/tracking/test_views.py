@@ -112,3 +112,23 @@ def test_runs_and_refs_refused_clearly(tmp_path: Path) -> None:
             split_ref(bad)
     with pytest.raises(InvalidInput, match="metric name"):
         metrics_answer(task, current(ws, task), name="/loss")
+
+
+def test_one_answer_reads_its_runs_files_up_to_one_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many runs with full-size files: the answer stops reading at the budget and marks the
+    runs it cut short, so one request never holds every run's points."""
+    ws = Workspace.open(tmp_path / "ws", tmp_path / "logs")
+    ws.ensure()
+    rows = points(*(("loss", s, 0.5) for s in range(100)))
+    tasks = [make_task(ws, f"r{n}", n) for n in range(3)]
+    for task_id in tasks:
+        (ws.task_dir(task_id) / "metrics.jsonl").write_text(rows)
+    runs = [run for task_id in tasks for run in current(ws, task_id)]
+    size = len(rows.encode())
+    monkeypatch.setattr("runyard.tracking.views.MAX_ANSWER_BYTES", size + size // 2)
+    answer = metrics_answer("train#fit#r0", runs)["runs"]
+    counts = [len(run["metrics"].get("loss", {"steps": []})["steps"]) for run in answer]
+    assert counts[0] == 100 and 0 < counts[1] < 100 and counts[2] == 0, counts
+    assert [run.get("truncated", False) for run in answer] == [False, True, True]

@@ -67,6 +67,17 @@ def read_points(
     return [point for point in reader.points if point.name == name]
 
 
+def metrics_bytes(run_dir: Path) -> int:
+    """The size of ``run_dir/metrics.jsonl`` (0 when missing or not a plain regular file),
+    read as :func:`read_points` reads it."""
+    try:
+        opened = open_under(run_dir, METRICS_FILE, hidden=True, single_link=True)
+    except (NoSuchFile, UnsafePath, OSError):
+        return 0
+    with opened:
+        return os.fstat(opened.fd).st_size
+
+
 class _PointReader:
     """Lines to points, fast for what the worker writes: each line is decoded on its own
     (one JSON value a line, nothing after it), and a point whose fields are plainly valid

@@ -25,7 +25,15 @@ from typing import Any
 from runyard.errors import InvalidInput, RunNotFound
 from runyard.tracking.jsonequal import canonical
 from runyard.tracking.points import check_metric_name
-from runyard.tracking.reading import read_params, read_points, run_params, series, summarise
+from runyard.tracking.reading import (
+    MAX_METRICS_BYTES,
+    metrics_bytes,
+    read_params,
+    read_points,
+    run_params,
+    series,
+    summarise,
+)
 from runyard.workspace.history import kept_runs, run_dir
 from runyard.workspace.identity import is_run_id
 from runyard.workspace.layout import Workspace
@@ -33,6 +41,9 @@ from runyard.workspace.records import TaskStatus
 
 MAX_POINTS_RANGE = (2, 10_000)
 COMPARE_RANGE = (2, 20)
+# what one answer reads of all its runs' metrics.jsonl together: a task rerun many times
+# with forged, full-size files cannot make one request hold every run's points at once
+MAX_ANSWER_BYTES = MAX_METRICS_BYTES
 _ABSENT = object()  # a param one item lacks: a value of its own when comparing
 
 
@@ -92,20 +103,26 @@ def metrics_answer(
     """``{"task_id", "runs": [{"run_id", "current", "state", "metrics"}]}``: each run's
     series per metric (``{"steps", "values", "times"}`` in logged order, values as numbers
     or "NaN"/"Infinity"/"-Infinity"), only metric ``name``'s when given, each thinned to
-    ``max_points`` (its first and last kept, and each stretch's lowest and highest)."""
+    ``max_points`` (its first and last kept, and each stretch's lowest and highest).
+    All runs together are read up to :data:`MAX_ANSWER_BYTES` of their files; a run cut
+    short by that (or by its own file's cap) carries ``"truncated": true``."""
     if name is not None:
         check_metric_name(name)
     answer = []
+    budget = MAX_ANSWER_BYTES
     for run in runs:
-        points = read_points(run.folder, name=name) if run.folder is not None else []
-        answer.append(
-            {
-                "run_id": run.status.run_id,
-                "current": run.current,
-                "state": run.status.state.value,
-                "metrics": series(points, max_points),
-            }
-        )
+        size = metrics_bytes(run.folder) if run.folder is not None else 0
+        points = read_points(run.folder, name=name, max_bytes=budget) if size else []
+        entry: dict[str, Any] = {
+            "run_id": run.status.run_id,
+            "current": run.current,
+            "state": run.status.state.value,
+            "metrics": series(points, max_points),
+        }
+        if size > budget:  # its later points were not read
+            entry["truncated"] = True
+        budget = max(0, budget - size)
+        answer.append(entry)
     return {"task_id": task_id, "runs": answer}
 
 
