@@ -25,6 +25,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
 from runyard.sync.errors import SyncRefused
@@ -124,13 +125,14 @@ def check_staged_runs(staging: Path, current: TaskStatus) -> list[str]:
     return run_ids
 
 
-def _json(raw: bytes | None) -> object:
+def _json(raw: bytes | None) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except ValueError:
         return None
+    return data if isinstance(data, dict) else None
 
 
 def place_staged_runs(

@@ -29,7 +29,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ def _store_one(workspace: Workspace, fd: int) -> tuple[dict[str, Any], os.stat_r
     return {"size": size, "sha256": sha}, info
 
 
-def _candidate_files(entry_fd: int) -> Iterator[tuple[str, int]]:
+def _candidate_files(entry_fd: int) -> Generator[tuple[str, int], None, None]:
     """The entry's regular, singly linked, visible files other than its records, each
     opened (the caller closes it); no symlink is followed and no FIFO is opened blocking."""
     count = 0
