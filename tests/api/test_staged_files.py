@@ -239,12 +239,89 @@ def test_a_declared_length_past_the_limit_is_refused_before_the_body(
 
 
 def test_a_body_of_another_type_is_refused_by_its_content_type(server: ServerProcess) -> None:
-    for media in ("text/plain", "application/json", "multipart/form-data; boundary=x"):
+    for media in ("text/plain", "application/json", "application/x-tar"):
         with httpx.Client(base_url=server.url, headers=server.headers, timeout=30) as client:
             reply = client.post("/files", content=b"{}", headers={"content-type": media})
         assert reply.status_code == 415, reply.text
         assert "application/octet-stream" in reply.json()["detail"]
     assert staged_files(server) == set()
+
+
+def multipart(
+    srv: ServerProcess, body: bytes | Iterator[bytes], boundary: str = "b0und"
+) -> httpx.Response:
+    headers = {**srv.headers, "content-type": f"multipart/form-data; boundary={boundary}"}
+    with httpx.Client(base_url=srv.url, timeout=60) as client:
+        return client.post("/files", content=body, headers=headers)
+
+
+def part(name: str, value: bytes, filename: str | None = None) -> bytes:
+    disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+    return f"--b0und\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + value + b"\r\n"
+
+
+END = b"--b0und--\r\n"
+
+
+def test_a_multipart_upload_is_staged_as_axonx_takes_it(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.url, headers=server.headers, timeout=60) as client:
+        reply = client.post(
+            "/files", data={"directory": "tmp/peers"}, files={"file": ("w.whl", b"wheel")}
+        )
+    assert reply.status_code == 200, reply.text
+    path = reply.json()["answer"]["path"]
+    assert (
+        re.fullmatch(r"tmp/peers/[0-9a-f]{32}/w\.whl", path) and reply.json()["answer"]["size"] == 5
+    )
+    assert (server.workspace / path).read_bytes() == b"wheel"
+    named = multipart(server, part("file", b"x" * 70_000, "a.bin") + END)
+    assert named.json()["answer"]["path"].endswith("/a.bin")  # spans several chunks
+    assert (server.workspace / named.json()["answer"]["path"]).stat().st_size == 70_000
+    for staged in (path, named.json()["answer"]["path"]):
+        assert discard(server, staged).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (part("other", b"x") + part("file", b"data", "a.bin") + END, "Only 'file' and 'directory'"),
+        (part("file", b"one", "a.bin") + part("file", b"two", "b.bin") + END, "Duplicate"),
+        (part("file", b"data", "a.bin") + part("directory", b"tmp/x") + END, "must come before"),
+        (part("directory", b"tmp/x") + END, "requires one file field"),
+        (part("file", b"data", "a.bin"), "Incomplete multipart body"),
+        (part("directory", b"agent") + part("file", b"data", "a.bin") + END, "confined to"),
+        (part("directory", b"tmp/../agent") + part("file", b"d", "a.bin") + END, "'..'"),
+        (part("file", b"data", "../server.json") + END, "Invalid upload filename"),
+        (part("directory", b"x" * (65 << 10)) + part("file", b"d", "a.bin") + END, "field is longer than 65536"),
+        (b"--b0und\r\nno headers here\r\n\r\n", "Malformed multipart body"),
+    ],
+    ids=["other field", "two files", "directory after", "no file", "unfinished", "agent",
+         "dot-dot", "file name", "long field", "malformed"],
+)  # fmt: skip
+def test_a_refused_multipart_upload_keeps_nothing(
+    server: ServerProcess, body: bytes, reason: str
+) -> None:
+    before = tree(server.workspace)
+    reply = multipart(server, body)
+    assert reply.status_code == 422, reply.text
+    assert reason in reply.json()["detail"], reply.text
+    assert tree(server.workspace) == before
+
+
+def test_an_oversized_multipart_upload_is_413_with_nothing_kept(server: ServerProcess) -> None:
+    before = tree(server.workspace)
+    reply = multipart(server, part("file", bytes(MIB + 1), "big.bin") + END)
+    assert reply.status_code == 413, reply.text
+
+    # a small file, then megabytes after the closing boundary, which a parser skips
+    def chunked() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+        yield part("file", b"small", "a.bin") + END
+        for _ in range(8):
+            yield bytes(256 << 10)
+
+    padded = multipart(server, chunked())
+    assert padded.status_code == 413, padded.text
+    assert tree(server.workspace) == before
 
 
 def test_a_dropped_connection_leaves_nothing(server: ServerProcess) -> None:

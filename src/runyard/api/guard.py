@@ -24,20 +24,20 @@ every TCP listener:
 * A request with neither ``Sec-Fetch-Site`` nor ``Origin`` is not from a browser (CLI,
   curl, scripts, the client) and passes these checks.
 
-Bodies are read as what their route expects, so a state-changing request with a body
-must declare ``application/json`` (or ``+json``); ``multipart/form-data`` on the upload
-route; ``application/x-tar`` on the sync receive route (``/api/v1/sync/tasks/...``),
-whose body is a task folder streamed as a tar; ``application/octet-stream`` on AxonX's
-``POST /files`` (the raw bytes of one file); any type on an MLflow artifact upload
-(``/mlflow/api/2.0/mlflow-artifacts/artifacts/...``), whose body is the file as it is (its
-client names the file's own type, ``text/plain`` for a ``.txt``). Else 415 (``text/plain``
-included). A
-bodyless request (no ``Transfer-Encoding``, and no ``Content-Length`` or one of 0) to a
-JSON route needs no content type: ``curl -X POST .../sessions/<id>/close`` sends none, and
-there is no body to misread. A content type it does declare is still held to JSON, as the
-routes that read an optional body hold it (:mod:`runyard.api.requestbody`), so a route
-answers the same whether or not it reads its body. The upload and sync routes take their
-type always: their body is the point of the request.
+Bodies are read as what their route expects, so a state-changing request with a body must
+declare ``application/json`` (or ``+json``); ``multipart/form-data`` on the upload route;
+``application/x-tar`` on the sync receive route (``/api/v1/sync/tasks/...``), whose body
+is a task folder streamed as a tar; ``application/octet-stream`` on AxonX's ``POST
+/files`` (the raw bytes of one file, or a multipart form); any type on an MLflow artifact
+upload (``/mlflow/api/2.0/mlflow-artifacts/artifacts/...``), whose body is the file as it
+is (its client names the file's own type, ``text/plain`` for a ``.txt``). Else 415
+(``text/plain`` included). A bodyless request (no ``Transfer-Encoding``, and no
+``Content-Length`` or one of 0) to a JSON route needs no content type: ``curl -X POST
+.../sessions/<id>/close`` sends none, and there is no body to misread. A content type it
+does declare is still held to JSON, as the routes that read an optional body hold it
+(:mod:`runyard.api.requestbody`), so a route answers the same whether or not it reads its
+body. The upload and sync routes take their type always: their body is the point of the
+request.
 
 The agent-run Unix socket is reached only by runs, never by a browser; its listener marks
 its requests (:func:`agent_socket_channel`), which then skip the Host, Origin and
@@ -64,6 +64,7 @@ TAR_MEDIA = "application/x-tar"
 MLFLOW_ARTIFACTS_PREFIX = "/mlflow/api/2.0/mlflow-artifacts/artifacts/"
 FILES_PATH = "/files"
 OCTET_MEDIA = "application/octet-stream"
+MULTIPART_MEDIA = "multipart/form-data"
 AGENT_SOCKET_KEY = "runyard.agent_socket"
 # what a browser says of a request its own page (or the user, typing a URL) made
 OWN_FETCH_SITES = frozenset({"same-origin", "none"})
@@ -222,9 +223,9 @@ def _content_type_refusal(path: str, headers: dict[str, str]) -> UnsupportedMedi
     elif path.startswith(MLFLOW_ARTIFACTS_PREFIX):  # a file's own bytes, of its own type
         return None
     elif path == FILES_PATH:  # a POST's body is one file's bytes; a DELETE has none
-        if media == OCTET_MEDIA or not (media or _has_body(headers)):
+        if media in (OCTET_MEDIA, MULTIPART_MEDIA) or not (media or _has_body(headers)):
             return None
-        expected = f"the raw bytes of one file ({OCTET_MEDIA})"
+        expected = f"the raw bytes of one file ({OCTET_MEDIA}) or a {MULTIPART_MEDIA} upload"
     elif _is_json(media) or not (media or _has_body(headers)):
         return None
     else:

@@ -18,8 +18,9 @@ is kept. A cut connection leaves nothing either.
 (a file already gone is fine: AxonX discards after a job that may have consumed it) and
 answers ``{"answer": {"path": ...}}``; a path outside ``tmp/`` is refused (422).
 
-AxonX's server also takes a ``multipart/form-data`` body here; runyard takes the raw body
-only, which is what AxonX's own client sends (415 otherwise, from the request guard).
+A ``multipart/form-data`` body (a ``file`` part, a ``directory`` field before it) is
+taken too, as AxonX's server takes it (:mod:`runyard.api.staged_multipart`); any other
+type is refused by the request guard (415).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from starlette.concurrency import run_in_threadpool
 from runyard.api.envelope import job_response
 from runyard.api.scopes import request_scope
 from runyard.api.services import Services
+from runyard.api.staged_multipart import OVERHEAD_BYTES, stage_multipart
 from runyard.errors import Forbidden
 from runyard.workspace.space import require_space
 from runyard.workspace.staging_area import StagedUpload, discard, too_large
@@ -67,14 +69,21 @@ async def _blocks(request: Request) -> AsyncIterator[bytes]:
 async def stage_request(services: Services, request: Request) -> dict[str, Any]:
     """Write the request's body into the staging area; AxonX's ``FileCopy``."""
     limit = services.settings.files_max_upload_mb << 20
+    content_type = request.headers.get("content-type", "")
+    multipart = content_type.split(";")[0].strip().lower() == "multipart/form-data"
     declared = _declared_size(request)
-    if declared is not None and declared > limit:
+    if declared is not None and declared > limit + (OVERHEAD_BYTES if multipart else 0):
         raise too_large(limit)
     services.read_only.refuse("stage a file")
     root = services.workspace.root
     await run_in_threadpool(require_space, root, services.settings.min_free_mb)
     name = request.headers.get(FILE_NAME_HEADER, "")
     directory = request.headers.get(FILE_DIRECTORY_HEADER, "").strip() or None
+    if multipart:
+        staged = await stage_multipart(
+            request.stream(), content_type, root, (name, directory), limit
+        )
+        return {"path": staged.path, "size": staged.size}
     upload = await run_in_threadpool(StagedUpload.begin, root, name, directory, limit)
     try:
         async for block in _blocks(request):
