@@ -74,11 +74,24 @@ def serve(root: Path, k8s: dict[str, Any], **config: Any) -> ServerProcess:
     return start_server(root, config=values)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
+def shared_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[FakeKubernetes, Kubelet, Path]]:
+    """The cluster of ``server``, for the tests whose runs need no cluster of their own."""
+    fake = FakeKubernetes().start()
+    kubelet = Kubelet(fake, image_paths=IMAGE_PATHS).start()
+    yield fake, kubelet, write_kubeconfig(fake, tmp_path_factory.mktemp("k8s") / "kubeconfig")
+    kubelet.stop()
+    fake.stop()
+
+
+@pytest.fixture(scope="module")
 def server(
-    cluster: tuple[FakeKubernetes, Kubelet, Path], tmp_path: Path
+    shared_cluster: tuple[FakeKubernetes, Kubelet, Path],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ServerProcess]:
-    proc = serve(tmp_path / "srv", k8s_settings(cluster[2]))
+    proc = serve(tmp_path_factory.mktemp("k8s-server") / "srv", k8s_settings(shared_cluster[2]))
     yield proc
     proc.stop()
 
@@ -110,9 +123,9 @@ def jobs_of(fake: FakeKubernetes, run_id: str) -> list[dict[str, Any]]:
 
 
 def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
-    cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
+    shared_cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
 ) -> None:
-    fake, kubelet, _ = cluster
+    fake, kubelet, _ = shared_cluster
     handle = submit(server, "demo", x=2, y=3, executor="kubernetes")
     final = wait_task(server, handle)
     assert final["state"] == "succeeded", final
@@ -184,9 +197,9 @@ def test_a_task_runs_as_a_job_and_writes_its_records_in_the_shared_workspace(
 
 
 def test_failure_cancel_and_a_lost_pod(
-    cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
+    shared_cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
 ) -> None:
-    fake, kubelet, _ = cluster
+    fake, kubelet, _ = shared_cluster
     failing = submit(server, "demo", x=1, y=1, fail=True, executor="kubernetes")
     failed = wait_task(server, failing)
     assert failed["state"] == "failed" and failed["exit_code"] == 1, failed
@@ -258,9 +271,9 @@ def test_in_pvc_mode_the_pod_sees_the_workspace_through_the_claim_at_the_same_pa
 
 
 def test_a_410_on_the_watch_lists_again_and_the_run_is_still_followed(
-    cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
+    shared_cluster: tuple[FakeKubernetes, Kubelet, Path], server: ServerProcess
 ) -> None:
-    fake, kubelet, _ = cluster
+    fake, kubelet, _ = shared_cluster
     handle = submit(server, "command", command="sleep 2")
     container_of(kubelet, handle["run_id"])
     wait_for(lambda: status(server, handle["task_id"])["state"] == "running")
