@@ -18,10 +18,13 @@ Environment variables reach it through the nested delimiter, e.g.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from runyard.kubernetes_template import PodTemplate, Refused, check_template
 
 DEFAULT_SECRET_ENV = (
     "RUNYARD_TOKEN",
@@ -35,7 +38,16 @@ DEFAULT_SECRET_ENV = (
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 LABEL_VALUE = r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
-METADATA_CIDRS = ("169.254.0.0/16", "fd00:ec2::254/128")
+# the cloud metadata and credential endpoints, not all of 169.254.0.0/16 (NodeLocal DNS is
+# 169.254.20.10): AWS/GCP/Azure/OpenStack metadata (GCE's metadata.google.internal is
+# 169.254.169.254 too), its IPv6 address on EC2, ECS task credentials, EKS Pod Identity
+METADATA_CIDRS = (
+    "169.254.169.254/32",
+    "fd00:ec2::254/128",
+    "169.254.170.2/32",
+    "169.254.170.23/32",
+    "fd00:ec2::23/128",
+)
 HTTP_ORIGIN = r"^https?://[^/?#@\s]+$"  # scheme, host and port: no path, no credentials
 
 
@@ -116,6 +128,17 @@ class KubernetesSettings(BaseModel):
     host_env: list[str] = Field(default_factory=list)
     network_policy: bool = True
     egress_blocked_cidrs: list[str] = Field(default_factory=lambda: list(METADATA_CIDRS))
+    # the cluster DNS every policy that allows egress lets a run reach: pods labelled
+    # k8s-app=kube-dns in kube-system (CoreDNS and kube-dns alike) and NodeLocal DNSCache
+    dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    dns_namespace: str = Field("kube-system", pattern=K8S_NAME)
+    dns_cidrs: list[str] = Field(default_factory=lambda: ["169.254.20.10/32"])
+
+    # what an operator changes in the pods (kubernetes_template.py): every run's, then a
+    # task definition's or agent runs'
+    pod_template: PodTemplate | None = None
+    task_pod_templates: dict[str, PodTemplate] = Field(default_factory=dict)
+    agent_pod_template: PodTemplate | None = None
 
     # retries of the API server's transient failures (429, 5xx, connection errors)
     retry_attempts: int = Field(5, ge=0)
@@ -131,6 +154,30 @@ class KubernetesSettings(BaseModel):
     log_retry_seconds: float = Field(1.0, gt=0)
     log_idle_timeout_seconds: float = Field(600.0, gt=0)
     log_drain_seconds: float = Field(10.0, ge=0)
+
+    @field_validator("egress_blocked_cidrs", "dns_cidrs")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a CIDR (such as 169.254.169.254/32)") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _templates_keep_hardening(self) -> KubernetesSettings:
+        pinned = self.volume_mode == "hostPath"
+        named = [("pod_template", self.pod_template)]
+        named.append(("agent_pod_template", self.agent_pod_template))
+        named += [(f"task_pod_templates.{task}", t) for task, t in self.task_pod_templates.items()]
+        for where, template in named:
+            try:
+                if template is not None:
+                    check_template(template, pinned)
+            except Refused as exc:
+                raise ValueError(f"kubernetes.{where}: {exc}") from exc
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> KubernetesSettings:

@@ -275,9 +275,12 @@ def test_network_off_adds_a_deny_all_policy() -> None:
 def test_network_on_still_blocks_the_cloud_metadata_address() -> None:
     policy = dependent(build(spec(network=True)), "NetworkPolicy")
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
-    assert policy["spec"]["egress"] == [{"to": [
-        {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}},
-        {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128"]}}]}]
+    assert policy["spec"]["egress"][0] == {"to": [
+        {"ipBlock": {"cidr": "0.0.0.0/0",
+                     "except": ["169.254.169.254/32", "169.254.170.2/32", "169.254.170.23/32"]}},
+        {"ipBlock": {"cidr": "::/0", "except": ["fd00:ec2::254/128", "fd00:ec2::23/128"]}}]}
+    # only the metadata and credential addresses: NodeLocal DNS (169.254.20.10) stays reachable
+    assert policy["spec"]["egress"][1]["to"][1] == {"ipBlock": {"cidr": "169.254.20.10/32"}}
     assert build(spec(network=True), settings(network_policy=False)).dependents == []
 
 

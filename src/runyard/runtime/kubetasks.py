@@ -154,7 +154,7 @@ def job_preview(
     k8s = resolve_settings(k8s)
     status = planned_status(workspace, registry, task, inputs)
     spec = task_launch_spec(settings, workspace, status, registry.get(task).target)
-    options = RunOptions(log_in_pod=True, resources=task_resources(settings, task))
+    options = RunOptions(log_in_pod=True, resources=task_resources(settings, task), task=task)
     manifests = build_manifests(spec, k8s, status.run_id, None, options)
     manifests.job["spec"]["suspend"] = False
     return [manifests.job, *(_redacted(doc) for doc in manifests.dependents)]
@@ -324,7 +324,8 @@ class KubernetesTasks:
             resources = task_resources(self.settings, run.task)
             report = resources_report(spec, resources, self.settings)
             record_limits(self.workspace, run.task_id, run.run_id, report)
-            handle = executor.launch(spec, RunOptions(log_in_pod=True, resources=resources))
+            options = RunOptions(log_in_pod=True, resources=resources, task=run.task)
+            handle = executor.launch(spec, options)
         except Exception as exc:  # any failure to launch is the run's end
             self._end(run, None, error=f"{type(exc).__name__}: {exc}")
             return

@@ -36,6 +36,7 @@ from runyard.executors.kubernetes.names import (
     split_labels,
 )
 from runyard.executors.kubernetes.package import PackageFiles
+from runyard.executors.kubernetes.template import apply_templates, templates_for
 from runyard.executors.kubernetes.volumes import plan_volumes
 from runyard.kubernetes_settings import KubernetesSettings, ResourceSettings
 
@@ -45,10 +46,12 @@ RESUME_PATCH: dict[str, Any] = {"spec": {"suspend": False}}
 @dataclass(frozen=True)
 class RunOptions:
     """What differs between runs of one executor: a task run writes its own log on the
-    shared volume (``log_in_pod``), and its definition may have its own ``resources``."""
+    shared volume (``log_in_pod``), and its definition (``task``) may have its own
+    ``resources`` and pod template."""
 
     log_in_pod: bool = False
     resources: ResourceSettings | None = None
+    task: str | None = None
 
 
 @dataclass(frozen=True)
@@ -205,21 +208,29 @@ def secret_manifest(meta: _Meta, data: dict[str, str]) -> dict[str, Any]:
 
 
 def network_policy_manifest(
-    meta: _Meta, blocked: list[str] | None = None, job_api_url: str | None = None
-) -> dict[str, Any]:
+    meta: _Meta, blocked: list[str] | None = None, job_api_url: str | None = None,
+    dns: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Deny all ingress and egress of the run's pod (enforced where the CNI supports it);
     with ``blocked`` CIDRs (a run with network), allow egress anywhere but there, so the
-    cloud metadata address (169.254.169.254, fd00:ec2::254) stays out of reach. An agent
-    run given ``job_api_url`` may also reach the runyard server's pods on that port, and
-    the cluster DNS to find them."""
+    cloud metadata and credential addresses stay out of reach. An agent run given
+    ``job_api_url`` may also reach the runyard server's pods on that port. A policy that
+    allows any egress also allows ``dns`` (:func:`dns_egress`) by its own rule: Cilium and
+    GKE Dataplane V2 never apply an ``ipBlock`` to a pod such as CoreDNS. A policy that
+    allows none allows no DNS either (a name lookup carries data out too)."""
     selected = {MANAGED_BY_LABEL: MANAGED_BY, RUN_ID_LABEL: meta.labels[RUN_ID_LABEL]}
     spec: dict[str, Any] = {
         "podSelector": {"matchLabels": selected}, "policyTypes": ["Ingress", "Egress"]
     }
+    egress: list[dict[str, Any]] = []
     if blocked is not None:
-        spec["egress"] = [{"to": _allowed_blocks(blocked)}]
+        egress.append({"to": _allowed_blocks(blocked)})
     if job_api_url is not None:
-        spec["egress"] = spec.get("egress", []) + _job_api_egress(job_api_url)
+        egress.append(_job_api_egress(job_api_url))
+    if egress and dns is not None:
+        egress.append(dns)
+    if egress:
+        spec["egress"] = egress
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -228,17 +239,24 @@ def network_policy_manifest(
     }
 
 
-def _job_api_egress(url: str) -> list[dict[str, Any]]:
+def dns_egress(settings: KubernetesSettings) -> dict[str, Any]:
+    """Port 53 (UDP and TCP) of the cluster DNS pods, by namespace and labels, and of the
+    NodeLocal DNSCache addresses."""
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": settings.dns_namespace}}
+    pods = {"matchLabels": dict(settings.dns_pod_labels)}
+    peers: list[dict[str, Any]] = [{"namespaceSelector": namespace, "podSelector": pods}]
+    peers += [{"ipBlock": {"cidr": cidr}} for cidr in settings.dns_cidrs]
+    ports = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    return {"to": peers, "ports": ports}
+
+
+def _job_api_egress(url: str) -> dict[str, Any]:
     """The server's pods (the labels of ``runyard kubernetes manifests``) on the URL's port,
-    which is the pod's own port there too; DNS (kube-dns) in any namespace."""
+    which is the pod's own port there too."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     server = {"podSelector": {"matchLabels": dict(SERVER_LABELS)}}
-    dns = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}
-    return [
-        {"to": [server], "ports": [{"protocol": "TCP", "port": port}]},
-        {"to": [dns], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
-    ]
+    return {"to": [server], "ports": [{"protocol": "TCP", "port": port}]}
 
 
 def _allowed_blocks(blocked: list[str]) -> list[dict[str, Any]]:
@@ -259,7 +277,10 @@ def build_manifests(
 ) -> RunManifests:  # fmt: skip
     """The Job (suspended) and its dependents for one run; ``package`` is already read."""
     meta = _metadata(spec, run_id, settings.instance)
-    job = job_manifest(spec, settings, package, meta, options or RunOptions())
+    options = options or RunOptions()
+    job = job_manifest(spec, settings, package, meta, options)
+    agent = AGENT_RUN_LABEL in spec.labels
+    job = apply_templates(job, templates_for(settings, options.task, agent))
     dependents: list[dict[str, Any]] = []
     if package is not None:
         dependents.append(config_map_manifest(meta, package))
@@ -269,7 +290,8 @@ def build_manifests(
     if settings.network_policy:
         blocked = settings.egress_blocked_cidrs if spec.network else None
         api = settings.job_api_url if AGENT_RUN_LABEL in spec.labels else None
-        dependents.append(network_policy_manifest(meta, blocked, api))
+        dns = dns_egress(settings)
+        dependents.append(network_policy_manifest(meta, blocked, api, dns))
     return RunManifests(run_id, meta.name, job, dependents)
 
 
@@ -282,3 +304,20 @@ def owned_by(manifest: dict[str, Any], job_name: str, job_uid: str) -> dict[str,
     owned = copy.deepcopy(manifest)
     owned["metadata"]["ownerReferences"] = [owner_reference(job_name, job_uid)]
     return owned
+
+
+CONTENT_FIELDS = ("data", "binaryData", "spec", "type")
+
+
+def is_this_runs(existing: dict[str, Any], wanted: dict[str, Any], job_uid: str) -> bool:
+    """Whether ``existing`` is the object ``wanted`` (created for the Job ``job_uid``)
+    stands for: owned by that Job, or of the same run and instance and the same content."""
+    meta = existing.get("metadata") or {}
+    owners = meta.get("ownerReferences") or []
+    if any(owner.get("uid") == job_uid and owner.get("kind") == "Job" for owner in owners):
+        return True
+    labels = meta.get("labels") or {}
+    ours = {key: wanted["metadata"]["labels"].get(key) for key in (RUN_ID_LABEL, INSTANCE_LABEL)}
+    if any(labels.get(key) != value for key, value in ours.items()):
+        return False
+    return all(existing.get(key) == wanted.get(key) for key in CONTENT_FIELDS)

@@ -1,0 +1,121 @@
+"""Pod templates merged onto a run's Job (the templates themselves: kubernetes_template.py).
+
+    job = apply_templates(job, templates_for(settings, task="train", agent=False))
+
+The merge is a strategic merge patch's, without directives: mappings merge key by key,
+the lists of :data:`~runyard.kubernetes_template.KEYED_LISTS` merge entry by entry by
+their key (containers and volumes by name, volumeMounts by mountPath, ...), tolerations and
+topology spread constraints are added, any other list or value replaces runyard's. A
+template's entry may not replace one runyard made for the run (a volume, a mount, an
+environment name): that is an ExecutorError naming it. Every container of the result,
+sidecars included, gets runyard's container hardening under its own settings, which the
+settings check already kept from loosening it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from runyard.errors import ExecutorError
+from runyard.executors.kubernetes import container as ctr
+from runyard.executors.kubernetes.names import CONTAINER_NAME
+from runyard.kubernetes_settings import KubernetesSettings
+from runyard.kubernetes_template import KEYED_LISTS, PodTemplate
+
+ADDED_LISTS = ("tolerations", "topologySpreadConstraints")
+
+
+def templates_for(settings: KubernetesSettings, task: str | None, agent: bool) -> list[PodTemplate]:
+    """The templates of one run, in the order they apply: every run's, then its own."""
+    chosen = [settings.pod_template]
+    chosen.append(settings.agent_pod_template if agent else None)
+    chosen.append(settings.task_pod_templates.get(task) if task is not None else None)
+    return [template for template in chosen if template is not None]
+
+
+def merge(base: Any, patch: Any, key: str = "") -> Any:
+    """``patch`` merged onto ``base`` (neither is changed)."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        merged = dict(base)
+        for name, value in patch.items():
+            merged[name] = merge(base[name], value, name) if name in base else copy.deepcopy(value)
+        return merged
+    if isinstance(base, list) and isinstance(patch, list):
+        if key in KEYED_LISTS:
+            return _merge_keyed(base, patch, KEYED_LISTS[key])
+        if key in ADDED_LISTS:
+            return base + [copy.deepcopy(entry) for entry in patch if entry not in base]
+    return copy.deepcopy(patch)
+
+
+def _merge_keyed(base: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
+    merged = list(base)
+    where = {entry.get(merge_key): index for index, entry in enumerate(merged)}
+    for entry in patch:
+        index = where.get(entry[merge_key])
+        if index is None:
+            where[entry[merge_key]] = len(merged)
+            merged.append(copy.deepcopy(entry))
+        else:
+            merged[index] = merge(merged[index], entry)
+    return merged
+
+
+def apply_templates(job: dict[str, Any], templates: list[PodTemplate]) -> dict[str, Any]:
+    """``job`` with ``templates`` merged on, each checked against what runyard built."""
+    if not templates:
+        return job
+    pod_spec = job["spec"]["template"]["spec"]
+    for template in templates:
+        _refuse_collisions(pod_spec, template.spec)
+    merged = copy.deepcopy(job)
+    for template in templates:
+        meta = template.metadata.model_dump(exclude_defaults=True)
+        merged["metadata"] = merge(merged["metadata"], meta)
+        merged["spec"]["template"]["metadata"] = merge(merged["spec"]["template"]["metadata"], meta)
+        merged["spec"] = merge(merged["spec"], template.job)
+        merged["spec"]["template"]["spec"] = merge(merged["spec"]["template"]["spec"],
+                                                   template.spec)  # fmt: skip
+    _harden(merged["spec"]["template"]["spec"])
+    return merged
+
+
+def _harden(pod_spec: dict[str, Any]) -> None:
+    base = ctr.container_security_context()
+    for key in ("containers", "initContainers"):
+        for container in pod_spec.get(key) or []:
+            container["securityContext"] = merge(base, container.get("securityContext") or {})
+
+
+def _refuse_collisions(pod_spec: dict[str, Any], template: dict[str, Any]) -> None:
+    ours = {volume["name"] for volume in pod_spec.get("volumes") or []}
+    for volume in template.get("volumes") or []:
+        if volume["name"] in ours:
+            raise ExecutorError(
+                f"The pod template's volume {volume['name']!r} would replace one runyard "
+                "mounts for the run; give it another name"
+            )
+    worker = next(c for c in pod_spec["containers"] if c["name"] == CONTAINER_NAME)
+    wanted = next((c for c in template.get("containers") or []
+                   if c["name"] == CONTAINER_NAME), {})  # fmt: skip
+    env = {entry["name"] for entry in worker.get("env") or []}
+    for entry in wanted.get("env") or []:
+        if entry["name"] in env:
+            raise ExecutorError(
+                f"The pod template's environment entry {entry['name']!r} would replace the "
+                "run's own (worker_env, its secrets or runyard's); set it there instead"
+            )
+    paths = [str(mount["mountPath"]).rstrip("/") for mount in worker.get("volumeMounts") or []]
+    for mount in wanted.get("volumeMounts") or []:
+        path = str(mount["mountPath"]).rstrip("/")
+        clash = next((p for p in paths if _nested(p, path)), None)
+        if clash is not None:
+            raise ExecutorError(
+                f"The pod template's volumeMount at {path} overlaps runyard's mount at "
+                f"{clash}, which the run needs; mount it elsewhere"
+            )
+
+
+def _nested(one: str, other: str) -> bool:
+    return one == other or one.startswith(other + "/") or other.startswith(one + "/")
