@@ -7,14 +7,21 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from runtime_helpers import wait_until
 
+from runyard.runtime.creation import create_task
+from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.dedup import dedup_all, read_manifest
-from runyard.workspace.history import run_dir, run_ids
+from runyard.workspace.history import run_dir, run_ids, task_history_dir
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskState
 from runyard.workspace.runfiles import list_run_files, open_run_file
+from serverproc import start_server
 
 MB = 1024 * 1024
 RUNS = 20
@@ -99,3 +106,51 @@ def test_each_attempt_of_a_retried_task_is_kept_whole(supervisor, workspace, tmp
     # the new attempt's folder holds its own files only: nothing of the failed ones
     current = run_dir(workspace, final.task_id, final.run_id)
     assert (current / "out" / "attempt.txt").read_text() == "attempt 3\n"
+
+
+RERUN_AND_EXIT = """
+import sys
+from pathlib import Path
+from runyard.runtime.creation import create_task
+from runyard.tasks.registry import TaskRegistry
+from runyard.workspace.layout import Workspace
+from runyard.workspace.records import TaskState
+ws = Workspace.open(Path(sys.argv[1]), Path(sys.argv[2]))
+registry = TaskRegistry.load(plugins=False)
+first = create_task(ws, registry, "demo", {"x": 1, "y": 2, "task_name": "cli"})
+(ws.task_dir(first.task_id) / "big.bin").write_bytes(bytes(range(256)) * (256 * 1024))
+ws.write_status(first.model_copy(update={"state": TaskState.SUCCEEDED}))
+create_task(ws, registry, "demo", {"x": 1, "y": 2, "task_name": "cli"})
+print(first.run_id)
+"""
+
+
+def test_a_process_that_exits_right_after_a_rerun_stores_the_kept_files_first(workspace):
+    """A CLI's rerun (no server beside it) exits at once: its exit waits for the pass."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNYARD_")}
+    argv = [sys.executable, "-c", RERUN_AND_EXIT, str(workspace.root), str(workspace.log_dir)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    assert set(read_manifest(workspace, "base#demo#cli", run_id)) == {"big.bin"}
+    assert not (run_dir(workspace, "base#demo#cli", run_id) / "big.bin").exists()
+
+
+def test_a_server_start_stores_the_files_a_crash_left_in_an_entry(tmp_path):
+    ws = Workspace.open(tmp_path / "srv" / "ws", tmp_path / "srv" / "logs")
+    ws.ensure()
+    registry = TaskRegistry.load(plugins=False)
+    first = create_task(ws, registry, "demo", {"x": 1, "y": 2, "task_name": "left"})
+    (ws.task_dir(first.task_id) / "plain.bin").write_bytes(b"p" * 10_000)
+    ws.write_status(first.model_copy(update={"state": TaskState.SUCCEEDED}))
+    entry = task_history_dir(ws, first.task_id) / first.run_id
+    entry.parent.mkdir(parents=True)
+    os.rename(ws.task_dir(first.task_id), entry)  # kept, its pass cut short by a crash
+    server = start_server(tmp_path / "srv")
+    try:
+        wait_until(lambda: read_manifest(ws, first.task_id, first.run_id), 30)
+    finally:
+        server.stop()
+    assert not (entry / "plain.bin").exists()
+    with open_run_file(ws, first.task_id, first.run_id, "plain.bin") as opened:
+        assert os.pread(opened.fd, 20_000, 0) == b"p" * 10_000

@@ -22,6 +22,8 @@ Every staging or temp name runyard makes, and what removes it after a crash:
   (:mod:`runyard.workspace.staging_area`).
 
 Both list one folder (``.history/.staging``, ``.partials``), whatever the number of tasks.
+After them, the files of kept runs that a crash or a CLI's exit left in their entries are
+stored once (:func:`runyard.workspace.dedup.dedup_all`; it walks the history's entries).
 Not swept: an atomic write's temp file (``.<name>.<random>.tmp``,
 :mod:`runyard.workspace.atomic`) inside a task folder, or a sync's ``.<log>.<random>.sync``
 in a log folder: finding them means listing every task folder (a million listings at a
@@ -39,6 +41,7 @@ from collections.abc import Callable
 
 from runyard.backup.partials import sweep_partials
 from runyard.runtime.creation import claim_if_free
+from runyard.workspace.dedup import dedup_all
 from runyard.workspace.history import (
     HISTORY_DIR,
     STAGING_DIR,
@@ -117,6 +120,17 @@ class LeftoverSweep:
                 log_removed(kind, sweep())
             except Exception:  # housekeeping: it must never take the server down
                 log.exception("start-up sweep of %s failed", kind)
+        self._store_kept_files()
+
+    def _store_kept_files(self) -> None:
+        """Store once the files of kept runs a crash or a CLI's exit left plain."""
+        try:
+            moved = dedup_all(self.workspace)
+        except Exception:
+            log.exception("start-up sweep of kept runs' files failed")
+            return
+        if moved:
+            log.info("start-up sweep: stored %d files of kept runs once", moved)
 
     def _kinds(self) -> list[tuple[str, Callable[[], list[str]]]]:
         workspace, stopped = self.workspace, self._stop.is_set

@@ -23,12 +23,14 @@ crash or a CLI's exit left plain is done by the next ``gc`` (:func:`dedup_all`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import os
 import stat
 import threading
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,11 @@ from runyard.workspace.safefs import DIR_FLAGS, FILE_FLAGS, open_under, split_re
 PLAIN_FILES = RECORD_FILES | {"metrics.jsonl", "params.json"}
 MAX_FILES = 10_000  # per entry, as a listing of a task's files
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+EXIT_WAIT_SECONDS = 60.0
 log = logging.getLogger(__name__)
+# the passes of this process still running: its exit waits for them (bounded)
+_PENDING: set[threading.Thread] = set()
+_PENDING_LOCK = threading.Lock()
 
 
 def manifest_name(run_id: str) -> str:
@@ -207,13 +213,26 @@ def _unlink_same(entry_fd: int, relative: str, info: os.stat_result) -> None:
 
 
 def schedule_dedup(workspace: Workspace, task_id: str, run_id: str) -> threading.Thread:
-    """Start :func:`dedup_entry` in a thread of its own (the submit does not wait)."""
+    """Start :func:`dedup_entry` in a thread of its own (the submit does not wait). A
+    process that exits meanwhile (a CLI's ``runyard run``) waits for it up to
+    :data:`EXIT_WAIT_SECONDS`; what is left then is done by the next server start or gc."""
     thread = threading.Thread(
         target=_dedup_quietly, args=(workspace, task_id, run_id),
         name=f"dedup {task_id}", daemon=True,
     )  # fmt: skip
+    with _PENDING_LOCK:
+        _PENDING.add(thread)
     thread.start()
     return thread
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    with _PENDING_LOCK:
+        threads = list(_PENDING)
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _dedup_quietly(workspace: Workspace, task_id: str, run_id: str) -> None:
@@ -221,6 +240,9 @@ def _dedup_quietly(workspace: Workspace, task_id: str, run_id: str) -> None:
         dedup_entry(workspace, task_id, run_id)
     except Exception:  # the entry stays plain and readable; gc tries again
         log.exception("Storing the files of %s run %s once failed", task_id, run_id)
+    finally:
+        with _PENDING_LOCK:
+            _PENDING.discard(threading.current_thread())
 
 
 def _dedup_or_log(workspace: Workspace, task_id: str, run_id: str) -> int:
