@@ -3,8 +3,9 @@
 Body (JSON, all optional): ``{"dryRun": false, "includeUpstreams": false}``. Answers the
 report: ``{"dry_run", "tasks", "logs", "run_workspaces", "uploads", "kept_upstreams",
 "bytes", "history", "blobs"}`` (``blobs``: the sha256 of stored files of kept runs that no
-kept run names any more). A run token gets 403. Tasks are deleted through the server's supervisor, so a
-server-side record of each goes with it and active tasks are refused again at deletion.
+kept run names any more). A run token gets 403. Tasks are deleted through the server's
+supervisor, so a server-side record of each goes with it and active tasks are refused again
+at deletion.
 
 With ``retention`` configured (``max_age_days`` or ``keep_last_per_task``) the server also
 collects every ``retention.interval_seconds``, from start to shutdown.
