@@ -43,6 +43,7 @@ from runyard.executors.kubernetes.manifests import (
     RunManifests,
     RunOptions,
     build_manifests,
+    is_this_runs,
     owned_by,
     split_package_mount,
 )
@@ -160,11 +161,11 @@ class KubernetesExecutor:
         run_id = run_id_of(spec.labels)
         manifests = build_manifests(spec, self.settings, run_id, self._package(spec), options)
         log_offset = _log_size(spec.log_path)
-        job, adopted = self._create_job(manifests)
+        job, _ = self._create_job(manifests)
         uid = str(job["metadata"]["uid"])
         try:
             if job["spec"].get("suspend"):
-                self._create_dependents(manifests, uid, adopted)
+                self._create_dependents(manifests, uid)
                 self._api.patch_job(self.namespace, manifests.name, RESUME_PATCH)
         except ExecutorError:
             self._discard_job(self.namespace, manifests.name)
@@ -205,14 +206,33 @@ class KubernetesExecutor:
             raise ExecutorError(f"Job {self.namespace}/{manifests.name} is being deleted")
         return existing, True
 
-    def _create_dependents(self, manifests: RunManifests, job_uid: str, adopted: bool) -> None:
+    def _create_dependents(self, manifests: RunManifests, job_uid: str) -> None:
         for dependent in manifests.dependents:
             owned = owned_by(dependent, manifests.name, job_uid)
             try:
                 self._api.create(dependent["kind"], self.namespace, owned)
-            except KubeApiError as exc:  # an adopted Job's first launch may have made it
-                if not (adopted and exc.status == 409):
+            except KubeApiError as exc:
+                # a create whose answer was lost (retried into 409), or an adopted Job's
+                # first launch, may have made it: then it is this run's and counts as made
+                if exc.status != 409:
                     raise
+                self._check_existing(manifests, owned, job_uid)
+
+    def _check_existing(self, manifests: RunManifests, wanted: dict[str, Any], job_uid: str
+                        ) -> None:  # fmt: skip
+        """Accept the existing object of ``wanted``'s name when it is owned by this Job, or
+        carries this run's labels and the same content; otherwise the launch fails."""
+        kind, name = wanted["kind"], wanted["metadata"]["name"]
+        selector = managed_selector(manifests.run_id, self.instance)
+        found = [item for item in self._api.list(kind, self.namespace, selector)
+                 if item["metadata"].get("name") == name]  # fmt: skip
+        if found and is_this_runs(found[0], wanted, job_uid):
+            return
+        raise ExecutorError(
+            f"{kind} {self.namespace}/{name} already exists and is not this run's (neither "
+            f"owned by Job {manifests.name} nor of its labels and content); delete it or use "
+            "another namespace"
+        )
 
     def jobs(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """This instance's Jobs (of run ``run_id``) found by their labels, less those
