@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -34,6 +34,7 @@ from runyard.configfile import read_config_file
 from runyard.errors import ConfigError
 from runyard.findconfig import config_path
 from runyard.kubernetes_settings import KubernetesSettings
+from runyard.resource_settings import Resources
 from runyard.schedule_settings import ScheduleSettings, check_schedules
 from runyard.studio_pages import StudioSettings
 
@@ -228,6 +229,18 @@ class Settings(BaseSettings):
     task_limits: ResourceLimits = Field(
         default_factory=lambda: ResourceLimits(memory_mb=None, pids=None, cpu=None)
     )
+    task_resources: dict[str, Resources] = Field(
+        default_factory=dict,
+        description="Default resources per task name ({cpus, memory_mb, gpus, gpu_type}): "
+        "each field set here wins over the task class's, a submit's wins over it",
+    )
+    gpus: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        None,
+        max_length=64,
+        description="The GPU device indices runyard hands out to local task runs (each run "
+        "sees only its own through CUDA_VISIBLE_DEVICES); unset: every GPU NVML reports, "
+        "none without the gpu extra or a driver; []: runyard controls no GPU",
+    )
     state_snapshots: StateSnapshots = Field(
         default_factory=lambda: StateSnapshots(keep_last=20, max_mb=1024)
     )
@@ -297,6 +310,13 @@ class Settings(BaseSettings):
                 "their tasks (agent_limits.disk_mb)"
             )
         return self
+
+    @field_validator("gpus")
+    @classmethod
+    def _distinct_gpus(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"gpus lists a device twice: {value}")
+        return value
 
     @model_validator(mode="after")
     def _kubernetes_configured(self) -> Settings:

@@ -16,6 +16,7 @@ Some also derive from the builtin the Job API protocol names in its answers
     │   ├── InvalidSchedule              a schedule, cron expression or range refused
     │   ├── UnsafePath                   a path that would leave its folder
     │   ├── InvalidLimit                 a row or item count outside its allowed range
+    │   ├── ResourcesRefused             a resources ask this server cannot grant (422)
     │   ├── BadIdempotencyKey            an Idempotency-Key header that breaks its rule
     │   ├── NotParquet                   a file to preview that Parquet cannot read
     │   ├── StagedFileRefused            an upload to POST /files (or a discard) refused
@@ -142,6 +143,11 @@ class UnsafePath(InvalidInput):
 
 class InvalidLimit(InvalidInput):
     """A count (rows, items) outside the range its route allows."""
+
+
+class ResourcesRefused(InvalidInput):
+    """A run's ``resources`` that break their rules or ask for more than this server has
+    (more GPUs than it controls, more CPUs or memory than ``task_limits``); nothing made."""
 
 
 class BadIdempotencyKey(InvalidInput):

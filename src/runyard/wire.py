@@ -101,6 +101,9 @@ class TaskStatus(BaseModel):
     # ours, beyond the seed: written only when known, so a seed-written status reads as-is
     submitted_by: str | dict[str, str] | None = None
     limits: dict[str, Any] | None = None
+    # what the run asked for (runyard.resource_settings) and, locally, the GPUs granted to
+    # it as it launched: {"cpus": 2.0, "gpus": 1, "gpu_devices": [0]} (runtime/gpus)
+    resources: dict[str, Any] | None = None
     # why a queued run is not launched yet, while that is not a free slot (runtime/spacewait)
     queued_reason: str | None = None
     # the upstream tasks it waits for before it may queue for a slot (depends_on)
@@ -164,7 +167,7 @@ def finite_json(value: Any, depth: int = 0) -> Any:
 
 
 OPTIONAL_STATUS_FIELDS = (
-    "submitted_by", "limits", "synced_from", "queued_reason", "waiting_for",
+    "submitted_by", "limits", "resources", "synced_from", "queued_reason", "waiting_for",
     "attempt", "retries", "retry_delay_seconds", "retry_at", "retry_of",
     "cache", "cache_key", "params", "metrics", "tracked",
 )

@@ -80,6 +80,7 @@ from runyard.errors import (
     PipelineRunNotFound,
     PreviewTooLarge,
     PreviewUnavailable,
+    ResourcesRefused,
     RunMismatch,
     RunNotFound,
     RunyardError,
@@ -153,6 +154,7 @@ API_TABLE: dict[type[BaseException], Rule] = {
     ScheduleExists: Rule(409, "conflict"),
     UnsafePath: Rule(400, "unsafe_path"),
     InvalidLimit: Rule(422, "invalid_limit"),
+    ResourcesRefused: Rule(422, "invalid_resources"),
     NotParquet: Rule(422, "not_parquet"),
     PreviewTooLarge: Rule(413, "too_large"),
     NoSuchFile: Rule(404, "file_not_found"),
@@ -219,6 +221,7 @@ JOB_TABLE: dict[type[BaseException], Rule] = {
     UnnameablePath: Rule(404, DETAIL),
     BadJsonBody: Rule(422, DETAIL),
     UnknownUpstream: Rule(422, DETAIL),  # a submit's depends_on: nothing was made
+    ResourcesRefused: Rule(422, DETAIL),  # a submit's resources: nothing was made
     JsonTooDeep: Rule(400, DETAIL),
     UnknownTarget: Rule(422, DETAIL),
     UpstreamError: Rule(502, DETAIL),

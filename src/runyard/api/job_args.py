@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from runyard.resource_settings import Resources
 from runyard.tasks.retrypolicy import MAX_DELAY_SECONDS, MAX_RETRIES
 from runyard.workspace.logs import DEFAULT_LIMIT, MAX_LIMIT, MIN_LIMIT
 from runyard.workspace.records import TaskState
@@ -100,6 +101,12 @@ class SubmitArgs(Lenient):
         ge=0,
         description="With cache: serve only a run that finished at most this many seconds "
         "ago; default: the task class's cache_expiry_seconds, else unlimited",
+    )
+    resources: Resources | None = Field(
+        None,
+        description="What the run needs: cpus, memory_mb, gpus (0-64), gpu_type; each field "
+        "given wins over the server's task_resources entry and the task class's. A local "
+        "run asking for more GPUs than the server controls is refused (422)",
     )
 
 

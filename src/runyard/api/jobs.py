@@ -134,6 +134,7 @@ def submit_now(s: Services, args: a.SubmitArgs, scope: Scope) -> JobResult:
         args.task, a.extra_inputs(args), submitter_for(scope), key, args.executor,
         args.depends_on, cache=CacheRequest(args.cache, args.cache_expiry_seconds),
         retries=args.retries, retry_delay_seconds=args.retry_delay_seconds,
+        resources=args.resources,
     )  # fmt: skip
     return handle.model_dump(mode="json"), True
 

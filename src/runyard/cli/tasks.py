@@ -229,6 +229,13 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run to end")] = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
+    gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus", min=0, max=64,
+            help="GPUs the run needs (resources.gpus); it waits queued until they are free",
+        ),
+    ] = None,
     executor: Annotated[
         str | None,
         typer.Option(
@@ -256,6 +263,8 @@ def submit(
         inputs["cache"] = cache
     if cache_expiry is not None:
         inputs["cache_expiry_seconds"] = cache_expiry
+    if gpus is not None:
+        inputs["resources"] = {"gpus": gpus}
     try:
         handle = client.submit(task, **inputs)
     except KeyboardInterrupt:

@@ -114,11 +114,13 @@ def create_task(
     waiting_for: list[str] | None = None,
     retry: dict[str, Any] | None = None,
     cache: dict[str, Any] | None = None,
+    resources: dict[str, Any] | None = None,
 ) -> TaskStatus:
     """Validate ``inputs`` for ``task`` and write its ``queued`` records; the new status.
     ``waiting_for`` (upstream ids, see :mod:`runyard.runtime.dependencies`) is kept in it,
     and so are the ``retry`` fields (:meth:`runyard.runtime.retries.RetryPolicy.first_fields`)
-    and the ``cache`` ones (:meth:`runyard.runtime.taskcache.CachePlan.status_fields`).
+    and the ``cache`` ones (:meth:`runyard.runtime.taskcache.CachePlan.status_fields`),
+    and the run's ``resources`` (:mod:`runyard.runtime.resources`).
 
     Raises :class:`UnknownTask`, :class:`InvalidInput` (nothing is written) or
     :class:`TaskActive` for a fixed name whose task is still queued or running. A task
@@ -130,7 +132,7 @@ def create_task(
     try:
         return _create(
             workspace, registry, task, inputs, submitted_by, idempotency_key, waiting_for,
-            retry or {}, cache or {},
+            {**(retry or {}), "resources": resources}, cache or {},
         )  # fmt: skip
     except OSError as exc:
         if is_space_error(exc):

@@ -46,6 +46,7 @@ from runyard.runtime.creation import (
     remove_task_dir,
     staging_path,
 )
+from runyard.runtime.gpus import without_grant
 from runyard.runtime.liveness import state_event
 from runyard.runtime.submitters import ADMIN, record_submitter, submitter_path
 from runyard.tasks.retrypolicy import MAX_DELAY_SECONDS
@@ -182,6 +183,7 @@ def _queued_retry(workspace: Workspace, failed: TaskStatus) -> TaskStatus:
             "run_id": run_id, "state": TaskState.QUEUED, "created_at": utcnow(),
             "started_at": None, "finished_at": None, "pid": None, "exit_code": 0, "error": "",
             "result": {}, "steps": [], "limits": None, "waiting_for": None,
+            "resources": without_grant(failed.resources),
             "log_path": os.path.abspath(workspace.run_log_path(failed.task_id, run_id)),
             "attempt": attempt, "retry_at": at, "retry_of": failed.retry_of or failed.run_id,
             "queued_reason": retry_reason(attempt, retries, at),

@@ -45,7 +45,7 @@ class SpaceWait:
             if self._noted:
                 log.info("disk space is back: %d queued runs launch again", len(self._noted))
                 for task_id, run_id in self._noted.items():
-                    _write_reason(self.workspace, task_id, run_id, None)
+                    write_queued_reason(self.workspace, task_id, run_id, None)
                 self._noted.clear()
             return False
         for task_id, run_id in queued():
@@ -53,7 +53,7 @@ class SpaceWait:
                 if not self._noted:
                     log.warning("queued runs wait: %s", reason)
                 self._noted[task_id] = run_id
-                _write_reason(self.workspace, task_id, run_id, reason)
+                write_queued_reason(self.workspace, task_id, run_id, reason)
         return True
 
     def launching(self, status: TaskStatus) -> TaskStatus:
@@ -62,11 +62,13 @@ class SpaceWait:
         self._noted.pop(status.task_id, None)
         if status.queued_reason is None:
             return status
-        _write_reason(self.workspace, status.task_id, status.run_id, None)
+        write_queued_reason(self.workspace, status.task_id, status.run_id, None)
         return status.model_copy(update={"queued_reason": None})
 
 
-def _write_reason(workspace: Workspace, task_id: str, run_id: str, reason: str | None) -> None:
+def write_queued_reason(
+    workspace: Workspace, task_id: str, run_id: str, reason: str | None
+) -> None:
     """Put ``reason`` in (None: take it out of) the ``queued`` status of run ``run_id``;
     nothing when the task moved on, or when the full disk refuses even this."""
     with holding_if_free(workspace.lock_path(task_id)) as free:

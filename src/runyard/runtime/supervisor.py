@@ -51,6 +51,7 @@ from runyard.runtime.dependencies import Waiting, parse_depends_on, with_lineage
 from runyard.runtime.diskquota import MIB, Account, DiskQuotas
 from runyard.runtime.executor import WorkerExecutor, make_executor
 from runyard.runtime.fairqueue import FairQueue
+from runyard.runtime.gpus import GpuPool, GpuWaits, grant_gpus, granted_devices, host_gpus
 from runyard.runtime.heldends import HeldEnds
 from runyard.runtime.kubemarks import forget_mark, read_mark
 from runyard.runtime.kubetasks import KubernetesTasks, choose_executor
@@ -65,6 +66,7 @@ from runyard.runtime.liveness import (
 )
 from runyard.runtime.orphans import reconcile_orphans
 from runyard.runtime.reconcile import KnownTasks, ended_runs, unfinished_statuses
+from runyard.runtime.resources import apply_resources, resolve_resources
 from runyard.runtime.retries import (
     RetryWaits,
     due_time,
@@ -87,6 +89,7 @@ from runyard.runtime.submitters import (
 from runyard.runtime.taskcache import CacheRequest, TaskCache
 from runyard.runtime.taskprocess import ActiveRun, launched, worker_launch_spec, worker_ref
 from runyard.runtime.workerlock import hold_supervision
+from runyard.tasks.base import declared_resources
 from runyard.tasks.registry import TaskRegistry
 from runyard.tasks.retrypolicy import RetryPolicy, resolve_policy
 from runyard.workspace.identity import parse_task_id
@@ -126,6 +129,8 @@ class Supervisor:
         self._waiting = Waiting()  # runs held back until their upstreams succeed
         self._cache = TaskCache(workspace, registry)  # cached results of earlier runs
         self._retries = RetryWaits()  # retries held back until their time
+        self._gpus: GpuPool | None = None  # the GPUs local runs get, listed on first use
+        self._gpu_waits = GpuWaits()  # queued runs waiting for enough free GPUs
         self._retry_timer: float | None = None  # when the monitor looks at them next
         self._active: dict[str, ActiveRun] = {}
         self._monitor: ExitMonitor | None = None
@@ -185,6 +190,8 @@ class Supervisor:
             self._queue.clear()  # the queued statuses on disk are the queue
             self._waiting.clear()
             self._retries.clear()
+            self._gpu_waits.clear()
+            self.gpu_pool().clear()  # rebuilt from the runs adopted below
             self._kube_queue.clear()
             cgroups = existing_cgroups()  # nothing is launched until the loop is over
             for status in self._unfinished():
@@ -263,6 +270,7 @@ class Supervisor:
             self._monitor = self._executor = None
             self._kube, self._kube_executor = None, None
             self._queue.clear()
+            self._gpu_waits.clear()
             self._kube_queue.clear()
             for act in self._active.values():
                 act.release()
@@ -285,6 +293,7 @@ class Supervisor:
         with self._lock:
             kube = 0 if self._kube is None else self._kube.count()
             queued = len(self._queue) + len(self._waiting) + len(self._kube_queue)
+            queued += len(self._gpu_waits)
             return queued + len(self._active) + kube
 
     # -- Kubernetes ----------------------------------------------------------------------
@@ -357,6 +366,7 @@ class Supervisor:
         retries: int | None = None,
         retry_delay_seconds: float | None = None,
         cache: CacheRequest | None = None,
+        resources: object = None,
     ) -> TaskHandle:
         """Queue a run of ``task``; raises UnknownTask, InvalidInput or TaskActive.
 
@@ -371,6 +381,11 @@ class Supervisor:
         until every upstream succeeded (:mod:`runyard.runtime.dependencies`); an id that
         names no task the submitter may see is :class:`UnknownUpstream`, nothing made.
 
+        ``resources`` (``{cpus, memory_mb, gpus, gpu_type}``) win field by field over the
+        ``task_resources`` setting and the task class's (:mod:`runyard.runtime.resources`);
+        a local run asking for more GPUs than this server controls, or beyond
+        ``task_limits``, is :class:`ResourcesRefused` with nothing made.
+
         ``executor`` (``local`` or ``kubernetes``) overrides where it runs (else
         ``task_executors``, then ``task_executor``). A run-submitted task always runs in
         its sandbox on this host.
@@ -383,7 +398,12 @@ class Supervisor:
         upstreams = self._upstreams(depends_on, submitted_by)
         inputs = with_lineage(inputs, upstreams)
         on_kubernetes = self._on_kubernetes(task, submitted_by, executor)
-        policy = resolve_policy(self.registry.get(task).task_cls, retries, retry_delay_seconds)
+        task_cls = self.registry.get(task).task_cls
+        policy = resolve_policy(task_cls, retries, retry_delay_seconds)
+        gpu_count = None if on_kubernetes else len(self.gpu_pool().devices)
+        asked = resolve_resources(
+            self.settings, task, declared_resources(task_cls), resources, gpu_count
+        )
         if policy.retries and on_kubernetes:
             if retries:
                 raise InvalidInput("retries are for tasks run by this server's own executor")
@@ -402,7 +422,7 @@ class Supervisor:
             return plan.hit
         status = create_task(
             self.workspace, self.registry, task, inputs, submitted_by, idempotency_key, upstreams,
-            policy.first_fields(), plan.status_fields(),
+            policy.first_fields(), plan.status_fields(), asked.record() or None,
         )  # fmt: skip
         self._cache.noted(plan, status.task_id)
         if policy.retries:  # found at a start even if an attempt ends while none runs
@@ -467,7 +487,9 @@ class Supervisor:
             if self._waits_for_space():
                 return
             while self._executor is not None and self._has_slot():
-                queued = self._queue.pop_next(self._capped_owners())
+                capped = self._capped_owners()
+                free = len(self.gpu_pool().free())
+                queued = self._gpu_waits.pop_fitting(free, capped) or self._queue.pop_next(capped)
                 if queued is None:
                     break
                 self._launch(*queued)
@@ -608,6 +630,14 @@ class Supervisor:
                 self._sandbox_probed = True
             return self._sandbox_problem
 
+    def gpu_pool(self) -> GpuPool:
+        """The GPUs local task runs are granted (the ``gpus`` setting, else NVML's, listed
+        on first use) and who holds them."""
+        with self._lock:
+            if self._gpus is None:
+                self._gpus = GpuPool(host_gpus(self.settings.gpus))
+            return self._gpus
+
     def _has_slot(self) -> bool:
         return len(self._active) < self.settings.max_concurrent_tasks
 
@@ -624,7 +654,10 @@ class Supervisor:
             self._adopt(status)
             return
         assert self._executor is not None and self._monitor is not None
-        status = self._space.launching(status)  # its worker carries no stale reason on
+        granted = grant_gpus(self.workspace, self.gpu_pool(), self._gpu_waits, status)
+        if granted is None:
+            return  # it waits for GPUs; runs behind it that need fewer go first
+        status = self._space.launching(granted)  # its worker carries no stale reason on
         supervision = hold_supervision(supervision_path(self.workspace, task_id))
         scope = launch_scope(self.workspace, status)
         executor = self._executor if scope is None else self._sandbox_executor
@@ -632,11 +665,13 @@ class Supervisor:
             spec = worker_launch_spec(
                 self.settings, self.workspace, self.registry, status, scope, self.sandbox_problem
             )
+            spec = apply_resources(spec, status, self.gpu_pool().controlled)
             record_limits(self.workspace, task_id, run_id, planned_limits(executor, spec))
             handle = executor.launch(spec)
         except (UnknownTask, ExecutorError, Forbidden, OSError) as exc:
             if supervision is not None:
                 os.close(supervision)
+            self.gpu_pool().release(run_id)
             self._held.end(task_id, run_id, error=f"{type(exc).__name__}: {exc}")
             self._changed(task_id)
             return
@@ -695,6 +730,7 @@ class Supervisor:
             self._note_run_task(scope, status.task_id)
         act.pid, act.start_time = ref.pid, ref.start_time
         if self._executor is not None and self._monitor is not None:  # tasks supervised here
+            self.gpu_pool().restore(status.run_id, granted_devices(status))  # no second grant
             if act.supervision_fd is None:
                 path = supervision_path(self.workspace, status.task_id)
                 act.supervision_fd = hold_supervision(path)
@@ -725,6 +761,7 @@ class Supervisor:
                 return
             del self._active[run_id]
             act.release()
+            self.gpu_pool().release(run_id)
             if act.handle is not None and act.executor is not None:
                 act.executor.cleanup(act.handle)
             else:  # adopted: what the worker left running dies with it
@@ -806,6 +843,9 @@ class Supervisor:
             waiting = self._waiting.take(task_id) or self._retries.take(task_id)
             if waiting is not None:
                 queued = (task_id, waiting.run_id)
+            gpu_wait = self._gpu_waits.take(task_id)
+            if gpu_wait is not None:
+                queued = (task_id, gpu_wait.run_id)
             if queued is None:
                 queued = next((item for item in self._kube_queue if item[0] == task_id), None)
                 if queued is not None:

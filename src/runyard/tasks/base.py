@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from runyard.errors import InvalidInput
+from runyard.resource_settings import Resources, parse_resources
 from runyard.tasks.retrypolicy import check_policy
 from runyard.wire import TaskDefinition  # a wire model, shared with the light client
 from runyard.workspace.identity import (
@@ -142,6 +143,10 @@ class Task(ABC):
     # cache_expiry_seconds win over these
     cache: ClassVar[bool] = False
     cache_expiry_seconds: ClassVar[float | None] = None
+    # what a run needs (runyard.resource_settings): Resources(gpus=1, memory_mb=8192) or the
+    # same as a dict; the settings' task_resources entry and a submit's resources win
+    # field by field over it
+    resources: ClassVar[Resources | dict[str, Any] | None] = None
 
     @abstractmethod
     def run(self, inputs: Any, run: TaskRun) -> TaskOutput:
@@ -159,6 +164,7 @@ def describe(task_cls: type[Task], name: str, plugin: str | None) -> TaskDefinit
         raise TypeError(f"Task {name}: Input/Output must derive from TaskInput/TaskOutput")
     _check_retries(task_cls, name)
     _check_cache(task_cls, name)
+    _check_resources(task_cls, name)
     return TaskDefinition(
         name=name,
         source="plugin" if plugin else "native",
@@ -188,6 +194,21 @@ def _check_cache(task_cls: type[Task], name: str) -> None:
         raise TypeError(
             f"Task {name}: cache_expiry_seconds must be seconds (>= 0) or None, not {expiry!r}"
         )
+
+
+def _check_resources(task_cls: type[Task], name: str) -> None:
+    if task_cls.resources is None:
+        return
+    try:
+        parse_resources(task_cls.resources, f"Task {name}: resources")
+    except InvalidInput as exc:
+        raise TypeError(str(exc)) from exc
+
+
+def declared_resources(task_cls: type[Task]) -> Resources | None:
+    """The class's ``resources`` as a model (``describe`` has checked them)."""
+    value = task_cls.resources
+    return None if value is None else parse_resources(value, "resources")
 
 
 class TaskExit(Exception):
