@@ -25,14 +25,16 @@ from runyard.workspace.layout import Workspace
 from runyard.workspace.safefs import OpenedFile, open_under, split_relative, walk_files
 
 HASHED_UP_TO = 64 * 1024 * 1024  # a plain file larger than this is listed without its sha256
+HASH_BUDGET = 256 * 1024 * 1024  # bytes of plain files one listing hashes, at most
 
 
 def list_run_files(workspace: Workspace, task_id: str, run_id: str) -> list[dict[str, Any]]:
     """``[{"path", "size", "sha256"}]`` sorted by path; NoSuchFile when there is no such run.
 
     ``sha256`` is the stored content's for a deduplicated file, hashed now for a plain one
-    up to :data:`HASHED_UP_TO` bytes, else null. Paths are shown names
-    (:mod:`runyard.workspace.filenames`), which :func:`open_run_file` takes.
+    up to :data:`HASHED_UP_TO` bytes (and :data:`HASH_BUDGET` bytes in all), else null.
+    Paths are shown names (:mod:`runyard.workspace.filenames`), which :func:`open_run_file`
+    takes.
     """
     folder = _folder(workspace, task_id, run_id)
     found: dict[str, dict[str, Any]] = {}
@@ -42,10 +44,12 @@ def list_run_files(workspace: Workspace, task_id: str, run_id: str) -> list[dict
         for path, item in read_manifest(workspace, task_id, run_id).items():
             found.setdefault(path, {"size": item["size"], "sha256": item["sha256"]})
     items = []
+    budget = HASH_BUDGET
     for path in sorted(found)[:MAX_FILES]:
         item = found[path]
-        if item["sha256"] is None and item["size"] <= HASHED_UP_TO:
+        if item["sha256"] is None and item["size"] <= min(HASHED_UP_TO, budget):
             item["sha256"] = _plain_sha(folder, path)
+            budget -= item["size"]
         items.append({"path": shown_name(path), **item})
     return items
 
