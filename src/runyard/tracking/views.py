@@ -111,8 +111,9 @@ def metrics_answer(
     answer = []
     budget = MAX_ANSWER_BYTES
     for run in runs:
-        size = metrics_bytes(run.folder) if run.folder is not None else 0
-        points = read_points(run.folder, name=name, max_bytes=budget) if size else []
+        folder = run.folder
+        size = metrics_bytes(folder) if folder is not None else 0
+        points = read_points(folder, name=name, max_bytes=budget) if folder and size else []
         entry: dict[str, Any] = {
             "run_id": run.status.run_id,
             "current": run.current,
