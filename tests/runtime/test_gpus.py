@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 from gpu_plugin import install
 
+from runyard.config import Settings
+from runyard.errors import ResourcesRefused
+from runyard.runtime.resources import resolve_resources
 from serverproc import ServerProcess, start_server, until
 
 TOKEN = "gpu-secret"
@@ -213,3 +216,21 @@ def test_a_restart_keeps_the_grants_of_the_runs_it_adopts(site: Path, tmp_path: 
         assert_never_shared(list(finished(second, ids).values()), gpus=2)
     finally:
         second.stop()
+
+
+@pytest.mark.parametrize(
+    ("asked", "refusal"),
+    [
+        ({"cpus": 2.5}, "resources.cpus 2.5 is more than task_limits.cpu 2"),
+        ({"memory_mb": 2049}, "resources.memory_mb 2049 is more than task_limits.memory_mb 2048"),
+    ],
+)
+def test_task_limits_stay_the_ceiling_of_a_local_ask(asked: dict[str, Any], refusal: str) -> None:
+    settings = Settings(task_limits={"cpu": 2, "memory_mb": 2048}, gpus=[])
+    with pytest.raises(ResourcesRefused) as refused:
+        resolve_resources(settings, "demo", None, asked, gpu_count=0)
+    assert str(refused.value) == refusal
+    # at the ceiling it is granted; on Kubernetes (no local GPU count) the ceiling is not ours
+    at_ceiling = {"cpus": 2.0, "memory_mb": 2048}
+    assert resolve_resources(settings, "demo", None, at_ceiling, 0).record() == at_ceiling
+    assert resolve_resources(settings, "demo", None, asked, None).record() == asked
