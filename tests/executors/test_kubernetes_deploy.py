@@ -72,7 +72,7 @@ def test_manifests_print_every_object_and_validate_strictly() -> None:
     for flag in ("--workspace-dir", "--log-dir"):
         assert any(args[args.index(flag) + 1].startswith(m + "/") for m in mounts)
     assert server["livenessProbe"]["httpGet"]["path"] == "/health"
-    assert "indexing" in " ".join(server["readinessProbe"]["exec"]["command"])
+    assert server["readinessProbe"]["httpGet"] == {"path": "/health?ready=1", "port": "http"}
     assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["runAsNonRoot"]
     assert pod["serviceAccountName"] == documents[1]["metadata"]["name"]
     binding = documents[3]

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from fastapi.openapi.utils import get_openapi
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
@@ -92,11 +92,14 @@ def create_app(settings: Settings, services: Services | None = None) -> FastAPI:
     app.add_exception_handler(RunyardError, family_handler)
 
     @app.get("/health", tags=["health"])
-    async def health() -> dict[str, Any]:
+    async def health(response: Response, ready: bool = False) -> dict[str, Any]:
+        """``?ready=1``: 503 until the start-up is over (a readiness probe's httpGet)."""
         answer = health_answer(services)
         indexing = startup.indexing()
         if indexing is not None:
             answer["indexing"] = indexing
+            if ready:
+                response.status_code = 503
         return job_response(answer, True)
 
     router, schemas = build_jobs_router(services, hub)

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,6 +39,7 @@ from runyard.workspace.space import storage_report
 log = logging.getLogger("runyard.api")
 
 HEALTH = "/health"
+READY_VALUES = ("1", "true", "on", "yes")  # FastAPI's true values of a bool query
 Build = Callable[[], tuple[Any, ASGIApp]]  # -> (services, app)
 
 
@@ -157,8 +159,15 @@ class _EarlyHealth:
         ).encode()  # fmt: skip
         headers = [(b"content-length", str(len(body)).encode()),
                    (b"content-type", b"application/json")]  # fmt: skip
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        status = 503 if _asks_ready(scope) else 200  # not ready: the app is not even built
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _asks_ready(scope: Scope) -> bool:
+    """``?ready=`` with a true value, as the app's ``/health`` reads it."""
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return any(value.lower() in READY_VALUES for value in query.get("ready", []))
 
 
 class _Lifespan:

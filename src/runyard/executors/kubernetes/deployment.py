@@ -71,7 +71,8 @@ def _meta(options: DeployOptions, name: str | None = None) -> dict[str, Any]:
 def _access(options: DeployOptions) -> list[dict[str, Any]]:
     subject = {"kind": "ServiceAccount", "name": options.name, "namespace": options.namespace}
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": options.namespace}},
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": options.namespace, "labels": dict(PSA_LABELS)}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(options)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": _meta(options), "rules": role_rules()},
@@ -119,20 +120,19 @@ def server_env(options: DeployOptions) -> list[dict[str, Any]]:
     return [{"name": key, "value": value} for key, value in plain.items()] + [token]
 
 
-# Readiness: /health answers during start-up too, with "indexing"; an httpGet probe sees
-# only the status code, so a small exec probe reads the body.
-READY_CHECK = (
-    "import json,sys,urllib.request\n"
-    "h=json.load(urllib.request.urlopen('http://127.0.0.1:{port}/health',timeout=3))\n"
-    "sys.exit(0 if h.get('running') and 'indexing' not in h else 1)"
-)
+# /health answers from the port's first moment; /health?ready=1 answers 503 until the
+# start-up (index, reconciling the runs) is over, so readiness needs no process forked
+READY_PATH = "/health?ready=1"
+# Pod Security Admission: the server's pod and, in pvc mode, every run pod meet "restricted"
+PSA_LABELS = {
+    f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")
+} | {"pod-security.kubernetes.io/enforce-version": "latest"}
 
 
 def _container(options: DeployOptions) -> dict[str, Any]:
     argv = ["serve", "--host", "0.0.0.0", "--port", str(options.port),
             "--workspace-dir", f"{DATA_PATH}/workspace",
             "--log-dir", f"{DATA_PATH}/logs"]  # fmt: skip
-    ready = ["python", "-c", READY_CHECK.format(port=options.port)]
     return {
         "name": "runyard",
         "image": options.image,
@@ -141,10 +141,13 @@ def _container(options: DeployOptions) -> dict[str, Any]:
         "env": server_env(options),
         "volumeMounts": [{"name": "data", "mountPath": DATA_PATH},
                          {"name": "tmp", "mountPath": "/tmp"}],
+        # the port opens at once; a slow import or a cold volume gets up to 5 minutes
+        "startupProbe": {"httpGet": {"path": "/health", "port": "http"},
+                         "periodSeconds": 2, "timeoutSeconds": 5, "failureThreshold": 150},
         "livenessProbe": {"httpGet": {"path": "/health", "port": "http"},
                           "periodSeconds": 20, "timeoutSeconds": 5, "failureThreshold": 3},
-        "readinessProbe": {"exec": {"command": ready}, "periodSeconds": 10,
-                           "timeoutSeconds": 5},
+        "readinessProbe": {"httpGet": {"path": READY_PATH, "port": "http"},
+                           "periodSeconds": 10, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"},
                       "limits": {"memory": "2Gi"}},
         "securityContext": {"allowPrivilegeEscalation": False, "privileged": False,
