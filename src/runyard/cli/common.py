@@ -112,7 +112,10 @@ def _found(
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape  # rich is imported only when something is printed
+
+    # the message is text, not markup: "[worker]" in a field's path must print as written
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
