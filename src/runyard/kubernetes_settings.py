@@ -49,6 +49,11 @@ METADATA_CIDRS = (
     "fd00:ec2::23/128",
 )
 HTTP_ORIGIN = r"^https?://[^/?#@\s]+$"  # scheme, host and port: no path, no credentials
+# an extended resource (domain/name, the domain required) and a label key (domain optional)
+_DOMAIN = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+EXTENDED_RESOURCE = rf"^{_DOMAIN}/{_NAME}$"
+LABEL_KEY = rf"^({_DOMAIN}/)?{_NAME}$"
 
 
 class ResourceAmounts(BaseModel):
@@ -91,6 +96,9 @@ class KubernetesSettings(BaseModel):
     image_pull_secrets: list[str] = Field(default_factory=list)
     service_account: str | None = None
     node_selector: dict[str, str] = Field(default_factory=dict)
+    # a run's resources.gpus becomes this limit, its gpu_type a node selector on this label
+    gpu_resource: str = Field("nvidia.com/gpu", pattern=EXTENDED_RESOURCE)
+    gpu_type_label: str = Field("nvidia.com/gpu.product", pattern=LABEL_KEY)
     node_name: str | None = None
     resources: ResourceSettings = Field(default_factory=ResourceSettings)
     package_dir: Path | None = None

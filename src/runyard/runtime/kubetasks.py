@@ -43,14 +43,17 @@ from runyard.runtime.environment import without_secrets
 from runyard.runtime.kubemarks import mark, read_mark
 from runyard.runtime.launch import WORKER_MODULE
 from runyard.runtime.liveness import record_limits, request_cancel, supervision_path
+from runyard.runtime.resources import apply_resources, resolve_resources
 from runyard.runtime.worker import CANCEL_NEEDS_REQUEST, WorkerPayload
 from runyard.runtime.workerlock import hold_supervision
+from runyard.tasks.base import declared_resources
 from runyard.tasks.registry import TaskRegistry
 from runyard.workspace.layout import EVENTS_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskState, TaskStatus
 
 if TYPE_CHECKING:
     from runyard.executors.kubernetes import KubernetesExecutor
+    from runyard.executors.kubernetes.manifests import RunOptions
     from runyard.kubernetes_settings import ResourceSettings
 
 log = logging.getLogger(__name__)
@@ -81,7 +84,8 @@ def task_launch_spec(
 ) -> LaunchSpec:
     """The worker of ``status`` as a pod runs it: the image's Python, the workspace and the
     log folder at the same paths as here, ``worker_env`` (never the server's environment,
-    which means nothing in the image), ``task_limits`` as the container's limits."""
+    which means nothing in the image), ``task_limits`` as the container's limits, where
+    the run's own ``resources`` (cpus, memory_mb) replace them."""
     assert settings.kubernetes is not None
     payload = WorkerPayload(
         workspace=str(workspace.root), log_dir=str(workspace.log_dir),
@@ -94,7 +98,7 @@ def task_launch_spec(
         RUNYARD_TASK_DIR=str(task_dir),
     )  # fmt: skip
     env[CANCEL_NEEDS_REQUEST] = "1"  # a pod is also stopped unasked (deadline, eviction)
-    return LaunchSpec(
+    spec = LaunchSpec(
         argv=[settings.kubernetes.python, "-m", WORKER_MODULE],
         log_path=Path(
             os.path.abspath(workspace.run_log_path(status.task_id, status.run_id))
@@ -106,6 +110,7 @@ def task_launch_spec(
         labels={RUN_ID_LABEL: status.run_id, TASK_ID_KEY: status.task_id},
         limits=to_limits(settings.task_limits, settings.kubernetes.task_deadline_seconds),
     )
+    return apply_resources(spec, status, controlled=False)  # the device plugin picks GPUs
 
 
 def shared_mounts(workspace: Workspace) -> list[Mount]:
@@ -120,6 +125,20 @@ def shared_mounts(workspace: Workspace) -> list[Mount]:
 def task_resources(settings: Settings, task: str) -> ResourceSettings | None:
     assert settings.kubernetes is not None
     return settings.kubernetes.task_resources.get(task)
+
+
+def run_options(settings: Settings, task: str, status: TaskStatus) -> RunOptions:
+    """How the run's Job differs from others: its log written in the pod, its definition's
+    ``kubernetes.task_resources`` with the run's cpus and memory as requests, its GPUs."""
+    from runyard.executors.kubernetes.gpus import asked_requests, gpu_options
+    from runyard.executors.kubernetes.manifests import RunOptions
+
+    assert settings.kubernetes is not None
+    configured = task_resources(settings, task) or settings.kubernetes.resources
+    return RunOptions(
+        log_in_pod=True, resources=asked_requests(configured, status.resources), task=task,
+        **gpu_options(status.resources),
+    )  # fmt: skip
 
 
 def resources_report(spec: LaunchSpec, resources: ResourceSettings | None, settings: Settings
@@ -141,7 +160,7 @@ def job_preview(
     shown resumed (the executor creates it suspended and resumes it once what it owns
     exists), the Secret's environment values are redacted, and nothing carries owner
     references (they need the created Job's uid)."""
-    from runyard.executors.kubernetes.manifests import RunOptions, build_manifests
+    from runyard.executors.kubernetes.manifests import build_manifests
     from runyard.executors.kubernetes.placement import INSTANCE_FILE, resolve_settings
 
     if settings.kubernetes is None:
@@ -153,8 +172,11 @@ def job_preview(
             k8s = k8s.model_copy(update={"instance": recorded or None})
     k8s = resolve_settings(k8s)
     status = planned_status(workspace, registry, task, inputs)
+    declared = declared_resources(registry.get(task).task_cls)
+    asked = resolve_resources(settings, task, declared, None, None).record() or None
+    status = status.model_copy(update={"resources": asked})
     spec = task_launch_spec(settings, workspace, status, registry.get(task).target)
-    options = RunOptions(log_in_pod=True, resources=task_resources(settings, task), task=task)
+    options = run_options(settings, task, status)
     manifests = build_manifests(spec, k8s, status.run_id, None, options)
     manifests.job["spec"]["suspend"] = False
     return [manifests.job, *(_redacted(doc) for doc in manifests.dependents)]
@@ -316,15 +338,12 @@ class KubernetesTasks:
             if status is None or status.run_id != run.run_id or status.terminal:
                 self._forget(run)
                 return
-            from runyard.executors.kubernetes.manifests import RunOptions
-
             spec = task_launch_spec(
                 self.settings, self.workspace, status, self.registry.get(run.task).target
             )
-            resources = task_resources(self.settings, run.task)
-            report = resources_report(spec, resources, self.settings)
+            options = run_options(self.settings, run.task, status)
+            report = resources_report(spec, options.resources, self.settings)
             record_limits(self.workspace, run.task_id, run.run_id, report)
-            options = RunOptions(log_in_pod=True, resources=resources, task=run.task)
             handle = executor.launch(spec, options)
         except Exception as exc:  # any failure to launch is the run's end
             self._end(run, None, error=f"{type(exc).__name__}: {exc}")

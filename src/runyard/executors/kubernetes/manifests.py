@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from runyard.executors.base import LaunchSpec, Mount
 from runyard.executors.kubernetes import container as ctr
+from runyard.executors.kubernetes.gpus import with_gpus
 from runyard.executors.kubernetes.names import (
     AGENT_RUN_LABEL,
     CONTAINER_NAME,
@@ -52,6 +53,8 @@ class RunOptions:
     log_in_pod: bool = False
     resources: ResourceSettings | None = None
     task: str | None = None
+    gpus: int = 0  # the run's resources.gpus and gpu_type (executors/kubernetes/gpus.py)
+    gpu_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,7 @@ def build_manifests(
     meta = _metadata(spec, run_id, settings.instance)
     options = options or RunOptions()
     job = job_manifest(spec, settings, package, meta, options)
+    job = with_gpus(job, settings, options.gpus, options.gpu_type)  # a template may add to it
     agent = AGENT_RUN_LABEL in spec.labels
     job = apply_templates(job, templates_for(settings, options.task, agent))
     dependents: list[dict[str, Any]] = []
