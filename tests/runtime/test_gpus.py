@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from gpu_plugin import install
 
+from runyard.api.job_args import SubmitArgs
 from runyard.config import Settings
 from runyard.errors import ResourcesRefused
 from runyard.runtime.resources import resolve_resources
@@ -234,3 +235,12 @@ def test_task_limits_stay_the_ceiling_of_a_local_ask(asked: dict[str, Any], refu
     at_ceiling = {"cpus": 2.0, "memory_mb": 2048}
     assert resolve_resources(settings, "demo", None, at_ceiling, 0).record() == at_ceiling
     assert resolve_resources(settings, "demo", None, asked, None).record() == asked
+
+
+def test_the_submit_schema_that_mcp_serves_carries_resources() -> None:
+    """MCP's submit tool takes its input schema from the submit job's arguments."""
+    schema = SubmitArgs.model_json_schema()
+    fields = schema["$defs"]["Resources"]["properties"]
+    assert set(fields) == {"cpus", "memory_mb", "gpus", "gpu_type"}
+    assert (fields["gpus"]["minimum"], fields["gpus"]["maximum"]) == (0, 64)
+    assert schema["$defs"]["Resources"]["additionalProperties"] is False
