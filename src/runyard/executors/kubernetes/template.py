@@ -97,7 +97,7 @@ def _refuse_collisions(pod_spec: dict[str, Any], template: dict[str, Any]) -> No
                 "mounts for the run; give it another name"
             )
     worker = next(c for c in pod_spec["containers"] if c["name"] == CONTAINER_NAME)
-    wanted = next((c for c in template.get("containers") or []
+    wanted: dict[str, Any] = next((c for c in template.get("containers") or []
                    if c["name"] == CONTAINER_NAME), {})  # fmt: skip
     env = {entry["name"] for entry in worker.get("env") or []}
     for entry in wanted.get("env") or []:
