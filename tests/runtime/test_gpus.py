@@ -7,18 +7,23 @@ at submit with nothing made; a restart keeps the grants of the runs it adopts.""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from gpu_plugin import install
+from pydantic import ValidationError
 
 from runyard.api.job_args import SubmitArgs
 from runyard.config import Settings
 from runyard.errors import ResourcesRefused
 from runyard.runtime.resources import resolve_resources
+from runyard.tasks.base import Task, describe
 from serverproc import ServerProcess, start_server, until
 
 TOKEN = "gpu-secret"
@@ -244,3 +249,46 @@ def test_the_submit_schema_that_mcp_serves_carries_resources() -> None:
     assert set(fields) == {"cpus", "memory_mb", "gpus", "gpu_type"}
     assert (fields["gpus"]["minimum"], fields["gpus"]["maximum"]) == (0, 64)
     assert schema["$defs"]["Resources"]["additionalProperties"] is False
+
+
+def test_the_cli_asks_for_gpus_with_one_option(server: ServerProcess, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.touch()
+    done = subprocess.run(
+        [sys.executable, "-m", "runyard", "submit", "plain-hold", f"gate={gate}", "--gpus", "1",
+         "--wait", "--json"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ended = json.loads(done.stdout)
+    assert ended["resources"]["gpus"] == 1
+    assert ended["result"]["visible"] == str(ended["resources"]["gpu_devices"][0])
+    before = server.call("list_task_ids")["answer"]
+    refused = subprocess.run(
+        [sys.executable, "-m", "runyard", "submit", "plain-hold", f"gate={gate}", "--gpus", "3"],
+        env=server.cli_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0 and refused.stdout == ""
+    assert "resources.gpus 3 is more than the 2 GPUs" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert server.call("list_task_ids")["answer"] == before
+
+
+@pytest.mark.parametrize("bad", [{"gpus": 65}, {"gpus": "1"}, {"vram_gb": 80}, "one GPU"])
+def test_a_task_class_with_bad_resources_does_not_load(bad: object) -> None:
+    class Greedy(Task):
+        """Asks for what cannot be."""
+
+        resources = bad  # type: ignore[assignment]
+
+        def run(self, inputs: Any, run: Any) -> Any:
+            raise AssertionError("never run")
+
+    with pytest.raises(TypeError, match="Task greedy: resources"):
+        describe(Greedy, "greedy", None)
+
+
+def test_bad_resource_settings_stop_the_settings_load() -> None:
+    for values in ({"gpus": [0, 0]}, {"gpus": [-1]}, {"task_resources": {"t": {"gpus": 99}}}):
+        with pytest.raises(ValidationError):
+            Settings(**values)  # type: ignore[arg-type]
