@@ -105,11 +105,15 @@ def check_template(template: PodTemplate, pinned: bool = False) -> None:
 
 
 def _no_directives(node: Any, where: str) -> None:
-    """``$patch``, ``$retainKeys``…: this merge applies none of them, so none is accepted."""
+    """``$patch``, ``$retainKeys``…: this merge applies none of them, so none is accepted;
+    nor a null, which in a merge patch deletes what runyard set (``securityContext: null``
+    would drop the pod's whole hardening)."""
     if isinstance(node, dict):
         for key, value in node.items():
             if str(key).startswith("$"):
                 raise Refused(f"{where}.{key}", "merge directives are not supported")
+            if value is None:
+                raise Refused(f"{where}.{key}", "null would delete runyard's value; leave it out")
             _no_directives(value, f"{where}.{key}")
     elif isinstance(node, list):
         for index, value in enumerate(node):

@@ -182,6 +182,12 @@ REFUSED = [
     ({"spec": {"ephemeralContainers": []}}, "spec.ephemeralContainers"),
     ({"spec": {"securityContext": {"$patch": "replace"}}}, "spec.securityContext.$patch"),
     ({"spec": {"containers": [{"name": "worker", "$patch": "delete"}]}}, "$patch"),
+    # a null deletes in a merge patch: it must not drop what runyard set
+    ({"spec": {"securityContext": None}}, "spec.securityContext"),
+    ({"spec": {"automountServiceAccountToken": None}}, "spec.automountServiceAccountToken"),
+    (worker_with(securityContext={"readOnlyRootFilesystem": None}), "readOnlyRootFilesystem"),
+    (sidecar_with(securityContext={"capabilities": None}), "securityContext.capabilities"),
+    (worker_with(securityContext=None), "securityContext"),
     ({"job": {"backoffLimit": 6}}, "job.backoffLimit"),
     ({"job": {"suspend": False}}, "job.suspend"),
     ({"metadata": {"labels": {RUN_ID_LABEL: "other"}}}, "metadata.labels.runyard.dev/run-id"),
