@@ -11,7 +11,7 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from runyard.api.job_args import SubmitArgs
 from runyard.config import Settings
 from runyard.errors import ResourcesRefused
 from runyard.runtime.resources import resolve_resources
+from runyard.runtime.supervisor import Supervisor
 from runyard.tasks.base import Task, describe
 from serverproc import ServerProcess, start_server, until
 
@@ -292,3 +293,14 @@ def test_bad_resource_settings_stop_the_settings_load() -> None:
     for values in ({"gpus": [0, 0]}, {"gpus": [-1]}, {"task_resources": {"t": {"gpus": 99}}}):
         with pytest.raises(ValidationError):
             Settings(**values)  # type: ignore[arg-type]
+
+
+def test_a_task_an_agent_run_submits_may_not_ask_for_a_gpu(
+    make_supervisor: Callable[..., Supervisor], tmp_path: Path
+) -> None:
+    """Its sandbox's /dev holds no GPU device: a grant would hold a GPU it cannot use."""
+    supervisor = make_supervisor(start=False, gpus=[0, 1])
+    by_run = {"session_id": "s1", "run_id": "r1"}
+    with pytest.raises(ResourcesRefused, match="runs in its sandbox, which has no GPU"):
+        supervisor.submit("demo", {"x": 1, "y": 2}, by_run, resources={"gpus": 1})
+    assert not list(supervisor.workspace.type_dir("base").iterdir())  # nothing made

@@ -31,10 +31,12 @@ def resolve_resources(
     declared: Resources | None,
     asked: object,
     gpu_count: int | None,
+    sandboxed: bool = False,
 ) -> Resources:
     """The resources of a new run of ``task`` (class ``declared``, submit ``asked``);
     ``gpu_count`` is how many GPUs this server hands out (None: the run goes elsewhere, to
-    Kubernetes, and only its own rules apply)."""
+    Kubernetes, and only its own rules apply). A ``sandboxed`` run (one an agent run
+    submits) may ask for no GPU: its sandbox's ``/dev`` holds no GPU device."""
     if asked is not None and not isinstance(asked, dict | Resources):
         raise ResourcesRefused("resources must be an object of cpus, memory_mb, gpus, gpu_type")
     try:
@@ -43,6 +45,11 @@ def resolve_resources(
         raise ResourcesRefused(str(exc)) from exc
     if gpu_count is not None:
         _check_local(settings, merged, gpu_count)
+    if sandboxed and merged.gpus:
+        raise ResourcesRefused(
+            f"resources.gpus {merged.gpus}: a task an agent run submits runs in its sandbox, "
+            "which has no GPU devices"
+        )
     return merged
 
 

@@ -402,8 +402,9 @@ class Supervisor:
         policy = resolve_policy(task_cls, retries, retry_delay_seconds)
         gpu_count = None if on_kubernetes else len(self.gpu_pool().devices)
         asked = resolve_resources(
-            self.settings, task, declared_resources(task_cls), resources, gpu_count
-        )
+            self.settings, task, declared_resources(task_cls), resources, gpu_count,
+            sandboxed=isinstance(submitted_by, dict),
+        )  # fmt: skip
         if policy.retries and on_kubernetes:
             if retries:
                 raise InvalidInput("retries are for tasks run by this server's own executor")
