@@ -55,6 +55,21 @@ SAFE_SYSCTLS = (
     "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
     "net.ipv4.tcp_keepalive_probes",
 )  # fmt: skip
+# the field names the checks read: another spelling of one (``HostNetwork``) is refused, as
+# an API server that matches names without case would take it for the checked field
+CHECKED_NAMES = {
+    name.lower(): name for name in (
+        "securityContext", "privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem",
+        "runAsUser", "runAsGroup", "fsGroup", "runAsNonRoot", "capabilities", "add", "drop",
+        "seccompProfile", "appArmorProfile", "seLinuxOptions", "windowsOptions", "hostProcess",
+        "procMount", "sysctls", "hostNetwork", "hostPID", "hostIPC", "hostUsers",
+        "automountServiceAccountToken", "restartPolicy", "ephemeralContainers", "containers",
+        "initContainers", "volumes", "hostPath", "projected", "sources", "serviceAccountToken",
+        "command", "args", "workingDir", "env", "volumeMounts", "mountPath", "ports", "hostPort",
+        "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "type",
+        "name", "user", "role", "suspend", "backoffLimit", "template",
+    )
+}  # fmt: skip
 # lists merged entry by entry, by this key (as a strategic merge patch does)
 KEYED_LISTS = {
     "containers": "name", "initContainers": "name", "volumes": "name", "env": "name",
@@ -114,6 +129,9 @@ def _no_directives(node: Any, where: str) -> None:
                 raise Refused(f"{where}.{key}", "merge directives are not supported")
             if value is None:
                 raise Refused(f"{where}.{key}", "null would delete runyard's value; leave it out")
+            spelt = CHECKED_NAMES.get(str(key).lower(), key)
+            if spelt != key:
+                raise Refused(f"{where}.{key}", f"field names are case-sensitive: {spelt}")
             _no_directives(value, f"{where}.{key}")
     elif isinstance(node, list):
         for index, value in enumerate(node):

@@ -188,6 +188,11 @@ REFUSED = [
     (worker_with(securityContext={"readOnlyRootFilesystem": None}), "readOnlyRootFilesystem"),
     (sidecar_with(securityContext={"capabilities": None}), "securityContext.capabilities"),
     (worker_with(securityContext=None), "securityContext"),
+    # another spelling of a checked name, for an API server that ignores the case
+    ({"spec": {"HostNetwork": True}}, "spec.HostNetwork"),
+    (worker_with(securityContext={"Privileged": True}), "securityContext.Privileged"),
+    (worker_with(Command=["sh"]), "containers[0].Command"),
+    ({"spec": {"volumes": [{"name": "n", "HOSTPATH": {"path": "/"}}]}}, "HOSTPATH"),
     ({"job": {"backoffLimit": 6}}, "job.backoffLimit"),
     ({"job": {"suspend": False}}, "job.suspend"),
     ({"metadata": {"labels": {RUN_ID_LABEL: "other"}}}, "metadata.labels.runyard.dev/run-id"),
