@@ -16,7 +16,9 @@ from runyard.errors import ExecutorError
 from runyard.executors.base import LaunchSpec, Limits, Mount
 from runyard.executors.kubernetes.manifests import RunOptions, build_manifests
 from runyard.executors.kubernetes.names import AGENT_RUN_LABEL, RUN_ID_LABEL
+from runyard.executors.kubernetes.template import apply_templates
 from runyard.kubernetes_settings import KubernetesSettings
+from runyard.kubernetes_template import PodTemplate, TemplateMetadata
 
 VERSIONS = ("1.25.0", "1.37.0")
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -262,3 +264,33 @@ def test_a_template_mount_over_the_runs_folders_is_refused_at_build(tmp_path: Pa
     over["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
     with pytest.raises(ExecutorError, match="overlaps runyard's mount"):
         job_of(k8s(pod_template=over), spec)
+
+
+UNCHECKED = [
+    ({"containers": [{"name": "helper", "image": "x", "securityContext": {"privileged": True}}]},
+     "spec.containers[helper].securityContext.privileged"),
+    ({"containers": [{"name": "worker", "securityContext": {"capabilities": {"drop": []}}}]},
+     "spec.containers[worker].securityContext.capabilities"),
+    ({"securityContext": None}, "spec.securityContext.runAsUser"),
+    ({"securityContext": {"seccompProfile": {"type": "Unconfined"}}}, "seccompProfile"),
+    ({"securityContext": {"runAsNonRoot": False}}, "spec.securityContext.runAsNonRoot"),
+    ({"automountServiceAccountToken": True}, "spec.automountServiceAccountToken"),
+    ({"hostNetwork": True}, "spec.hostNetwork"),
+    ({"restartPolicy": "Always"}, "spec.restartPolicy"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec", "field"), UNCHECKED)
+def test_the_merged_job_is_checked_again_behind_the_settings_check(
+    tmp_path: Path, spec: dict[str, Any], field: str
+) -> None:
+    # a template that never went through the settings check (made in code, unvalidated)
+    built = job_of(k8s(), launch(tmp_path))
+    unchecked = PodTemplate.model_construct(metadata=TemplateMetadata(), spec=spec, job={})
+    with pytest.raises(ExecutorError, match="would loosen runyard's hardening") as refused:
+        apply_templates(built, [unchecked])
+    assert field in str(refused.value)
+    backoff = PodTemplate.model_construct(metadata=TemplateMetadata(), spec={}, job={
+        "backoffLimit": 3})  # fmt: skip
+    with pytest.raises(ExecutorError, match="job.backoffLimit"):
+        apply_templates(built, [backoff])

@@ -24,6 +24,8 @@ from runyard.kubernetes_settings import KubernetesSettings
 from runyard.kubernetes_template import KEYED_LISTS, PodTemplate
 
 ADDED_LISTS = ("tolerations", "topologySpreadConstraints")
+HOST_FIELDS = ("hostNetwork", "hostPID", "hostIPC")
+SECCOMP_KEPT = ("RuntimeDefault", "Localhost")
 
 
 def templates_for(settings: KubernetesSettings, task: str | None, agent: bool) -> list[PodTemplate]:
@@ -78,7 +80,46 @@ def apply_templates(job: dict[str, Any], templates: list[PodTemplate]) -> dict[s
         merged["spec"]["template"]["spec"] = merge(merged["spec"]["template"]["spec"],
                                                    template.spec)  # fmt: skip
     _harden(merged["spec"]["template"]["spec"])
+    verify_hardened(merged, job)
     return merged
+
+
+def verify_hardened(merged: dict[str, Any], built: dict[str, Any]) -> None:
+    """The last line behind the settings check (a template made without it, a field it
+    does not know): what runyard set is still set in ``merged``, or an ExecutorError."""
+    pod, ours = merged["spec"]["template"]["spec"], built["spec"]["template"]["spec"]
+    kept = {f"spec.{key}": (pod.get(key), ours.get(key)) for key in (
+        "automountServiceAccountToken", "restartPolicy")}  # fmt: skip
+    kept |= {f"spec.{key}": (pod.get(key) or False, False) for key in HOST_FIELDS}
+    context = pod.get("securityContext") or {}
+    for field, value in ours["securityContext"].items():
+        if field != "seccompProfile":  # RuntimeDefault, or the Localhost profile given
+            kept[f"spec.securityContext.{field}"] = (context.get(field), value)
+    seccomp = (context.get("seccompProfile") or {}).get("type")
+    kept["spec.securityContext.seccompProfile"] = (seccomp in SECCOMP_KEPT, True)
+    kept["job.backoffLimit"] = (merged["spec"].get("backoffLimit"), built["spec"]["backoffLimit"])
+    hardening = ctr.container_security_context()
+    for key in ("containers", "initContainers"):
+        for container in pod.get(key) or []:
+            context = container.get("securityContext") or {}
+            for field, value in hardening.items():
+                where = f"spec.{key}[{container.get('name')}].securityContext.{field}"
+                kept[where] = (context.get(field), value)
+    worse = [where for where, (now, was) in kept.items() if not _as_strict(now, was)]
+    if worse:
+        raise ExecutorError(
+            f"The pod template would loosen runyard's hardening: {', '.join(worse)}"
+        )
+
+
+def _as_strict(now: Any, was: Any) -> bool:
+    """``now`` keeps ``was``: equal, or a mapping that keeps each of its entries (the pod's
+    securityContext may gain fields, a ``drop`` list may gain capabilities)."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        return all(_as_strict(now.get(key), value) for key, value in was.items())
+    if isinstance(was, list) and isinstance(now, list):
+        return all(entry in now for entry in was)
+    return bool(now == was and type(now) is type(was))
 
 
 def _harden(pod_spec: dict[str, Any]) -> None:
