@@ -21,6 +21,7 @@ class HoldInput(TaskInput):
 
 class HoldOutput(TaskOutput):
     visible: str | None
+    order: str | None
     started: float
     ended: float
 
@@ -37,7 +38,8 @@ class GpuHold(Task):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         while not os.path.exists(inputs.gate):
             time.sleep(0.02)
-        return HoldOutput(visible=visible, started=started, ended=time.time())
+        order = os.environ.get("CUDA_DEVICE_ORDER")
+        return HoldOutput(visible=visible, order=order, started=started, ended=time.time())
 
 
 class PlainHold(GpuHold):

@@ -99,6 +99,7 @@ def assert_never_shared(ended: list[dict[str, Any]], gpus: int) -> None:
     for found in ended:
         result = found["result"]
         assert result["visible"] == ",".join(map(str, devices(found))), found
+        assert result["order"] == "PCI_BUS_ID"  # indices as NVML counts them
         assert len(devices(found)) == 1, found
         spans.append((result["started"], result["ended"], result["visible"]))
     for i, (start, end, device) in enumerate(spans):
@@ -292,7 +293,7 @@ def test_a_task_class_with_bad_resources_does_not_load(bad: object) -> None:
 def test_bad_resource_settings_stop_the_settings_load() -> None:
     for values in ({"gpus": [0, 0]}, {"gpus": [-1]}, {"task_resources": {"t": {"gpus": 99}}}):
         with pytest.raises(ValidationError):
-            Settings(**values)  # type: ignore[arg-type]
+            Settings(**values)
 
 
 def test_a_task_an_agent_run_submits_may_not_ask_for_a_gpu(

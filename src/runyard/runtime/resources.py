@@ -77,7 +77,7 @@ def _check_local(settings: Settings, asked: Resources, gpu_count: int) -> None:
 def apply_resources(spec: LaunchSpec, status: TaskStatus, controlled: bool) -> LaunchSpec:
     """``spec`` with the run's CPU and memory asks as its limits and, where runyard
     controls GPUs (``controlled``), ``CUDA_VISIBLE_DEVICES`` naming only the devices its
-    status records as granted (``""`` for none)."""
+    status records as granted (``""`` for none), counted in NVML's order."""
     asked = status.resources or {}
     limits = spec.limits
     cpus, memory_mb = asked.get("cpus"), asked.get("memory_mb")
@@ -89,4 +89,7 @@ def apply_resources(spec: LaunchSpec, status: TaskStatus, controlled: bool) -> L
     devices = granted_devices(status)
     if controlled or devices:
         env["CUDA_VISIBLE_DEVICES"] = visible_devices(devices)
+        # CUDA numbers devices fastest first unless told otherwise; NVML (and so the
+        # device list) by PCI bus: without this, index 0 may be another GPU than granted
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return dataclasses.replace(spec, limits=limits, env=env)
