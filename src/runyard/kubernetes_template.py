@@ -47,6 +47,13 @@ OWNED_POD_FIELDS = {
 }
 IDENTITY_FIELDS = {"runAsUser": "run_as_user", "runAsGroup": "run_as_group", "fsGroup": "fs_group"}
 HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
+# pod fields a template may not turn on, and why
+REFUSED_TRUE = {
+    **{key: "the host's namespaces are never shared with a run" for key in HOST_NAMESPACES},
+    "shareProcessNamespace": "a sidecar would see the worker's processes and their "
+    "environment, the run's token among it",
+    "automountServiceAccountToken": "a run never gets the service account's API token",
+}
 # Pod Security "baseline": the SELinux types and the namespaced sysctls it allows
 SELINUX_TYPES = ("container_t", "container_init_t", "container_kvm_t", "container_engine_t")
 SAFE_SYSCTLS = (
@@ -67,7 +74,7 @@ CHECKED_NAMES = {
         "initContainers", "volumes", "hostPath", "projected", "sources", "serviceAccountToken",
         "command", "args", "workingDir", "env", "volumeMounts", "mountPath", "ports", "hostPort",
         "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "type",
-        "name", "user", "role", "suspend", "backoffLimit", "template",
+        "name", "user", "role", "suspend", "backoffLimit", "template", "shareProcessNamespace",
     )
 }  # fmt: skip
 # lists merged entry by entry, by this key (as a strategic merge patch does)
@@ -142,12 +149,9 @@ def _check_pod(spec: dict[str, Any], pinned: bool) -> None:
     for key, why in OWNED_POD_FIELDS.items():
         if key in spec:
             raise Refused(f"spec.{key}", why)
-    for key in HOST_NAMESPACES:
+    for key, why in REFUSED_TRUE.items():
         if spec.get(key) is True:
-            raise Refused(f"spec.{key}", "the host's namespaces are never shared with a run")
-    if spec.get("automountServiceAccountToken") is True:
-        raise Refused("spec.automountServiceAccountToken",
-                      "a run never gets the service account's API token")  # fmt: skip
+            raise Refused(f"spec.{key}", why)
     required = "requiredDuringSchedulingIgnoredDuringExecution"
     if pinned and required in _mapping(_mapping(spec, "affinity", "spec"), "nodeAffinity",
                                        "spec.affinity"):  # fmt: skip

@@ -166,6 +166,8 @@ REFUSED = [
     ({"spec": {"hostNetwork": True}}, "spec.hostNetwork"),
     ({"spec": {"hostPID": True}}, "spec.hostPID"),
     ({"spec": {"hostIPC": True}}, "spec.hostIPC"),
+    ({"spec": {"shareProcessNamespace": True}}, "spec.shareProcessNamespace"),
+    ({"spec": {"ShareProcessNamespace": True}}, "shareProcessNamespace"),
     ({"spec": {"automountServiceAccountToken": True}}, "spec.automountServiceAccountToken"),
     ({"spec": {"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}}, "volumes[root].hostPath"),
     ({"spec": {"volumes": [{"name": "sa", "projected": {"sources": [
