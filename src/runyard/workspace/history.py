@@ -49,6 +49,9 @@ from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE, Wo
 from runyard.workspace.records import TaskStatus, status_from_dict
 from runyard.workspace.safefs import DIR_FLAGS, open_under
 
+# a type folder is the operator's, never a task's: it may be a link to another disk (its
+# tasks' folders then cannot be renamed into .history, and their records are copied)
+TYPE_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 HISTORY_DIR = ".history"
 KEPT_FILES = (STATUS_FILE, METADATA_FILE, EVENTS_FILE, METRICS_FILE, PARAMS_FILE)
 MAX_KEPT_BYTES = 64 * 1024 * 1024  # per file: a task cannot fill the disk through history
@@ -83,7 +86,7 @@ def keep_current_run(workspace: Workspace, task_id: str) -> str | None:
     with (
         _opened(_make_dirs(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
         _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
-        _opened(os.open(workspace.type_dir(tid.task_type), DIR_FLAGS)) as type_dir,
+        _opened(os.open(workspace.type_dir(tid.task_type), TYPE_DIR_FLAGS)) as type_dir,
     ):
         aside = None
         if _exists(parent, status.run_id):
@@ -118,7 +121,7 @@ def replace_keeping(
     with (
         _opened(_make_dirs(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
         _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
-        _opened(os.open(workspace.type_dir(tid.task_type), DIR_FLAGS)) as type_dir,
+        _opened(os.open(workspace.type_dir(tid.task_type), TYPE_DIR_FLAGS)) as type_dir,
     ):
         _set_aside(staging, parent, run_id, str(tid))
         os.mkdir(run_id, 0o700, dir_fd=parent)
