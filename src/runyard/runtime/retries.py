@@ -36,7 +36,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from runyard.runtime.attempts import retry_due
 from runyard.runtime.creation import (
@@ -65,7 +64,7 @@ from runyard.workspace.layout import (
     Workspace,
 )
 from runyard.workspace.records import TaskState, TaskStatus, utcnow
-from runyard.workspace.safefs import DIR_FLAGS
+from runyard.workspace.safefs import DIR_FLAGS, closing_fd
 
 JITTER = 0.1  # each wait is stretched or shortened by up to this share
 MARKS_DIR = ".retrying"
@@ -161,7 +160,7 @@ def _carry_key_marks(old: Path, new: Path) -> None:
     the folder's extended attribute, or the empty mark files; nothing is followed."""
     with contextlib.suppress(OSError):
         os.setxattr(new, KEY_XATTR, os.getxattr(old, KEY_XATTR, follow_symlinks=False))
-    with _opened(os.open(old, DIR_FLAGS)) as folder, os.scandir(folder) as entries:
+    with closing_fd(os.open(old, DIR_FLAGS)) as folder, os.scandir(folder) as entries:
         marks = [e.name for e in entries if e.name.startswith(KEY_MARK_PREFIX)]
     for name in marks:
         os.close(os.open(new / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
@@ -190,13 +189,6 @@ def _queued_retry(workspace: Workspace, failed: TaskStatus) -> TaskStatus:
         }
     )  # fmt: skip
 
-
-@contextlib.contextmanager
-def _opened(fd: int) -> Any:
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 # --- marks: tasks whose attempts may end unwatched ----------------------------------

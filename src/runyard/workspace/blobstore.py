@@ -34,7 +34,7 @@ from collections.abc import Iterator
 
 from runyard.errors import NoSuchFile
 from runyard.workspace.layout import Workspace
-from runyard.workspace.safefs import DIR_FLAGS, FILE_FLAGS, OpenedFile
+from runyard.workspace.safefs import DIR_FLAGS, FILE_FLAGS, OpenedFile, closing_fd, make_dirs_at
 
 BLOBS_DIR = ".blobs"  # in .history
 LOCK_FILE = ".lock"
@@ -81,16 +81,7 @@ def store_held_if_any(workspace: Workspace) -> Iterator[None]:
 
 def _store_fd(workspace: Workspace) -> int:
     """A descriptor of the store, made when missing, following no symlink on the way."""
-    fd = os.open(workspace.root, DIR_FLAGS)
-    for part in (".history", BLOBS_DIR):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(part, 0o700, dir_fd=fd)
-        try:
-            child = os.open(part, DIR_FLAGS, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = child
-    return fd
+    return make_dirs_at(workspace.root, (".history", BLOBS_DIR))
 
 
 def hash_fd(fd: int) -> tuple[str, int]:
@@ -118,7 +109,7 @@ def store_file(workspace: Workspace, source: int) -> tuple[str, int]:
 
     Call under :func:`store_lock`. An OSError (a full disk) leaves no temp file behind.
     """
-    with _opened(_store_fd(workspace)) as store:
+    with closing_fd(_store_fd(workspace)) as store:
         tmp = f"{TMP_PREFIX}{secrets.token_hex(8)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600, dir_fd=store)  # fmt: skip
@@ -152,7 +143,7 @@ def _place(store: int, tmp: str, sha: str) -> None:
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(sha[:2], 0o700, dir_fd=store)
-        with _opened(os.open(sha[:2], DIR_FLAGS, dir_fd=store)) as shard:
+        with closing_fd(os.open(sha[:2], DIR_FLAGS, dir_fd=store)) as shard:
             try:
                 os.stat(sha, dir_fd=shard, follow_symlinks=False)
             except FileNotFoundError:
@@ -175,7 +166,7 @@ def open_blob(workspace: Workspace, sha: str, relative: str) -> OpenedFile:
     if not is_sha(sha):
         raise NoSuchFile(relative, "is not stored")
     try:
-        with _opened(_shard_fd(workspace, sha)) as shard:
+        with closing_fd(_shard_fd(workspace, sha)) as shard:
             fd = os.open(sha, FILE_FLAGS, dir_fd=shard)
     except OSError as exc:
         raise NoSuchFile(relative, "is not stored") from exc
@@ -187,7 +178,7 @@ def open_blob(workspace: Workspace, sha: str, relative: str) -> OpenedFile:
 
 
 def _shard_fd(workspace: Workspace, sha: str) -> int:
-    with _opened(os.open(blobs_root(workspace), DIR_FLAGS)) as store:
+    with closing_fd(os.open(blobs_root(workspace), DIR_FLAGS)) as store:
         return os.open(sha[:2], DIR_FLAGS, dir_fd=store)
 
 
@@ -197,13 +188,13 @@ def stored_shas(workspace: Workspace) -> Iterator[tuple[str, int]]:
         store = os.open(blobs_root(workspace), DIR_FLAGS)
     except OSError:
         return
-    with _opened(store):
+    with closing_fd(store):
         for shard in _names(store):
             try:
                 shard_fd = os.open(shard, DIR_FLAGS, dir_fd=store)
             except OSError:
                 continue  # no folder of ours
-            with _opened(shard_fd):
+            with closing_fd(shard_fd):
                 for name in _names(shard_fd):
                     info = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
                     if is_sha(name) and name[:2] == shard and stat.S_ISREG(info.st_mode):
@@ -215,7 +206,7 @@ def remove_blob(workspace: Workspace, sha: str) -> bool:
     if not is_sha(sha):
         return False
     try:
-        with _opened(_shard_fd(workspace, sha)) as shard:
+        with closing_fd(_shard_fd(workspace, sha)) as shard:
             os.unlink(sha, dir_fd=shard)
     except OSError:
         return False
@@ -225,11 +216,3 @@ def remove_blob(workspace: Workspace, sha: str) -> bool:
 def _names(fd: int) -> list[str]:
     with os.scandir(fd) as entries:
         return sorted(e.name for e in entries if not e.name.startswith("."))
-
-
-@contextlib.contextmanager
-def _opened(fd: int) -> Iterator[int]:
-    try:
-        yield fd
-    finally:
-        os.close(fd)

@@ -31,7 +31,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,14 @@ from runyard.workspace.atomic import write_bytes_atomic
 from runyard.workspace.blobstore import has_blob, hash_fd, is_sha, store_file, store_lock
 from runyard.workspace.identity import is_run_id, is_task_id, parse_task_id
 from runyard.workspace.layout import RECORD_FILES, Workspace
-from runyard.workspace.safefs import DIR_FLAGS, FILE_FLAGS, open_under, split_relative
+from runyard.workspace.safefs import (
+    DIR_FLAGS,
+    FILE_FLAGS,
+    closing_fd,
+    open_under,
+    split_relative,
+    visible_dirs,
+)
 
 # records stay plain files of the entry (readers such as run_dir's open them in place)
 PLAIN_FILES = RECORD_FILES | {"metrics.jsonl", "params.json"}
@@ -119,7 +126,7 @@ def dedup_entry(workspace: Workspace, task_id: str, run_id: str) -> int:
             entry_fd = os.open(entry, DIR_FLAGS)
         except OSError:
             return 0
-        with _opened(entry_fd):
+        with closing_fd(entry_fd):
             manifest = read_manifest(workspace, task_id, run_id)
             stored = _store_files(workspace, entry_fd, manifest)
             if not stored:
@@ -228,7 +235,12 @@ def schedule_dedup(workspace: Workspace, task_id: str, run_id: str) -> threading
 
 @atexit.register
 def _wait_at_exit() -> None:
-    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    wait_pending(EXIT_WAIT_SECONDS)
+
+
+def wait_pending(timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for the passes :func:`schedule_dedup` started."""
+    deadline = time.monotonic() + timeout
     with _PENDING_LOCK:
         threads = list(_PENDING)
     for thread in threads:
@@ -257,31 +269,12 @@ def dedup_all(workspace: Workspace) -> int:
     """Store the files of every kept run still holding plain files; how many moved."""
     root = workspace.root / ".history"
     moved = 0
-    for task_type in _visible_dirs(root):
-        for task_id in _visible_dirs(root / task_type):
+    for task_type in visible_dirs(root):
+        for task_id in visible_dirs(root / task_type):
             if not is_task_id(task_id) or not task_id.startswith(f"{task_type}#"):
                 continue
-            for run_id in _visible_dirs(root / task_type / task_id):
+            for run_id in visible_dirs(root / task_type / task_id):
                 if is_run_id(run_id):
                     moved += _dedup_or_log(workspace, task_id, run_id)
     return moved
 
-
-def _visible_dirs(folder: Path) -> list[str]:
-    try:
-        with os.scandir(folder) as entries:
-            return sorted(
-                e.name
-                for e in entries
-                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-            )
-    except OSError:
-        return []
-
-
-@contextlib.contextmanager
-def _opened(fd: int) -> Iterator[int]:
-    try:
-        yield fd
-    finally:
-        os.close(fd)

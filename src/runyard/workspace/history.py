@@ -28,14 +28,13 @@ following symlinks.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
 import os
 import secrets
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,13 @@ from runyard.workspace.exchange import ExchangeUnsupported, exchange
 from runyard.workspace.identity import RUN_ID_RE, is_run_id, is_task_id, parse_task_id
 from runyard.workspace.layout import EVENTS_FILE, METADATA_FILE, STATUS_FILE, Workspace
 from runyard.workspace.records import TaskStatus, status_from_dict
-from runyard.workspace.safefs import DIR_FLAGS, open_under
+from runyard.workspace.safefs import (
+    DIR_FLAGS,
+    closing_fd,
+    make_dirs_at,
+    open_under,
+    visible_dirs,
+)
 
 # a type folder is the operator's, never a task's: it may be a link to another disk (its
 # tasks' folders then cannot be renamed into .history, and their records are copied)
@@ -84,9 +89,9 @@ def keep_current_run(workspace: Workspace, task_id: str) -> str | None:
         return None
     tid = parse_task_id(task_id)
     with (
-        _opened(_make_dirs(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
-        _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
-        _opened(os.open(workspace.type_dir(tid.task_type), TYPE_DIR_FLAGS)) as type_dir,
+        closing_fd(make_dirs_at(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
+        closing_fd(make_dirs_at(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
+        closing_fd(os.open(workspace.type_dir(tid.task_type), TYPE_DIR_FLAGS)) as type_dir,
     ):
         aside = None
         if _exists(parent, status.run_id):
@@ -119,9 +124,9 @@ def replace_keeping(
     tid = parse_task_id(task_id)
     entry = task_history_dir(workspace, task_id) / run_id
     with (
-        _opened(_make_dirs(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
-        _opened(_make_dirs(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
-        _opened(os.open(workspace.type_dir(tid.task_type), TYPE_DIR_FLAGS)) as type_dir,
+        closing_fd(make_dirs_at(workspace.root, [HISTORY_DIR, STAGING_DIR])) as staging,
+        closing_fd(make_dirs_at(workspace.root, [HISTORY_DIR, tid.task_type, str(tid)])) as parent,
+        closing_fd(os.open(workspace.type_dir(tid.task_type), TYPE_DIR_FLAGS)) as type_dir,
     ):
         _set_aside(staging, parent, run_id, str(tid))
         os.mkdir(run_id, 0o700, dir_fd=parent)
@@ -212,7 +217,7 @@ def _write_entry(
     ``parent``, sync the parent."""
     os.mkdir(tmp, 0o700, dir_fd=staging)
     try:
-        with _opened(os.open(tmp, DIR_FLAGS, dir_fd=staging)) as folder:
+        with closing_fd(os.open(tmp, DIR_FLAGS, dir_fd=staging)) as folder:
             for name, data in records.items():
                 _write_file(folder, name, data)
             os.fsync(folder)
@@ -227,33 +232,13 @@ def _write_entry(
 
 def _write_file(folder: int, name: str, data: bytes) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    with _opened(os.open(name, flags, 0o600, dir_fd=folder)) as fd:
+    with closing_fd(os.open(name, flags, 0o600, dir_fd=folder)) as fd:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
 
 
-def _make_dirs(root: Path, parts: list[str]) -> int:
-    """A descriptor of ``root/parts...``, creating folders, following no symlink."""
-    fd = os.open(root, DIR_FLAGS)
-    for part in parts:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(part, 0o700, dir_fd=fd)
-        try:
-            child = os.open(part, DIR_FLAGS, dir_fd=fd)
-        finally:
-            os.close(fd)
-        fd = child
-    return fd
-
-
-@contextlib.contextmanager
-def _opened(fd: int) -> Iterator[int]:
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def _exists(parent: int, name: str) -> bool:
@@ -281,23 +266,12 @@ def kept_runs(workspace: Workspace, task_id: str) -> list[TaskStatus]:
     """The statuses of the kept earlier runs of ``task_id``, newest first."""
     folder = task_history_dir(workspace, task_id)
     found = []
-    for run_id in _entries(folder):
+    for run_id in visible_dirs(folder):
         status = _kept_status(workspace, task_id, run_id) if is_run_id(run_id) else None
         if status is not None:
             found.append(status)
     return sorted(found, key=lambda s: s.created_at, reverse=True)
 
-
-def _entries(folder: Path) -> list[str]:
-    try:
-        with os.scandir(folder) as entries:
-            return sorted(
-                e.name
-                for e in entries
-                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-            )
-    except (FileNotFoundError, NotADirectoryError):
-        return []
 
 
 def remove_history(workspace: Workspace, task_id: str) -> bool:
@@ -305,7 +279,7 @@ def remove_history(workspace: Workspace, task_id: str) -> bool:
     folder = task_history_dir(workspace, task_id)
     if not os.path.lexists(folder):
         return False
-    with _opened(os.open(folder.parent, DIR_FLAGS)) as parent:
+    with closing_fd(os.open(folder.parent, DIR_FLAGS)) as parent:
         _remove_at(parent, folder.name)
     return True
 
@@ -321,7 +295,7 @@ def remove_task_logs(workspace: Workspace, task_id: str) -> bool:
         parent = os.open(workspace.log_dir / tid.task_type, DIR_FLAGS)
     except OSError:  # no such folder, or a symlink in its place: nothing of ours to remove
         return False
-    with _opened(parent):
+    with closing_fd(parent):
         present = _exists(parent, task_id)
         _remove_at(parent, task_id)
     return present
@@ -337,8 +311,8 @@ def remove_kept_runs(workspace: Workspace, task_id: str, run_ids: set[str]) -> l
     except (FileNotFoundError, NotADirectoryError):
         return []
     removed = []
-    with _opened(fd):
-        present = set(_entries(folder))
+    with closing_fd(fd):
+        present = set(visible_dirs(folder))
         for name in sorted(run_ids & present):
             _remove_at(fd, name)
             _remove_at(fd, manifest_name(name))
@@ -360,7 +334,7 @@ def staged_copies(workspace: Workspace) -> list[tuple[str, str | None]]:
         fd = os.open(history_root(workspace) / STAGING_DIR, DIR_FLAGS)
     except OSError:  # none yet, or a link in its place: nothing of ours
         return []
-    with _opened(fd), os.scandir(fd) as entries:
+    with closing_fd(fd), os.scandir(fd) as entries:
         names = sorted(e.name for e in entries if e.name.startswith(TMP_PREFIX))
     return [(name, _copy_task_id(name)) for name in names]
 
@@ -377,7 +351,7 @@ def remove_staged_copy(workspace: Workspace, name: str) -> bool:
         fd = os.open(history_root(workspace) / STAGING_DIR, DIR_FLAGS)
     except OSError:
         return False
-    with _opened(fd):
+    with closing_fd(fd):
         present = _exists(fd, name)
         _remove_at(fd, name)
     return present
@@ -387,8 +361,8 @@ def history_task_ids(workspace: Workspace) -> list[str]:
     """Every task id with kept runs (whether or not the task still exists)."""
     root = history_root(workspace)
     ids = []
-    for task_type in _entries(root):
-        for name in _entries(root / task_type):
+    for task_type in visible_dirs(root):
+        for name in visible_dirs(root / task_type):
             if name.startswith(f"{task_type}#") and is_task_id(name):
                 ids.append(name)
     return ids

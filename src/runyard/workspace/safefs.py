@@ -22,10 +22,11 @@ Listing walks with :func:`os.fwalk` without following symlinks, and reports only
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Generator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -38,6 +39,44 @@ MAX_NAME_BYTES = 255
 MAX_PATH_BYTES = 4096
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@contextlib.contextmanager
+def closing_fd(fd: int) -> Iterator[int]:
+    """``with closing_fd(os.open(...)) as fd:``: the descriptor, closed on leaving."""
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def make_dirs_at(root: Path, parts: Sequence[str], mode: int = 0o700) -> int:
+    """A descriptor of ``root/parts...``, each folder made when missing and opened relative
+    to the one before it, following no symlink on the way (the caller closes it)."""
+    fd = os.open(root, DIR_FLAGS)
+    for part in parts:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, mode, dir_fd=fd)
+        try:
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def visible_dirs(folder: Path) -> list[str]:
+    """The names of ``folder``'s sub-folders (not links to one, not hidden), sorted; ``[]``
+    when it cannot be listed."""
+    try:
+        with os.scandir(folder) as entries:
+            return sorted(
+                e.name
+                for e in entries
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            )
+    except OSError:
+        return []
 
 
 @dataclass
