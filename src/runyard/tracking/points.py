@@ -199,3 +199,17 @@ def param_value(value: object) -> str | int | float | bool | None:
     raise InvalidInput(
         f"a param value must be a string, number, bool or None, not {type(value).__name__}"
     )
+
+
+def metric_summary(
+    last: float, low: float | None, high: float | None, step: int, count: int
+) -> dict[str, Any]:
+    """A metric's summary as the status and the answers carry it: ``{"last", "min", "max",
+    "step", "count"}``, values in wire form, ``min``/``max`` None when every value is NaN."""
+    return {
+        "last": wire_value(last),
+        "min": None if low is None else wire_value(low),
+        "max": None if high is None else wire_value(high),
+        "step": step,
+        "count": count,
+    }

@@ -34,6 +34,7 @@ from runyard.tracking.points import (
     STEP_MIN,
     Point,
     check_metric_name,
+    metric_summary,
     param_value,
     parse_point,
     wire_value,
@@ -201,19 +202,8 @@ def summarise(points: Iterable[Point]) -> dict[str, dict[str, Any]]:
                 fold[1] = value
             if fold[2] is None or value > fold[2]:
                 fold[2] = value
-    return {name: _summary(*fold) for name, fold in folds.items()}
+    return {name: metric_summary(*fold) for name, fold in folds.items()}
 
-
-def _summary(
-    last: float, low: float | None, high: float | None, step: int, count: int
-) -> dict[str, Any]:
-    return {
-        "last": wire_value(last),
-        "min": None if low is None else wire_value(low),
-        "max": None if high is None else wire_value(high),
-        "step": step,
-        "count": count,
-    }
 
 
 def series(

@@ -33,6 +33,7 @@ from runyard.tracking.points import (
     PARAMS_FILE,
     check_metric_name,
     check_step,
+    metric_summary,
     metric_value,
     param_value,
     wire_value,
@@ -168,23 +169,13 @@ class MetricRecorder:
         """Per metric: ``{"last", "min", "max", "step", "count"}`` (values in wire form)."""
         with self._lock:
             self.changed = False
-            return {name: _summary(fold) for name, fold in self._folds.items()}
+            return {name: metric_summary(*fold[:5]) for name, fold in self._folds.items()}
 
     def params(self) -> dict[str, Any]:
         """The params logged so far."""
         with self._lock:
             return dict(self._params)
 
-
-def _summary(fold: list[Any]) -> dict[str, Any]:
-    last, low, high, step, count, _ = fold
-    return {
-        "last": wire_value(last),
-        "min": None if low is None else wire_value(low),
-        "max": None if high is None else wire_value(high),
-        "step": step,
-        "count": count,
-    }
 
 
 def _append(path: Path, data: bytes, durable: bool) -> None:
