@@ -22,6 +22,7 @@ from api_helpers import agent_server, api, create_run, new_session, wait_run  # 
 
 RUN_KEYS = {
     "run_id", "state", "created_at", "started_at", "finished_at", "exit_code", "error", "current",
+    "params", "metrics",
 }  # fmt: skip
 
 
@@ -55,6 +56,7 @@ def test_runs_newest_first_behind_auth_and_no_escape(tmp_path: Path) -> None:
             newest, failed, oldest = body["runs"]
             assert newest["state"] == "succeeded" and newest["exit_code"] == 0
             assert failed["state"] == "failed" and failed["error"] and failed["exit_code"] != 0
+            assert failed["params"]["fail"] is True and oldest["params"]["fail"] is False
             for run, status in ((oldest, first), (failed, second)):
                 for key in ("created_at", "started_at", "finished_at", "state", "error"):
                     assert run[key] == status[key]

@@ -64,7 +64,7 @@ def test_a_task_inherits_the_environment_but_never_runyards_secrets(
     assert holds_a_token(env) == [] and "AUTH" not in env and "LEAK_BEARER" not in env
     assert "PWD" not in env and status.result["cwd"] == str(ws.task_dir(status.task_id))
     assert sorted(k for k in env if k.startswith("RUNYARD_")) == [
-        "RUNYARD_RUN_ID", "RUNYARD_TASK_DIR", "RUNYARD_TASK_ID",
+        "RUNYARD_METRICS_FILE", "RUNYARD_RUN_ID", "RUNYARD_TASK_DIR", "RUNYARD_TASK_ID",
     ]  # fmt: skip
 
 
