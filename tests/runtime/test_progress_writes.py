@@ -11,8 +11,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import pytest
 from runtime_helpers import RenameRecorder, wait_until
 
 from runyard.executors.local import LocalExecutor
@@ -25,6 +26,25 @@ from runyard.workspace.events import read_events
 from runyard.workspace.records import TaskState, utcnow
 
 REPORTS = 200
+
+
+@pytest.fixture(autouse=True)
+def _unfinished_runs_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The runs these tests begin in this process and leave unfinished end their metrics
+    (its intake thread, and the $RUNYARD_METRICS_FILE a run names to its processes) as a
+    worker's end would: later tests' subprocesses must not inherit a finished test's file."""
+    begun: list[WorkerRun] = []
+    begin = WorkerRun.begin
+
+    def recorded(run: WorkerRun, pid: int, steps: tuple[str, ...]) -> None:
+        begun.append(run)
+        begin(run, pid, steps)
+
+    monkeypatch.setattr(WorkerRun, "begin", recorded)
+    yield
+    for run in begun:
+        if not run.status.terminal:
+            run.metrics.close()
 
 
 def progress_events(workspace, task_id: str, name: str = "work") -> list[float]:
