@@ -4,6 +4,7 @@ wait for conditions on it (connected to the server, processes in a folder gone).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +14,14 @@ from pathlib import Path
 from serverproc import ServerProcess
 
 CLI = [sys.executable, "-m", "runyard"]
+
+
+def as_from_a_terminal() -> None:
+    """A ``preexec_fn``: Ctrl-C's SIGINT at its default, as a shell in a terminal starts a
+    command. A suite started as a background job inherits SIGINT ignored, and a Python
+    started with it ignored installs no KeyboardInterrupt handler: the CLI would never
+    see the Ctrl-C these tests press."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def base_env() -> dict[str, str]:
@@ -30,7 +39,7 @@ def cli(srv: ServerProcess, *args: str, timeout: float = 60) -> subprocess.Compl
 def start_cli(cwd: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*CLI, *args], cwd=cwd, env=env, text=True, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal,
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_proc import CLI, connected_to, wait_for
+from cli_proc import CLI, as_from_a_terminal, connected_to, wait_for
 
 from serverproc import ServerProcess, start_server
 
@@ -70,6 +70,7 @@ def test_ctrl_c_on_a_wait_exits_130_and_says_how_to_cancel(server: ServerProcess
     waiting = subprocess.Popen(
         [*CLI, "agent", "events", run_id], cwd=server.root, env=server.cli_env(), text=True,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=as_from_a_terminal,
     )  # fmt: skip
     try:
         # the wait is past its start once it holds the event stream
