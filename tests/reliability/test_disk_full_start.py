@@ -114,7 +114,8 @@ def test_serve_on_a_full_disk_starts_read_only_and_leaves_it_when_space_is_freed
             record = read_record(disk / "ws")  # what the CLI and Client() find
             assert record is not None and record["url"] == server.url
             assert record["token"] == TOKEN
-            until(lambda: "leaves read-only mode" in "".join(server.output), 10)
+            # the log's line, not the banner's "leaves read-only mode by itself"
+            until(lambda: "; the server leaves read-only mode" in "".join(server.output), 10)
             reply = http.post("/jobs/submit", json={"arguments": {"task": "demo", "x": 1, "y": 2}})
             assert reply.status_code == 200 and reply.json()["success"] is True, reply.text
             task_id = reply.json()["answer"]["task_id"]
