@@ -98,7 +98,9 @@ class RemoteBackend:
         if self._plain is not None:
             records, next_cursor, total = self._plain.task_page(limit=size, **query)
             return [Listed(record) for record in records], next_cursor, total
-        got = self.client.task_page(limit=size, **query)
+        got = self.client.task_page(
+            limit=size, cursor=cursor, state=state, task_type=task_type, text=text
+        )
         return list(got), got.next_cursor, got.total or 0
 
     def status(self, task_id: str) -> TaskStatus:
