@@ -20,12 +20,10 @@ it is applied. An entry the receiver already keeps is left as it is.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from runyard.errors import NoSuchFile, UnsafePath
 from runyard.sync.errors import SyncRefused
@@ -33,10 +31,10 @@ from runyard.sync.members import check_parts
 from runyard.workspace.atomic import read_bytes_tolerant
 from runyard.workspace.dedup import schedule_dedup
 from runyard.workspace.filenames import name_from_shown
-from runyard.workspace.history import kept_runs, task_history_dir
+from runyard.workspace.history import kept_runs, status_from_bytes, task_history_dir
 from runyard.workspace.identity import is_run_id
 from runyard.workspace.layout import STATUS_FILE, Workspace
-from runyard.workspace.records import TaskStatus, status_from_dict
+from runyard.workspace.records import TaskStatus
 from runyard.workspace.runfiles import list_run_files, open_run_file
 from runyard.workspace.safefs import OpenedFile, open_under
 
@@ -112,7 +110,7 @@ def check_staged_runs(staging: Path, current: TaskStatus) -> list[str]:
     run_ids = sorted(os.listdir(folder))
     for run_id in run_ids:
         raw = read_bytes_tolerant(folder / run_id / "files" / STATUS_FILE, limit=MAX_STATUS_BYTES)
-        status = status_from_dict(_json(raw), current.task_id)
+        status = status_from_bytes(raw, current.task_id)
         if (
             not is_run_id(run_id)
             or run_id == current.run_id
@@ -124,15 +122,6 @@ def check_staged_runs(staging: Path, current: TaskStatus) -> list[str]:
             raise SyncRefused(current.task_id, "verification", reason)
     return run_ids
 
-
-def _json(raw: bytes | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def place_staged_runs(

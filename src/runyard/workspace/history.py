@@ -200,6 +200,12 @@ def _read_capped(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def status_from_bytes(raw: bytes | None, task_id: str) -> TaskStatus | None:
+    """A status record's bytes (read from a folder a task or a peer wrote) as the valid
+    status of ``task_id``; None for anything else."""
+    return status_from_dict(_json(raw), task_id)
+
+
 def _json(raw: bytes | None) -> dict[str, object] | None:
     if raw is None:
         return None
